@@ -1,0 +1,34 @@
+"""toolvisor: an Elixir/OTP-style supervised actor runtime for LLM tool calls."""
+
+from toolvisor.contract import (
+    AskUser,
+    CallContext,
+    Err,
+    Halt,
+    InvalidArguments,
+    InvalidHandlerError,
+    Ok,
+    Pending,
+    Tool,
+    ToolCall,
+    ToolError,
+    tool,
+)
+from toolvisor.executor import encode, execute
+
+__all__ = [
+    "AskUser",
+    "CallContext",
+    "Err",
+    "Halt",
+    "InvalidArguments",
+    "InvalidHandlerError",
+    "Ok",
+    "Pending",
+    "Tool",
+    "ToolCall",
+    "ToolError",
+    "encode",
+    "execute",
+    "tool",
+]

@@ -1,0 +1,92 @@
+"""The handler results: what a handler chose to say, passed through untouched.
+
+These are frozen, slotted dataclasses so they are cheap to build, immutable once
+returned, and usable in ``match`` statements (``case Ok(value): ...``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal, TypeAlias
+
+OnTimeout: TypeAlias = Literal["error_as_result", "fail_turn"]
+OnCancel: TypeAlias = Literal["cancel_external_work", "ignore"]
+
+
+@dataclass(frozen=True, slots=True)
+class Ok:
+    """The call succeeded; ``value`` is what the model will see, once encoded."""
+
+    value: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class Err:
+    """The handler reported a failure it chose to report (not a crash).
+
+    ``reason`` is anything: a string, a dict, an exception. The runtime never wraps it,
+    so a policy can tell a reported error from a ``ToolError``.
+    """
+
+    reason: Any
+
+
+@dataclass(frozen=True, slots=True)
+class AskUser:
+    """Suspend the run and ask the user; the answer becomes this call's result."""
+
+    question: str
+    options: tuple[str, ...] | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.question, str):
+            raise TypeError(f"AskUser.question must be a str, got {type(self.question).__name__}")
+        if self.options is not None:
+            if isinstance(self.options, str) or not all(isinstance(o, str) for o in self.options):
+                raise TypeError("AskUser.options must be a sequence of str or None")
+            object.__setattr__(self, "options", tuple(self.options))
+
+
+@dataclass(frozen=True, slots=True)
+class Halt:
+    """End the whole run with ``reason``; ``result`` is the run's final result."""
+
+    reason: str
+    result: Any = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.reason, str) or not self.reason:
+            raise TypeError("Halt.reason must be a non-empty str")
+
+
+@dataclass(frozen=True, slots=True)
+class Pending:
+    """The call's result will arrive later, through the completion key it took.
+
+    ``deadline`` is in seconds from when the runtime parks the call (``None``: no deadline).
+    """
+
+    deadline: float | None = None
+    on_timeout: OnTimeout = "error_as_result"
+    on_cancel: OnCancel = "ignore"
+
+    def __post_init__(self) -> None:
+        if self.deadline is not None and (
+            isinstance(self.deadline, bool)
+            or not isinstance(self.deadline, int | float)
+            or self.deadline <= 0
+        ):
+            raise ValueError(f"Pending.deadline must be a positive number of seconds or None, "
+                             f"got {self.deadline!r}")
+        if self.on_timeout not in ("error_as_result", "fail_turn"):
+            raise ValueError(f"Pending.on_timeout must be 'error_as_result' or 'fail_turn', "
+                             f"got {self.on_timeout!r}")
+        if self.on_cancel not in ("cancel_external_work", "ignore"):
+            raise ValueError(f"Pending.on_cancel must be 'cancel_external_work' or 'ignore', "
+                             f"got {self.on_cancel!r}")
+
+
+HandlerResult: TypeAlias = Ok | Err | AskUser | Halt | Pending
+"""Every value ``execute`` can return."""
+
+LEGAL_RESULT_TYPES: tuple[type, ...] = (Ok, Err, AskUser, Halt, Pending)

@@ -1,0 +1,218 @@
+"""``Tool``, the definition of one tool, and the ``@tool`` decorator that builds one."""
+
+from __future__ import annotations
+
+import inspect
+import re
+import typing
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeAlias, overload
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError
+from pydantic import TypeAdapter
+
+from toolvisor.contract._arity import handler_arity
+from toolvisor.contract._messages import ToolSpec
+
+Scheduling: TypeAlias = Literal["parallel", "serial"]
+Isolation: TypeAlias = Literal["thread", "process", "asyncio"]
+Handler: TypeAlias = Callable[..., Any]
+
+_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+_OPEN_OBJECT: dict[str, Any] = {"type": "object"}
+_UNTYPED = (inspect.Parameter.empty, Any, dict, Mapping, typing.Mapping, typing.Dict)  # noqa: UP006
+
+
+@dataclass(frozen=True, eq=False, slots=True, weakref_slot=True)
+class Tool:
+    """One tool: what the model is told (name, description, input schema) and how it runs.
+
+    ``handler`` is ``None`` for a tool declared for manual use: calling it is ``not_found``.
+    ``timeout`` ``None`` means the runner's default. ``isolation`` ``None`` picks ``asyncio``
+    for ``async def`` handlers and ``thread`` otherwise. ``arguments_type`` (set by ``@tool``)
+    is the type the validated arguments are converted to before the handler sees them.
+    Tools compare by identity: two tools with the same name are still two tools.
+    """
+
+    name: str
+    description: str = ""
+    input_schema: Mapping[str, Any] = field(default_factory=lambda: dict(_OPEN_OBJECT))
+    handler: Handler | None = None
+    scheduling: Scheduling = "parallel"
+    timeout: float | None = None
+    isolation: Isolation | None = None
+    retryable: bool = False
+    arguments_type: Any = None
+    arity: int = field(init=False, default=0)
+    is_async: bool = field(init=False, default=False)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not _NAME.match(self.name):
+            raise ValueError(
+                f"tool name {self.name!r} is invalid: use 1-64 letters, digits, '_' or '-'"
+            )
+        self._check_schema()
+        if self.scheduling not in ("parallel", "serial"):
+            raise ValueError(
+                f"tool {self.name!r}: scheduling must be 'parallel' or 'serial', "
+                f"got {self.scheduling!r}"
+            )
+        if self.timeout is not None and (
+            isinstance(self.timeout, bool)
+            or not isinstance(self.timeout, int | float)
+            or self.timeout <= 0
+        ):
+            raise ValueError(
+                f"tool {self.name!r}: timeout must be a positive number of seconds or None, "
+                f"got {self.timeout!r}"
+            )
+        if self.isolation not in (None, "thread", "process", "asyncio"):
+            raise ValueError(
+                f"tool {self.name!r}: isolation must be 'thread', 'process' or 'asyncio', "
+                f"got {self.isolation!r}"
+            )
+        if self.handler is None:
+            return
+        if not callable(self.handler):
+            raise TypeError(f"tool {self.name!r}: handler must be callable or None")
+        object.__setattr__(self, "arity", handler_arity(self.handler, self.name))
+        is_async = inspect.iscoroutinefunction(self.handler) or inspect.iscoroutinefunction(
+            getattr(self.handler, "__call__", None)  # noqa: B004 - async callable objects
+        )
+        object.__setattr__(self, "is_async", is_async)
+        isolation = self.isolation or ("asyncio" if is_async else "thread")
+        if is_async and isolation != "asyncio":
+            raise ValueError(
+                f"tool {self.name!r}: an async def handler needs isolation='asyncio', "
+                f"got {isolation!r}"
+            )
+        if isolation == "asyncio" and not is_async:
+            raise ValueError(
+                f"tool {self.name!r}: isolation='asyncio' needs an async def handler; "
+                "use 'thread' or 'process' for a sync one"
+            )
+        if isolation == "process" and "<locals>" in getattr(self.handler, "__qualname__", ""):
+            raise ValueError(
+                f"tool {self.name!r}: isolation='process' needs a handler importable by "
+                "qualified name (a module-level function), not a nested one"
+            )
+        object.__setattr__(self, "isolation", isolation)
+
+    def _check_schema(self) -> None:
+        schema = self.input_schema
+        if not isinstance(schema, Mapping):
+            raise TypeError(f"tool {self.name!r}: input_schema must be a JSON schema object")
+        try:
+            Draft202012Validator.check_schema(schema)
+        except SchemaError as exc:
+            raise ValueError(f"tool {self.name!r}: input_schema is not a valid JSON schema "
+                             f"(Draft 2020-12): {exc.message}") from exc
+        if schema.get("type", "object") != "object":
+            raise ValueError(
+                f"tool {self.name!r}: input_schema must describe an object (\"type\": "
+                f"\"object\"), got type {schema.get('type')!r}"
+            )
+
+    @property
+    def spec(self) -> ToolSpec:
+        """What the model is told about this tool."""
+        return ToolSpec(
+            name=self.name, description=self.description, input_schema=dict(self.input_schema)
+        )
+
+    def __repr__(self) -> str:
+        return f"Tool(name={self.name!r}, isolation={self.isolation!r})"
+
+
+def _arguments_type(handler: Handler, tool_name: str) -> Any:
+    """The annotation of the handler's first parameter, or ``None`` for a plain dict."""
+    params = list(inspect.signature(handler).parameters.values())
+    if not params:
+        return None
+    try:
+        hints = typing.get_type_hints(handler)
+    except Exception as exc:
+        raise TypeError(f"tool {tool_name!r}: cannot resolve the handler's type hints: {exc}") \
+            from exc
+    annotation = hints.get(params[0].name, inspect.Parameter.empty)
+    if annotation in _UNTYPED or typing.get_origin(annotation) in (dict, Mapping):
+        return None
+    return annotation
+
+
+def _schema_for(arguments_type: Any, tool_name: str) -> dict[str, Any]:
+    if arguments_type is None:
+        return dict(_OPEN_OBJECT)
+    try:
+        schema = TypeAdapter(arguments_type).json_schema()
+    except Exception as exc:
+        raise TypeError(
+            f"tool {tool_name!r}: cannot derive a JSON schema from {arguments_type!r}: {exc}; "
+            "annotate the arguments with a pydantic model, a TypedDict or a dataclass, "
+            "or pass input_schema="
+        ) from exc
+    return schema
+
+
+@overload
+def tool(handler: Handler, /) -> Tool: ...
+
+
+@overload
+def tool(
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    input_schema: Mapping[str, Any] | None = None,
+    scheduling: Scheduling = "parallel",
+    timeout: float | None = None,
+    isolation: Isolation | None = None,
+    retryable: bool = False,
+) -> Callable[[Handler], Tool]: ...
+
+
+def tool(
+    handler: Handler | None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    input_schema: Mapping[str, Any] | None = None,
+    scheduling: Scheduling = "parallel",
+    timeout: float | None = None,
+    isolation: Isolation | None = None,
+    retryable: bool = False,
+) -> Tool | Callable[[Handler], Tool]:
+    """Build a :class:`Tool` from a function: ``@tool`` or ``@tool(timeout=5, ...)``.
+
+    The input schema comes from the first parameter's annotation (a pydantic model, a
+    TypedDict, a dataclass: anything pydantic can describe) unless ``input_schema`` is given;
+    the handler then receives the validated, converted value. The description defaults to
+    the docstring.
+    """
+
+    def build(fn: Handler) -> Tool:
+        tool_name = name or getattr(fn, "__name__", None)
+        if not tool_name:
+            raise TypeError("@tool: the handler has no __name__; pass name=")
+        handler_arity(fn, tool_name)
+        arguments_type = _arguments_type(fn, tool_name) if input_schema is None else None
+        schema = input_schema if input_schema is not None else _schema_for(arguments_type,
+                                                                            tool_name)
+        return Tool(
+            name=tool_name,
+            description=description if description is not None else inspect.getdoc(fn) or "",
+            input_schema=schema,
+            handler=fn,
+            scheduling=scheduling,
+            timeout=timeout,
+            isolation=isolation,
+            retryable=retryable,
+            arguments_type=arguments_type,
+        )
+
+    if handler is not None:
+        return build(handler)
+    return build

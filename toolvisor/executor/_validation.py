@@ -1,0 +1,56 @@
+"""Checking arguments against a tool's JSON schema (Draft 2020-12) and converting them."""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from jsonschema import Draft202012Validator
+from pydantic import TypeAdapter, ValidationError
+
+from toolvisor.contract import Err, InvalidArguments, Tool, Violation
+
+# Compiled once per Tool and dropped with it. Two threads racing on a miss both compile the
+# same validator; the loser's copy is garbage, which is cheaper than a lock on the hot path.
+_compiled: weakref.WeakKeyDictionary[Tool, tuple[Draft202012Validator, TypeAdapter[Any] | None]]
+_compiled = weakref.WeakKeyDictionary()
+
+
+def _compile(tool: Tool) -> tuple[Draft202012Validator, TypeAdapter[Any] | None]:
+    entry = _compiled.get(tool)
+    if entry is None:
+        validator = Draft202012Validator(
+            dict(tool.input_schema), format_checker=Draft202012Validator.FORMAT_CHECKER
+        )
+        adapter = TypeAdapter(tool.arguments_type) if tool.arguments_type is not None else None
+        entry = (validator, adapter)
+        _compiled[tool] = entry
+    return entry
+
+
+def json_path(parts: Iterable[str | int]) -> str:
+    """``("a", 0, "b")`` -> ``$.a[0].b``."""
+    return "$" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in parts)
+
+
+def prepare_arguments(tool: Tool, arguments: Any) -> Any | Err:
+    """The value the handler receives, or ``Err(InvalidArguments)`` listing every violation."""
+    if not isinstance(arguments, Mapping):
+        return Err(InvalidArguments(tool.name, [Violation(
+            "$", f"arguments must be a JSON object, got {type(arguments).__name__}", "type")]))
+    validator, adapter = _compile(tool)
+    errors = sorted(validator.iter_errors(arguments), key=lambda e: (list(map(str, e.path)),
+                                                                        e.message))
+    if errors:
+        return Err(InvalidArguments(tool.name, [
+            Violation(json_path(e.absolute_path), e.message, str(e.validator)) for e in errors
+        ]))
+    if adapter is None:
+        return arguments
+    try:
+        return adapter.validate_python(arguments)
+    except ValidationError as exc:
+        return Err(InvalidArguments(tool.name, [
+            Violation(json_path(err["loc"]), err["msg"], err["type"]) for err in exc.errors()
+        ]))
