@@ -13,6 +13,7 @@ from toolvisor.contract._errors import (
 from toolvisor.contract._messages import (
     AssistantMessage,
     Message,
+    Model,
     ModelRequest,
     ModelResponse,
     SystemMessage,
@@ -50,6 +51,7 @@ __all__ = [
     "InvalidHandlerError",
     "Isolation",
     "Message",
+    "Model",
     "ModelRequest",
     "ModelResponse",
     "Ok",

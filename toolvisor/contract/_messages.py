@@ -5,7 +5,7 @@ These are what a checkpoint stores, so every one of them is frozen and has a sta
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, TypeAlias
+from typing import Annotated, Any, Literal, Protocol, TypeAlias, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -74,3 +74,10 @@ class ModelResponse(_Frozen):
 
     text: str | None = None
     tool_calls: tuple[ToolCall, ...] = ()
+
+
+@runtime_checkable
+class Model(Protocol):
+    """An LLM, as the runtime sees it: a request in, a response out (blocking)."""
+
+    def respond(self, request: ModelRequest) -> ModelResponse: ...
