@@ -1,5 +1,6 @@
 """toolvisor: an Elixir/OTP-style supervised actor runtime for LLM tool calls."""
 
+from toolvisor._logging import configure_logging
 from toolvisor.contract import (
     AskUser,
     CallContext,
@@ -28,6 +29,7 @@ __all__ = [
     "Tool",
     "ToolCall",
     "ToolError",
+    "configure_logging",
     "encode",
     "execute",
     "tool",

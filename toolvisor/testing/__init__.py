@@ -1,5 +1,6 @@
-"""What users import in their own tests: leak checks, scripted models, policy harness."""
+"""What users import in their own tests: leak checks, event capture, scripted models."""
 
+from toolvisor.testing._events import capture_events
 from toolvisor.testing._leaks import LeakCheck
 
-__all__ = ["LeakCheck"]
+__all__ = ["LeakCheck", "capture_events"]

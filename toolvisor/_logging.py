@@ -1,0 +1,104 @@
+"""toolvisor's lifecycle events: structlog, quiet by default, one switch for the whole runtime.
+
+Every layer logs through :func:`get_event_log`. While logging is off (the default) an event
+costs one global read, so the per-call hot path stays cheap. :func:`configure_logging` turns it
+on as JSON or console lines; ``toolvisor.testing.capture_events`` records events as dicts.
+Events have stable names (``child_started``, ``call_timed_out``, ...) and bound ids.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from typing import Any, Literal, TextIO
+
+import structlog
+
+Level = Literal["debug", "info", "warning", "error"]
+_LEVELS: dict[str, int] = {"debug": 10, "info": 20, "warning": 30, "error": 40}
+
+EventSink = Callable[[str, str, dict[str, Any]], None]
+"""Receives ``(level, event_name, fields)``."""
+
+_sink: EventSink | None = None
+
+
+class EventLog:
+    """A logger with bound fields; emits nothing unless logging is configured."""
+
+    __slots__ = ("_bound",)
+
+    def __init__(self, bound: dict[str, Any]) -> None:
+        self._bound = bound
+
+    def bind(self, **fields: Any) -> EventLog:
+        """A logger that adds ``fields`` to every event."""
+        return EventLog({**self._bound, **fields})
+
+    def _emit(self, level: str, event: str, fields: dict[str, Any]) -> None:
+        sink = _sink
+        if sink is not None:
+            sink(level, event, {**self._bound, **fields})
+
+    def debug(self, event: str, **fields: Any) -> None:
+        self._emit("debug", event, fields)
+
+    def info(self, event: str, **fields: Any) -> None:
+        self._emit("info", event, fields)
+
+    def warning(self, event: str, **fields: Any) -> None:
+        self._emit("warning", event, fields)
+
+    def error(self, event: str, **fields: Any) -> None:
+        self._emit("error", event, fields)
+
+
+def get_event_log(component: str, **bound: Any) -> EventLog:
+    """The logger of one component (``supervisor``, ``tool_call``, ...)."""
+    return EventLog({"component": component, **bound})
+
+
+def set_sink(sink: EventSink | None) -> EventSink | None:
+    """Install ``sink`` (``None``: quiet) and return the previous one."""
+    global _sink  # the single switch, read lock-free on the hot path
+    previous, _sink = _sink, sink
+    return previous
+
+
+def configure_logging(
+    format: Literal["json", "console"] | None = "console",
+    *,
+    level: Level = "info",
+    stream: TextIO | None = None,
+) -> None:
+    """Print toolvisor's events as JSON or console lines at ``level`` and above.
+
+    ``format=None`` makes it quiet again. The output goes to ``stream`` (default stderr).
+    Only toolvisor's own events are affected: the global structlog configuration is untouched.
+    """
+    if format is None:
+        set_sink(None)
+        return
+    if format not in ("json", "console"):
+        raise ValueError(f"logging format must be 'json', 'console' or None, got {format!r}")
+    if level not in _LEVELS:
+        raise ValueError(f"logging level must be one of {list(_LEVELS)}, got {level!r}")
+    renderer: Any = (
+        structlog.processors.JSONRenderer()
+        if format == "json"
+        else structlog.dev.ConsoleRenderer(colors=False)
+    )
+    logger = structlog.wrap_logger(
+        structlog.PrintLogger(stream or sys.stderr),
+        processors=[
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso"),
+            renderer,
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(_LEVELS[level]),
+    )
+
+    def sink(event_level: str, event: str, fields: dict[str, Any]) -> None:
+        getattr(logger, event_level)(event, **fields)
+
+    set_sink(sink)
