@@ -69,11 +69,12 @@ def encode_checked(
         return result, encode(result)
     except ToolError as exc:
         label = f" ({tool_name})" if tool_name else ""
+        cause = exc.cause
         failed = Err(ToolError(
             "encoding_failed",
-            f"tool error{label}: encoding_failed: {exc.message.split(': ', 2)[-1]}",
+            f"tool error{label}: encoding_failed: {type(cause).__name__}: {cause}",
             tool_name=tool_name,
             tool_call_id=tool_call_id,
-            cause=exc.cause,
+            cause=cause,
         ))
         return failed, encode(failed)

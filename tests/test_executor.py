@@ -1,0 +1,187 @@
+"""Conformance of ``execute`` with DESIGN.md section 2: every legal shape, every reason."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+
+from toolvisor import (
+    AskUser,
+    CallContext,
+    Err,
+    Halt,
+    InvalidArguments,
+    Ok,
+    Pending,
+    Tool,
+    ToolCall,
+    ToolError,
+    execute,
+    tool,
+)
+from toolvisor.executor import aexecute
+
+LEGAL = [Ok(1), Ok(None), Err("reported"), Err({"code": 7}), AskUser("continue?"),
+         AskUser("pick", ("a", "b")), Halt("enough", {"n": 1}), Pending(deadline=3)]
+
+
+def echo(arguments: Any) -> Ok:
+    return Ok(arguments)
+
+
+def returning(value: Any) -> Tool:
+    return Tool(name="t", handler=lambda arguments: value)
+
+
+def tool_error(result: Any) -> ToolError:
+    assert isinstance(result, Err) and isinstance(result.reason, ToolError), result
+    return result.reason
+
+
+@pytest.mark.parametrize("result", LEGAL, ids=repr)
+def test_legal_results_pass_through_as_the_very_same_object(result: Any) -> None:
+    assert execute(returning(result), {}) is result
+
+
+def test_a_reported_err_is_not_wrapped() -> None:
+    reported = Err(ToolError("timeout"))  # even a ToolError the handler chose to return
+    assert execute(returning(reported), {}) is reported
+
+
+def test_a_raise_is_handler_raised_with_the_exception_as_cause() -> None:
+    boom = ValueError("boom")
+
+    def handler(arguments: Any) -> Ok:
+        raise boom
+
+    error = tool_error(execute(Tool(name="t", handler=handler), {},
+                               CallContext(tool_call=ToolCall(id="c9", name="t"))))
+    assert error.reason == "handler_raised"
+    assert error.cause is boom
+    assert (error.tool_name, error.tool_call_id) == ("t", "c9")
+    assert error.message == "tool error (t): handler_raised: ValueError: boom"
+
+
+@pytest.mark.parametrize(("exc", "cause"), [(SystemExit(3), 3), (SystemExit("bye"), "bye")])
+def test_system_exit_is_handler_exit_with_the_exit_code(exc: BaseException, cause: Any) -> None:
+    def handler(arguments: Any) -> Ok:
+        raise exc
+
+    error = tool_error(execute(Tool(name="t", handler=handler), {}))
+    assert (error.reason, error.cause) == ("handler_exit", cause)
+
+
+@pytest.mark.parametrize("exc_type", [KeyboardInterrupt, GeneratorExit, asyncio.CancelledError])
+def test_other_base_exceptions_are_handler_exit(exc_type: type[BaseException]) -> None:
+    def handler(arguments: Any) -> Ok:
+        raise exc_type()
+
+    error = tool_error(execute(Tool(name="t", handler=handler), {}))
+    assert error.reason == "handler_exit"
+    assert isinstance(error.cause, exc_type)
+
+
+@pytest.mark.parametrize("garbage", [None, 42, "text", {"ok": 1}, [Ok(1)], Ok, object()])
+def test_anything_else_returned_is_invalid_return_with_the_value_as_cause(garbage: Any) -> None:
+    error = tool_error(execute(returning(garbage), {}))
+    assert error.reason == "invalid_return"
+    assert error.cause is garbage
+
+
+def test_a_tool_without_handler_is_not_found() -> None:
+    error = tool_error(execute(Tool(name="manual"), {}))
+    assert error.reason == "not_found"
+    assert "declared for manual use" in error.message
+
+
+def test_arity_two_receives_the_context_unchanged() -> None:
+    seen: list[Any] = []
+
+    def handler(arguments: Any, ctx: CallContext) -> Ok:
+        seen.append(ctx)
+        return Ok(arguments)
+
+    ctx = CallContext(session_id="s", request_id="r", context={"user": "ada"})
+    assert execute(Tool(name="t", handler=handler), {"a": 1}, ctx) == Ok({"a": 1})
+    assert seen == [ctx] and seen[0] is ctx
+
+
+def test_a_missing_context_reads_as_none() -> None:
+    seen: list[CallContext] = []
+
+    def handler(arguments: Any, ctx: CallContext) -> Ok:
+        seen.append(ctx)
+        return Ok(1)
+
+    execute(Tool(name="t", handler=handler), {})
+    ctx = seen[0]
+    assert (ctx.session_id, ctx.request_id, ctx.tool_call, ctx.context, ctx.engine,
+            ctx.tool_call_id, ctx.state) == (None,) * 7
+    assert not ctx.cancelled.is_set()
+
+
+def test_invalid_arguments_list_every_violation_and_never_reach_the_handler() -> None:
+    calls: list[Any] = []
+    schema = {"type": "object", "required": ["a", "b"], "additionalProperties": False,
+              "properties": {"a": {"type": "integer"}, "b": {"type": "string"},
+                             "c": {"type": "array", "items": {"type": "integer"}}}}
+    checked = Tool(name="t", input_schema=schema, handler=lambda a: calls.append(a) or Ok(1))
+    result = execute(checked, {"a": "x", "c": [1, "two"], "d": 0})
+    assert isinstance(result, Err) and isinstance(result.reason, InvalidArguments)
+    paths = {(v.path, v.validator) for v in result.reason.violations}
+    assert paths == {("$", "required"), ("$", "additionalProperties"), ("$.a", "type"),
+                     ("$.c[1]", "type")}
+    assert calls == []
+
+
+def test_arguments_that_are_not_an_object_are_refused() -> None:
+    result = execute(Tool(name="t", handler=echo), ["not", "an", "object"])
+    assert isinstance(result, Err) and isinstance(result.reason, InvalidArguments)
+    assert [(v.path, v.message) for v in result.reason.violations] == [
+        ("$", "arguments must be a JSON object, got list")]
+
+
+class Query(BaseModel):
+    text: str
+    limit: int = 5
+
+
+def test_typed_arguments_arrive_converted() -> None:
+    @tool
+    def search(arguments: Query) -> Ok:
+        return Ok((type(arguments).__name__, arguments.text, arguments.limit))
+
+    assert execute(search, {"text": "otp"}) == Ok(("Query", "otp", 5))
+    result = execute(search, {"text": 1})
+    assert isinstance(result, Err) and isinstance(result.reason, InvalidArguments)
+    assert result.reason.violations[0].path == "$.text"
+
+
+async def coroutine_handler(arguments: Any) -> Ok:
+    await asyncio.sleep(0)
+    return Ok(arguments["n"] + 1)
+
+
+def test_async_handlers_are_refused_by_execute_and_run_by_aexecute() -> None:
+    async_tool = Tool(name="a", handler=coroutine_handler)
+    with pytest.raises(TypeError, match="isolation='asyncio'"):
+        execute(async_tool, {"n": 1})
+    assert asyncio.run(aexecute(async_tool, {"n": 1})) == Ok(2)
+
+
+def test_aexecute_normalises_like_execute() -> None:
+    async def raising(arguments: Any) -> Ok:
+        raise RuntimeError("no")
+
+    async def garbage(arguments: Any) -> int:
+        return 3
+
+    assert tool_error(asyncio.run(aexecute(Tool(name="r", handler=raising), {}))).reason == \
+        "handler_raised"
+    assert tool_error(asyncio.run(aexecute(Tool(name="g", handler=garbage), {}))).reason == \
+        "invalid_return"
+    assert asyncio.run(aexecute(returning(Ok(1)), {})) == Ok(1)
+    assert tool_error(asyncio.run(aexecute(Tool(name="m"), {}))).reason == "not_found"
