@@ -2,5 +2,13 @@
 
 from toolvisor.testing._events import capture_events
 from toolvisor.testing._leaks import LeakCheck
+from toolvisor.testing._models import FunctionModel, ScriptedModel, call, calls
 
-__all__ = ["LeakCheck", "capture_events"]
+__all__ = [
+    "FunctionModel",
+    "LeakCheck",
+    "ScriptedModel",
+    "call",
+    "calls",
+    "capture_events",
+]
