@@ -1,0 +1,38 @@
+"""OTP supervision on pykka: supervised actors, child specs, supervisors, dynamic supervisors."""
+
+from toolvisor.supervisors._dynamic import ToolCallSupervisor, ToolCallSupervisorRef
+from toolvisor.supervisors._errors import (
+    ChildRunningError,
+    ChildSpecError,
+    ChildStartError,
+    DuplicateChildError,
+    TooManyChildrenError,
+    UnknownChildError,
+)
+from toolvisor.supervisors._intensity import Clock
+from toolvisor.supervisors._spec import ChildInfo, ChildSpec, ChildType, Restart, Shutdown
+from toolvisor.supervisors._supervised import ActorExit, ExitReason, SupervisedActor
+from toolvisor.supervisors._supervisor import Strategy, Supervisor, SupervisorRef
+
+__all__ = [
+    "ActorExit",
+    "ChildInfo",
+    "ChildRunningError",
+    "ChildSpec",
+    "ChildSpecError",
+    "ChildStartError",
+    "ChildType",
+    "Clock",
+    "DuplicateChildError",
+    "ExitReason",
+    "Restart",
+    "Shutdown",
+    "Strategy",
+    "SupervisedActor",
+    "Supervisor",
+    "SupervisorRef",
+    "TooManyChildrenError",
+    "ToolCallSupervisor",
+    "ToolCallSupervisorRef",
+    "UnknownChildError",
+]

@@ -1,0 +1,206 @@
+"""``SupervisedActor``: a pykka actor that tells its supervisor, exactly once, how it ended.
+
+pykka has no links or monitors. This mixin adds the one fact supervision needs: when an actor's
+life ends, whatever ended it, its parent hears about it once, with the exit reason.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Final, Literal
+
+import pykka
+from pykka import ActorDeadError, ActorRef, ActorRegistry
+
+if TYPE_CHECKING:
+    from types import TracebackType
+
+ExitReason = Literal["normal", "shutdown"] | BaseException
+"""Why an actor ended: ``"normal"`` (it stopped itself or was stopped by someone other than
+its supervisor), ``"shutdown"`` (its supervisor stopped it) or the exception that killed it."""
+
+NORMAL_REASONS: Final = ("normal", "shutdown")
+
+
+def describe(reason: ExitReason) -> str:
+    """The exit reason as text for log events."""
+    return reason if isinstance(reason, str) else repr(reason)
+
+
+class ActorExit(Exception):
+    """What an ``ask`` caller gets when the handler ended the actor with a ``BaseException``.
+
+    The actor itself ends with the original ``BaseException`` (``__cause__``) as its reason.
+    """
+
+
+class ChildLink:
+    """The tie between one child and its supervisor, made before the child is constructed.
+
+    The child's constructor claims the link (``actor``); the child's thread later writes
+    ``reason``, calls the supervisor's ``notify`` and only then sets ``exited``. The supervisor
+    reads ``reason`` only after ``exited`` is set, or in the handler ``notify`` led to.
+    """
+
+    __slots__ = ("_notify", "actor", "exited", "reason")
+
+    def __init__(self, notify: Callable[[ChildLink], None]) -> None:
+        self._notify = notify
+        self.actor: SupervisedActor | None = None
+        self.reason: ExitReason = "normal"
+        self.exited = threading.Event()
+
+    def child_exited(self, reason: ExitReason) -> None:
+        """Record the reason, tell the supervisor, then wake anyone waiting for the exit."""
+        self.reason = reason
+        try:
+            self._notify(self)
+        finally:
+            self.exited.set()
+
+
+_pending = threading.local()  # .link: the ChildLink the next SupervisedActor built here claims
+
+
+def start_linked(link: ChildLink, start: Callable[[], ActorRef[Any]]) -> ActorRef[Any]:
+    """Call ``start`` here so that the first ``SupervisedActor`` it builds claims ``link``.
+
+    Raises ``TypeError`` if ``start`` returns anything but the ref of that actor (any actor it
+    did start is then stopped); whatever ``start`` raises propagates.
+    """
+    previous = getattr(_pending, "link", None)
+    _pending.link = link
+    try:
+        ref = start()
+    except BaseException:
+        if link.actor is not None:
+            request_shutdown(link.actor.actor_ref)
+        raise
+    finally:
+        _pending.link = previous
+    linked = link.actor
+    if isinstance(ref, ActorRef) and linked is not None and ref.actor_urn == linked.actor_urn:
+        return ref
+    if linked is not None:
+        request_shutdown(linked.actor_ref)
+    if isinstance(ref, ActorRef):
+        ref.stop(block=False)
+    what = "ref of a different actor" if linked is not None else repr(ref)
+    raise TypeError(
+        f"the start function must return the ActorRef of the SupervisedActor it starts "
+        f"(e.g. `lambda: MyActor.start(...)` where MyActor subclasses SupervisedActor), "
+        f"got {what}"
+    )
+
+
+class _ShutdownRequest:
+    """The message a supervisor sends to stop a child; the child then exits with ``shutdown``."""
+
+    __slots__ = ()
+
+
+_SHUTDOWN: Final = _ShutdownRequest()
+
+
+def request_shutdown(ref: ActorRef[Any]) -> None:
+    """Ask a ``SupervisedActor`` to stop with reason ``shutdown`` (after its queued messages)."""
+    with contextlib.suppress(ActorDeadError):
+        ref.tell(_SHUTDOWN)
+
+
+class SupervisedActor(pykka.Actor):
+    """A mixin for any pykka actor type: ``class Worker(SupervisedActor, pykka.ThreadingActor)``.
+
+    Guarantee: if this actor was constructed while its supervisor was starting it (inside a
+    child spec's start function), the supervisor is told exactly once that it ended, after its
+    loop has ended and its pending asks have been answered, with the reason:
+
+    * ``"normal"``: stopped by ``stop()`` / ``ActorRef.stop()``, by itself or by anyone but the
+      supervisor;
+    * ``"shutdown"``: stopped by its supervisor;
+    * the exception: raised by ``on_start``, by ``on_stop``, or by a handler of a ``tell``
+      (an ``ask`` that raises only fails that ask, as in pykka). The first cause wins.
+
+    A ``BaseException`` that is not an ``Exception`` (``SystemExit``, ...) ends this actor alone
+    with that exception as its reason, instead of pykka's ``ActorRegistry.stop_all()``; an
+    ``ask`` caller gets :class:`ActorExit`.
+
+    An actor type whose loop does not run ``_actor_loop`` must call ``_report_exit()`` from its
+    loop's thread when the loop ends. An actor built outside a start function is unsupervised
+    and reports to no one.
+    """
+
+    _link: ChildLink | None = None
+    _exit_reason: ExitReason | None = None  # the first recorded cause; written by own thread
+    _exit_reported: bool = False
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._exit_lock = threading.Lock()
+        link: ChildLink | None = getattr(_pending, "link", None)
+        if link is not None and link.actor is None:
+            link.actor = self
+            self._link = link
+            _pending.link = None
+
+    def on_abandon(self) -> None:
+        """Called when the supervisor gives up waiting for this actor to stop.
+
+        Runs in the SUPERVISOR's thread, since this actor's thread is stuck: keep it quick and
+        thread-safe (e.g. set a cancellation event). Exceptions are logged and ignored.
+        """
+
+    def _record_exit_reason(self, reason: ExitReason) -> None:
+        if self._exit_reason is None:
+            self._exit_reason = reason
+
+    def _current_exit_reason(self) -> ExitReason:
+        return "normal" if self._exit_reason is None else self._exit_reason
+
+    def _report_exit(self) -> None:
+        """Tell the supervisor how this actor ended; later calls do nothing."""
+        with self._exit_lock:
+            if self._exit_reported:
+                return
+            self._exit_reported = True
+        if self._link is not None:
+            self._link.child_exited(self._current_exit_reason())
+
+    def _die(self, reason: BaseException) -> None:
+        """End the actor with ``reason`` without running ``on_stop`` (like a crash in pykka)."""
+        self._record_exit_reason(reason)
+        ActorRegistry.unregister(self.actor_ref)
+        self.actor_stopped.set()
+
+    def _actor_loop(self) -> None:
+        try:
+            super()._actor_loop()
+        except BaseException as exc:  # the reason goes to the supervisor
+            self._die(exc)
+            self._actor_loop_teardown()
+        finally:
+            self._report_exit()
+
+    def _handle_receive(self, message: Any) -> Any:
+        if isinstance(message, _ShutdownRequest):
+            self._record_exit_reason("shutdown")
+            return self._stop()
+        try:
+            return super()._handle_receive(message)
+        except Exception:
+            raise
+        except BaseException as exc:
+            self._die(exc)
+            raise ActorExit(f"{self} exited with {exc!r}") from exc
+
+    def _handle_failure(
+        self,
+        exception_type: type[BaseException] | None,
+        exception_value: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        if exception_value is not None:  # after an ActorExit, its cause is already recorded
+            self._record_exit_reason(exception_value)
+        super()._handle_failure(exception_type, exception_value, traceback)

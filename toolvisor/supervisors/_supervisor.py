@@ -1,0 +1,427 @@
+"""``Supervisor``: OTP's static supervisor as a pykka actor (which is itself supervisable)."""
+
+from __future__ import annotations
+
+import functools
+import threading
+import time
+from collections.abc import Hashable, Sequence
+from contextlib import suppress
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import pykka
+from pykka import ActorDeadError, ActorRef
+
+from toolvisor._logging import get_event_log
+from toolvisor.supervisors._errors import (
+    ChildRunningError,
+    ChildSpecError,
+    ChildStartError,
+    DuplicateChildError,
+    UnknownChildError,
+)
+from toolvisor.supervisors._intensity import Clock, RestartIntensity
+from toolvisor.supervisors._shutdown import stop_child
+from toolvisor.supervisors._spec import ChildInfo, ChildSpec
+from toolvisor.supervisors._supervised import (
+    NORMAL_REASONS,
+    ChildLink,
+    SupervisedActor,
+    describe,
+    start_linked,
+)
+
+Strategy = Literal["one_for_one", "one_for_all", "rest_for_one"]
+_STRATEGIES = ("one_for_one", "one_for_all", "rest_for_one")
+
+
+@dataclass(eq=False, slots=True)
+class _Child:
+    """A child's spec and current incarnation; owned by the supervisor's thread."""
+
+    spec: ChildSpec
+    ref: ActorRef[Any] | None = None
+    link: ChildLink | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class _ChildExited:
+    link: ChildLink
+
+
+@dataclass(frozen=True, slots=True)
+class _TryAgainRestart:
+    child_id: Hashable
+
+
+@dataclass(frozen=True, slots=True)
+class _WhichChildren:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class _CountChildren:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class _StartChild:
+    spec: ChildSpec
+
+
+@dataclass(frozen=True, slots=True)
+class _TerminateChild:
+    child_id: Hashable
+
+
+@dataclass(frozen=True, slots=True)
+class _RestartChild:
+    child_id: Hashable
+
+
+@dataclass(frozen=True, slots=True)
+class _DeleteChild:
+    child_id: Hashable
+
+
+class _InitOutcome:
+    """Written once by the supervisor's thread when init ends; read by the thread in ``start``."""
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.error: ChildStartError | None = None
+        self.exit_reason: str | None = None
+
+    def settle(self, error: ChildStartError | None = None, exit_reason: str | None = None) -> None:
+        if not self.done.is_set():
+            self.error, self.exit_reason = error, exit_reason
+            self.done.set()
+
+
+def _tell_exited(supervisor: ActorRef[Any], link: ChildLink) -> None:
+    """Runs in the exiting child's thread: queue the exit notice for the supervisor."""
+    with suppress(ActorDeadError):
+        supervisor.tell(_ChildExited(link))
+
+
+class SupervisorRef(ActorRef["Supervisor"]):
+    """The handle of a running :class:`Supervisor`: an ``ActorRef`` with blocking OTP calls.
+
+    Each call is one ``ask`` through the supervisor's mailbox, so it is ordered after every
+    message already queued there (exit notices included). Calls on a stopped supervisor raise
+    ``pykka.ActorDeadError``. ``stop()`` (from ``ActorRef``) stops the children in reverse start
+    order, each within its grace, before it returns.
+    """
+
+    def which_children(self) -> list[ChildInfo]:
+        """One :class:`ChildInfo` per child spec, in start order."""
+        result: list[ChildInfo] = self.ask(_WhichChildren(), block=True)
+        return result
+
+    def count_children(self) -> dict[str, int]:
+        """``specs``, ``active`` (running), ``supervisors``, ``workers`` as in OTP, plus
+        ``abandoned``: children given up on after their grace, ever, by this supervisor."""
+        result: dict[str, int] = self.ask(_CountChildren(), block=True)
+        return result
+
+    def start_child(self, spec: ChildSpec) -> ActorRef[Any]:
+        """Add ``spec`` as the last child and start it.
+
+        Raises :class:`DuplicateChildError` if the id is taken, :class:`ChildStartError` if the
+        start function fails (the spec is then not kept).
+        """
+        ref: ActorRef[Any] = self.ask(_StartChild(spec), block=True)
+        return ref
+
+    def terminate_child(self, child_id: Hashable) -> None:
+        """Stop the child (grace, then abandon); its spec stays unless it is ``temporary``."""
+        self.ask(_TerminateChild(child_id), block=True)
+
+    def restart_child(self, child_id: Hashable) -> ActorRef[Any]:
+        """Start a stopped child again from its spec (:class:`ChildRunningError` if running)."""
+        ref: ActorRef[Any] = self.ask(_RestartChild(child_id), block=True)
+        return ref
+
+    def delete_child(self, child_id: Hashable) -> None:
+        """Forget a stopped child's spec (:class:`ChildRunningError` if running)."""
+        self.ask(_DeleteChild(child_id), block=True)
+
+
+class Supervisor(SupervisedActor, pykka.ThreadingActor):
+    """OTP's supervisor on pykka. Start it with :meth:`start`; it is itself a ``SupervisedActor``,
+    so ``ChildSpec(id, lambda: Supervisor.start(...), type="supervisor")`` nests it.
+
+    Guarantees:
+
+    * Children start in list order; the supervisor is running only once every child has
+      started. A start function that raises makes :meth:`start` raise
+      :class:`ChildStartError` naming the child, after the children already started have been
+      stopped in reverse order.
+    * When a child exits, the supervisor restarts according to the strategy and the restart
+      types: ``one_for_one`` restarts that child; ``one_for_all`` stops all other children in
+      reverse start order and starts all of them again in start order; ``rest_for_one`` does the
+      same for the children started after it. ``temporary`` children are never restarted (not
+      even as siblings: stopping them forgets them); ``transient`` ones only after an abnormal
+      exit (not ``normal`` or ``shutdown``) of their own. A restart whose start function fails
+      counts as a restart and is tried again until it works or the intensity is exceeded.
+    * More than ``max_restarts`` restarts within ``max_seconds`` (of ``clock``): the supervisor
+      stops all children in reverse start order and exits with reason ``shutdown``, for its own
+      supervisor to handle.
+    * Stopping the supervisor (``stop()``, its own supervisor, or exceeding the intensity)
+      stops every child in reverse start order, each within its grace; a child still running
+      past its grace is abandoned (``on_abandon`` called, ``child_abandoned`` logged, counted)
+      and never waited for again.
+
+    All of the supervisor's state is owned by its own thread; everyone else talks to it through
+    its mailbox (:class:`SupervisorRef`).
+    """
+
+    def __init__(
+        self,
+        children: Sequence[ChildSpec],
+        *,
+        strategy: Strategy,
+        max_restarts: int,
+        max_seconds: float,
+        clock: Clock,
+        name: str | None,
+    ) -> None:
+        if strategy not in _STRATEGIES:
+            raise ChildSpecError(
+                f"strategy must be one of {list(_STRATEGIES)}, got {strategy!r}"
+            )
+        intensity = RestartIntensity(max_restarts, max_seconds, clock)
+        specs = list(children)
+        seen: set[Hashable] = set()
+        for spec in specs:
+            if not isinstance(spec, ChildSpec):
+                raise ChildSpecError(f"children must be ChildSpec objects, got {spec!r}")
+            if spec.id in seen:
+                raise ChildSpecError(f"two children have the id {spec.id!r}: ids must be unique")
+            seen.add(spec.id)
+        super().__init__()
+        self._actor_ref = SupervisorRef(self)
+        self._strategy: Strategy = strategy
+        self._intensity = intensity
+        self._children = [_Child(spec) for spec in specs]
+        self._abandoned = 0
+        self._outcome = _InitOutcome()
+        self._notify = functools.partial(_tell_exited, self._actor_ref)
+        self._name = name or f"supervisor-{self.actor_urn[-12:]}"
+        self._log = get_event_log("supervisor", supervisor_id=self._name)
+
+    @classmethod
+    def start(  # OTP's start_link: keyword settings, a richer ref
+        cls,
+        children: Sequence[ChildSpec] = (),
+        *,
+        strategy: Strategy = "one_for_one",
+        max_restarts: int = 3,
+        max_seconds: float = 5.0,
+        clock: Clock = time.monotonic,
+        name: str | None = None,
+    ) -> SupervisorRef:
+        """Start the supervisor and its children; return once they are all running.
+
+        Raises :class:`ChildSpecError` for invalid settings and :class:`ChildStartError` if a
+        child fails to start (the supervisor has then stopped its other children and exited);
+        ``pykka.ActorDeadError`` if it exited during start for another reason (a start function
+        raised a ``BaseException``, say).
+        """
+        ref = super().start(
+            children,
+            strategy=strategy,
+            max_restarts=max_restarts,
+            max_seconds=max_seconds,
+            clock=clock,
+            name=name,
+        )
+        assert isinstance(ref, SupervisorRef)
+        actor = ref._actor_weakref()
+        outcome = actor._outcome if actor is not None else None
+        if outcome is not None:
+            outcome.done.wait()
+            if outcome.error is not None:
+                error = outcome.error
+                raise ChildStartError(error.child_id, error.detail) from error.__cause__
+            if outcome.exit_reason is not None:
+                raise ActorDeadError(
+                    f"{ref} exited before its children were started: {outcome.exit_reason}"
+                )
+        return ref
+
+    # --- lifecycle (the supervisor's thread) ---
+
+    def on_start(self) -> None:
+        try:
+            for child in self._children:
+                self._start_child(child)
+        except ChildStartError as error:
+            self._terminate_all()
+            self._outcome.settle(error=error)
+            raise
+        self._outcome.settle()
+
+    def on_stop(self) -> None:
+        self._terminate_all()
+
+    def _report_exit(self) -> None:
+        if not self._exit_reported:
+            self._terminate_all()
+            reason = describe(self._current_exit_reason())
+            self._outcome.settle(exit_reason=reason)
+            self._log.info("supervisor_stopped", reason=reason, abandoned=self._abandoned)
+        super()._report_exit()
+
+    def on_receive(self, message: Any) -> Any:
+        match message:
+            case _ChildExited(link):
+                self._child_exited(link)
+            case _TryAgainRestart(child_id):
+                child = self._find(child_id)
+                if child is not None and child.ref is None:
+                    self._restart(child)
+            case _WhichChildren():
+                return [
+                    ChildInfo(c.spec.id, c.ref, c.spec.type, c.spec.restart)
+                    for c in self._children
+                ]
+            case _CountChildren():
+                return self._count()
+            case _StartChild(spec):
+                return self._add_child(spec)
+            case _TerminateChild(child_id):
+                self._terminate(self._get(child_id))
+            case _RestartChild(child_id):
+                return self._restart_stopped(self._get(child_id))
+            case _DeleteChild(child_id):
+                child = self._get(child_id)
+                if child.ref is not None:
+                    raise ChildRunningError(
+                        f"child {child_id!r} is running: terminate_child it first"
+                    )
+                self._children.remove(child)
+            case _:
+                return super().on_receive(message)
+        return None
+
+    # --- children ---
+
+    def _find(self, child_id: Hashable) -> _Child | None:
+        return next((c for c in self._children if c.spec.id == child_id), None)
+
+    def _get(self, child_id: Hashable) -> _Child:
+        child = self._find(child_id)
+        if child is None:
+            known = [c.spec.id for c in self._children]
+            raise UnknownChildError(f"no child with id {child_id!r}; known ids: {known}")
+        return child
+
+    def _start_child(self, child: _Child) -> ActorRef[Any]:
+        link = ChildLink(self._notify)
+        try:
+            ref = start_linked(link, child.spec.start)
+        except Exception as exc:
+            raise ChildStartError(child.spec.id, repr(exc)) from exc
+        child.ref, child.link = ref, link
+        self._log.info("child_started", child_id=child.spec.id, child_urn=ref.actor_urn)
+        return ref
+
+    def _terminate(self, child: _Child) -> None:
+        """Stop the child if it runs; forget it if temporary. Its late exit notice is stale."""
+        ref, link = child.ref, child.link
+        child.ref = child.link = None
+        if (
+            ref is not None
+            and link is not None
+            and not stop_child(link, ref, child.spec.grace, self._log, child.spec.id)
+        ):
+            self._abandoned += 1
+        if child.spec.restart == "temporary":
+            self._children.remove(child)
+
+    def _terminate_all(self) -> None:
+        for child in reversed(list(self._children)):
+            self._terminate(child)
+
+    def _child_exited(self, link: ChildLink) -> None:
+        child = next((c for c in self._children if c.link is link), None)
+        if child is None:
+            return  # an incarnation already terminated or replaced
+        assert child.ref is not None
+        self._log.info(
+            "child_exited",
+            child_id=child.spec.id,
+            child_urn=child.ref.actor_urn,
+            reason=describe(link.reason),
+        )
+        child.ref = child.link = None
+        restart = child.spec.restart
+        if restart == "temporary":
+            self._children.remove(child)
+        elif restart == "permanent" or link.reason not in NORMAL_REASONS:
+            self._restart(child)
+
+    def _restart(self, child: _Child) -> None:
+        """Apply the strategy after ``child`` stopped, or give up past the intensity."""
+        if not self._intensity.add_restart():
+            self._log.error(
+                "restart_intensity_exceeded",
+                child_id=child.spec.id,
+                max_restarts=self._intensity.max_restarts,
+                max_seconds=self._intensity.max_seconds,
+            )
+            self._record_exit_reason("shutdown")
+            self._stop()
+            return
+        if self._strategy == "one_for_one":
+            group = [child]
+        elif self._strategy == "one_for_all":
+            group = list(self._children)
+        else:
+            group = self._children[self._children.index(child) :]
+        for sibling in reversed(group):
+            self._terminate(sibling)
+        for member in group:
+            if member not in self._children:
+                continue  # a temporary sibling, forgotten when stopped
+            try:
+                ref = self._start_child(member)
+            except ChildStartError as error:
+                self._log.error(
+                    "child_start_failed", child_id=member.spec.id, error=repr(error.__cause__)
+                )
+                self.actor_ref.tell(_TryAgainRestart(member.spec.id))
+                return
+            self._log.info("child_restarted", child_id=member.spec.id, child_urn=ref.actor_urn)
+
+    def _restart_stopped(self, child: _Child) -> ActorRef[Any]:
+        if child.ref is not None:
+            raise ChildRunningError(f"child {child.spec.id!r} is already running")
+        return self._start_child(child)
+
+    def _add_child(self, spec: ChildSpec) -> ActorRef[Any]:
+        if not isinstance(spec, ChildSpec):
+            raise ChildSpecError(f"start_child needs a ChildSpec, got {spec!r}")
+        existing = self._find(spec.id)
+        if existing is not None:
+            state = "running" if existing.ref is not None else "present but stopped"
+            raise DuplicateChildError(
+                f"child {spec.id!r} is already {state}: use another id, or "
+                f"restart_child / delete_child"
+            )
+        child = _Child(spec)
+        ref = self._start_child(child)
+        self._children.append(child)
+        return ref
+
+    def _count(self) -> dict[str, int]:
+        supervisors = sum(1 for c in self._children if c.spec.type == "supervisor")
+        return {
+            "specs": len(self._children),
+            "active": sum(1 for c in self._children if c.ref is not None),
+            "supervisors": supervisors,
+            "workers": len(self._children) - supervisors,
+            "abandoned": self._abandoned,
+        }
