@@ -1,0 +1,217 @@
+"""A ``TurnMachine``'s state as versioned JSON data, the checks a restore makes, and ``Suspended``.
+
+The machine keeps its state in a ``RunState`` (owned by the machine, mutated only by it); a
+``Checkpoint`` is a deep copy of it. Live error objects are never stored: a call keeps the text
+the model will read and, when it halts the run, a JSON form of the reason.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from toolvisor.contract import Message, ToolCall
+from toolvisor.machine._effects import EffectId, LlmCall, Sleep, ToolCalls
+from toolvisor.machine._outcomes import (
+    Completed,
+    Failed,
+    Halted,
+    PendingCall,
+    Question,
+    StateConflict,
+)
+
+CHECKPOINT_VERSION: Literal[1] = 1
+
+Mode = Literal["sequential", "parallel_batch_approval", "parallel_streaming"]
+Phase = Literal["new", "awaiting_model", "awaiting_tools", "sleeping", "between", "suspended",
+                "done"]
+CallStatus = Literal["queued", "running", "retry_wait", "suspended", "done"]
+
+
+class _Record(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=False)
+
+
+class HaltRecord(_Record):
+    """A call's request to end the run: its reason and JSON result."""
+
+    reason: str
+    result: Any = None
+
+
+class CallRecord(_Record):
+    """One tool call of the current batch and where it is.
+
+    ``text`` is the result the model will read (for ``retry_wait``, the last error, used if
+    the run halts before the retry). ``writes`` are the state writes of its last attempt,
+    applied when its step settles. ``notes`` are appended to ``text`` (state conflicts).
+    """
+
+    call: ToolCall
+    step: int
+    known: bool
+    retryable: bool
+    status: CallStatus = "queued"
+    attempt: int = 1
+    text: str | None = None
+    is_error: bool = False
+    question: Question | None = None
+    pending: PendingCall | None = None
+    writes: dict[str, Any] = Field(default_factory=dict)
+    halt: HaltRecord | None = None
+    retry_delay: float | None = None
+    notes: list[str] = Field(default_factory=list)
+
+
+class StepRecord(_Record):
+    """Calls run together in one step; ``snapshot`` is the state they read (set when started)."""
+
+    calls: list[int]
+    snapshot: dict[str, Any] | None = None
+    committed: bool = False
+
+
+class RunState(_Record):
+    """Everything a ``TurnMachine`` knows; a checkpoint is a deep copy of it."""
+
+    phase: Phase = "new"
+    mode: Mode
+    seed: int
+    next_effect_id: EffectId = 1
+    turns: int = 0
+    messages: list[Message] = Field(default_factory=list)
+    state: dict[str, Any] = Field(default_factory=dict)
+    conflicts: list[StateConflict] = Field(default_factory=list)
+    calls: list[CallRecord] = Field(default_factory=list)
+    steps: list[StepRecord] = Field(default_factory=list)
+    cursor: int = 0
+    outstanding: LlmCall | ToolCalls | Sleep | None = Field(default=None, discriminator="kind")
+    done_effect_id: EffectId | None = None
+    final: Completed | Halted | Failed | None = Field(default=None, discriminator="kind")
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that cannot be restored: unknown version, tampered shape, inconsistent."""
+
+
+class Checkpoint(BaseModel):
+    """A ``TurnMachine`` frozen at one point: ``to_json()`` and ``from_json()`` round-trip it.
+
+    Restore it with ``TurnMachine.restore(config, checkpoint)``. The configuration (tools,
+    policies) is not in it: handlers and policy functions are code, not data.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    version: Literal[1] = CHECKPOINT_VERSION
+    run: RunState
+
+    @model_validator(mode="before")
+    @classmethod
+    def _known_version(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("version", CHECKPOINT_VERSION) != \
+                CHECKPOINT_VERSION:
+            raise CheckpointError(
+                f"checkpoint version {data.get('version')!r} is not supported: this toolvisor "
+                f"reads version {CHECKPOINT_VERSION}; restore it with the toolvisor that wrote it"
+            )
+        return data
+
+    def to_json(self) -> str:
+        """The checkpoint as JSON text."""
+        return self.model_dump_json()
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> Checkpoint:
+        """Parse JSON text from :meth:`to_json`; anything else is a :class:`CheckpointError`."""
+        try:
+            return cls.model_validate_json(text)
+        except ValidationError as exc:
+            raise CheckpointError(_explain(exc)) from exc
+
+    @classmethod
+    def from_data(cls, data: Any) -> Checkpoint:
+        """Validate plain JSON data (a dict); anything else is a :class:`CheckpointError`."""
+        try:
+            return cls.model_validate(data)
+        except ValidationError as exc:
+            raise CheckpointError(_explain(exc)) from exc
+
+
+def _explain(exc: ValidationError) -> str:
+    for error in exc.errors():
+        cause = (error.get("ctx") or {}).get("error")
+        if isinstance(cause, CheckpointError):
+            return str(cause)
+    lines = "; ".join(
+        f"{'.'.join(map(str, e['loc'])) or '$'}: {e['msg']}" for e in exc.errors()[:5]
+    )
+    return f"not a valid toolvisor checkpoint (tampered or from another program): {lines}"
+
+
+class Suspended(BaseModel):
+    """The run waits for answers (``questions``) or deferred results (``pending``).
+
+    ``checkpoint`` is everything needed to go on: ``TurnMachine.restore(config, checkpoint)``
+    then ``resume({call_id: answer, ...})``, in this process or another one.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kind: Literal["suspended"] = "suspended"
+    questions: tuple[Question, ...]
+    pending: tuple[PendingCall, ...] = ()
+    checkpoint: Checkpoint
+
+    @property
+    def call_ids(self) -> tuple[str, ...]:
+        """The ids of every call waiting for an answer or a result, in call order."""
+        ids = {q.call_id for q in self.questions} | {p.call_id for p in self.pending}
+        return tuple(r.call.id for r in self.checkpoint.run.calls if r.call.id in ids)
+
+
+_PHASE_EFFECT: dict[str, type | None] = {
+    "new": None, "awaiting_model": LlmCall, "awaiting_tools": ToolCalls, "sleeping": Sleep,
+    "suspended": None, "done": None,
+}
+
+
+def check_restorable(run: RunState, mode: Mode) -> None:
+    """Refuse a checkpoint whose parts contradict each other (tampered or hand-made)."""
+    def bad(detail: str) -> CheckpointError:
+        return CheckpointError(f"inconsistent checkpoint: {detail}")
+
+    if run.mode != mode:
+        raise bad(f"it was taken in mode {run.mode!r} and cannot be restored in mode "
+                  f"{mode!r}")
+    if run.phase not in _PHASE_EFFECT:
+        raise bad(f"phase {run.phase!r} is never checkpointed")
+    expected = _PHASE_EFFECT[run.phase]
+    effect = run.outstanding
+    if (expected is None) != (effect is None) or (
+            expected is not None and not isinstance(effect, expected)):
+        raise bad(f"phase {run.phase!r} does not go with outstanding effect "
+                  f"{type(effect).__name__}")
+    if effect is not None and effect.id >= run.next_effect_id:
+        raise bad(f"outstanding effect {effect.id} was never emitted")
+    if (run.phase in ("suspended", "done")) != (run.done_effect_id is not None) or (
+            run.done_effect_id is not None and run.done_effect_id >= run.next_effect_id):
+        raise bad("the Done effect id does not match the phase")
+    if (run.phase == "done") != (run.final is not None):
+        raise bad("a final outcome exists only when the run is done")
+    if run.phase == "suspended" and not any(r.status == "suspended" for r in run.calls):
+        raise bad("a suspended run needs a suspended call")
+    running = {r.call.id for r in run.calls if r.status == "running"}
+    listed = {c.call.id for c in effect.calls} if isinstance(effect, ToolCalls) else set()
+    if not running <= listed:
+        raise bad(f"calls {sorted(running - listed)} are running outside the outstanding effect")
+    if isinstance(effect, ToolCalls) and not running:
+        raise bad("the outstanding ToolCalls effect has no running call")
+    if any(r.status == "queued" and r.call.id in listed for r in run.calls):
+        raise bad("a call of the outstanding ToolCalls effect is queued, not running")
+    indices = [i for step in run.steps for i in step.calls]
+    if any(not 0 <= i < len(run.calls) for i in indices) or len(set(indices)) != len(indices) \
+            or run.cursor > len(run.steps):
+        raise bad("the step plan does not match the calls")

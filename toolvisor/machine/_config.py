@@ -1,0 +1,89 @@
+"""``MachineConfig``: the tools, policies, mode and bounds of a run, checked when built."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, get_args
+
+from toolvisor.contract import Tool, ToolSpec
+from toolvisor.machine._checkpoint import Mode
+from toolvisor.machine.policy import Policy, check_policy
+
+MODES: frozenset[str] = frozenset(get_args(Mode))
+
+
+def _positive_int(name: str, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"MachineConfig.{name} must be an int >= 1, got {value!r}")
+
+
+@dataclass(frozen=True)
+class MachineConfig:
+    """How a ``TurnMachine`` runs.
+
+    ``tools`` are contract ``Tool`` objects (the machine reads names, specs, ``scheduling`` and
+    ``retryable``; it never calls handlers). ``on_tool_error`` is the default policy and
+    ``tool_policies`` overrides it per tool name. ``mode`` is ``sequential``,
+    ``parallel_batch_approval`` (default) or ``parallel_streaming``. ``max_turns`` bounds the
+    model calls; ``max_call_attempts`` bounds the runs of one call whatever a policy says.
+    ``seed`` drives retry jitter, so a restored run waits exactly as the original would.
+    """
+
+    tools: Sequence[Tool] = ()
+    system_prompt: str | None = None
+    on_tool_error: Policy = "continue"
+    tool_policies: Mapping[str, Policy] = field(default_factory=dict)
+    mode: Mode = "parallel_batch_approval"
+    max_turns: int = 8
+    seed: int = 0
+    max_call_attempts: int = 10
+
+    def __post_init__(self) -> None:
+        if isinstance(self.tools, Tool) or not isinstance(self.tools, Sequence):
+            raise TypeError("MachineConfig.tools must be a sequence of Tool")
+        tools = tuple(self.tools)
+        names: set[str] = set()
+        for item in tools:
+            if not isinstance(item, Tool):
+                raise TypeError(f"MachineConfig.tools must hold Tool objects, "
+                                f"got {type(item).__name__}")
+            if item.name in names:
+                raise ValueError(f"MachineConfig.tools: two tools are named {item.name!r}; "
+                                 "tool names must be unique")
+            names.add(item.name)
+        object.__setattr__(self, "tools", tools)
+        if self.system_prompt is not None and not isinstance(self.system_prompt, str):
+            raise TypeError("MachineConfig.system_prompt must be a str or None")
+        check_policy(self.on_tool_error, "MachineConfig.on_tool_error")
+        if not isinstance(self.tool_policies, Mapping):
+            raise TypeError("MachineConfig.tool_policies must map tool names to policies")
+        for name, policy in self.tool_policies.items():
+            if name not in names:
+                raise ValueError(f"MachineConfig.tool_policies names unknown tool {name!r}; "
+                                 f"known tools: {sorted(names)}")
+            check_policy(policy, f"MachineConfig.tool_policies[{name!r}]")
+        object.__setattr__(self, "tool_policies", dict(self.tool_policies))
+        if self.mode not in MODES:
+            raise ValueError(f"MachineConfig.mode must be one of {sorted(MODES)}, "
+                             f"got {self.mode!r}")
+        _positive_int("max_turns", self.max_turns)
+        _positive_int("max_call_attempts", self.max_call_attempts)
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int):
+            raise TypeError(f"MachineConfig.seed must be an int, got {self.seed!r}")
+
+    def tool_named(self, name: str) -> Tool | None:
+        """The tool called ``name``, or ``None`` when the catalog has no such tool."""
+        for item in self.tools:
+            if item.name == name:
+                return item
+        return None
+
+    def policy_for(self, name: str) -> Policy:
+        """The policy for failures of tool ``name``: its override or the default."""
+        return self.tool_policies.get(name, self.on_tool_error)
+
+    @property
+    def tool_specs(self) -> tuple[ToolSpec, ...]:
+        """What the model is told about the tools, in configuration order."""
+        return tuple(item.spec for item in self.tools)

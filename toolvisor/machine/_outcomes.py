@@ -1,0 +1,87 @@
+"""How a run ends (``Completed``, ``Halted``, ``Failed``) and what it waits for: plain JSON data.
+
+``Suspended`` carries a checkpoint, so it lives next to ``Checkpoint`` in ``_checkpoint``.
+
+Results and errors in outcomes are JSON values (converted when they arrive), so an outcome
+rebuilt from a checkpoint equals the one the original run produced.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from toolvisor.contract import Message, OnCancel, OnTimeout
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Question(_Frozen):
+    """A call that returned ``AskUser``: the answer given to ``resume`` becomes its result."""
+
+    call_id: str
+    tool: str
+    question: str
+    options: tuple[str, ...] | None = None
+
+
+class PendingCall(_Frozen):
+    """A call that returned ``Pending``: the host resolves it later with a result."""
+
+    call_id: str
+    tool: str
+    deadline: float | None = None
+    on_timeout: OnTimeout = "error_as_result"
+    on_cancel: OnCancel = "ignore"
+
+
+class StateConflict(_Frozen):
+    """Two calls of one parallel step wrote ``key``: the first in call order kept it."""
+
+    key: str
+    kept_call_id: str
+    dropped_call_id: str
+    turn: int
+
+
+class Completed(_Frozen):
+    """The model answered without asking for tools: ``text`` is its final answer."""
+
+    kind: Literal["completed"] = "completed"
+    text: str | None
+    messages: tuple[Message, ...]
+    turns: int
+    state: dict[str, Any] = Field(default_factory=dict)
+    state_conflicts: tuple[StateConflict, ...] = ()
+
+
+class Halted(_Frozen):
+    """The run stopped early: a handler's ``Halt``, ``tool_error``, ``max_turns``, ...
+
+    ``messages`` gives every tool call a result (calls that never ran say so).
+    """
+
+    kind: Literal["halted"] = "halted"
+    reason: str
+    result: Any = None
+    messages: tuple[Message, ...]
+    turns: int
+    state: dict[str, Any] = Field(default_factory=dict)
+    state_conflicts: tuple[StateConflict, ...] = ()
+
+
+class Failed(_Frozen):
+    """The run could not go on: the model call or the host failed (``error`` says how)."""
+
+    kind: Literal["failed"] = "failed"
+    error: str
+    messages: tuple[Message, ...]
+    turns: int
+    state: dict[str, Any] = Field(default_factory=dict)
+    state_conflicts: tuple[StateConflict, ...] = ()
+
+
+FinalOutcome = Completed | Halted | Failed

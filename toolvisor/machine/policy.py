@@ -1,0 +1,222 @@
+"""``on_tool_error`` policies and the decisions they make: pure, importable and testable alone.
+
+A policy is ``"continue"``, ``"halt"``, a :class:`RetryPolicy`, or a function
+``(FailedCall, error) -> Decision``. :func:`decide` applies one to one failure and never raises:
+a function that raises or returns something else becomes :class:`PolicyFailed`, which halts the
+run with ``invalid_return``. ``error`` is what the ``Err`` carried: a :class:`ToolError` when the
+call crashed, anything else when the handler reported the failure itself.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal, TypeAlias, get_args
+
+from toolvisor.contract import (
+    TOOL_ERROR_REASONS,
+    Err,
+    Ok,
+    ToolCall,
+    ToolError,
+    ToolErrorReason,
+)
+
+PolicyName: TypeAlias = Literal["continue", "halt"]
+POLICY_NAMES: frozenset[str] = frozenset(get_args(PolicyName))
+
+_DEFAULT_RETRY_REASONS: frozenset[ToolErrorReason] = frozenset(
+    {"handler_raised", "handler_exit", "timeout"}
+)
+
+
+@dataclass(frozen=True, slots=True)
+class FailedCall:
+    """The failed call a policy is asked about.
+
+    ``attempt`` counts from 1; ``retryable`` is the tool's ``retryable`` flag (``False`` for a
+    tool the catalog does not know, ``known=False``).
+    """
+
+    call: ToolCall
+    attempt: int = 1
+    retryable: bool = False
+    known: bool = True
+
+    @property
+    def id(self) -> str:
+        return self.call.id
+
+    @property
+    def name(self) -> str:
+        return self.call.name
+
+    @property
+    def arguments(self) -> dict[str, Any]:
+        return self.call.arguments
+
+
+def is_crash(error: Any) -> bool:
+    """``True`` when the failure is a crash (a ``ToolError``), ``False`` when it was reported."""
+    return isinstance(error, ToolError)
+
+
+@dataclass(frozen=True, slots=True)
+class Continue:
+    """Give the model a result and go on: the encoded error, or ``result`` instead of it."""
+
+    result: Ok | Err | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class HaltRun:
+    """End the run with ``Halted(reason="tool_error")`` once the sibling calls have finished.
+
+    ``result`` becomes the outcome's result (default: the failed call and its error).
+    """
+
+    result: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class RetryAfter:
+    """Sleep ``delay`` seconds, then run the call again (only for ``retryable=True`` tools)."""
+
+    delay: float
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyFailed:
+    """The policy itself failed (raised, or returned a non-decision): halts with invalid_return."""
+
+    detail: str
+
+
+Decision: TypeAlias = Continue | HaltRun | RetryAfter | PolicyFailed
+PolicyFunction: TypeAlias = Callable[[FailedCall, Any], Decision]
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """Retry crashes of ``retryable=True`` tools with capped exponential backoff and jitter.
+
+    ``max_attempts`` counts every run of the call, the first included. The n-th retry waits
+    ``min(max_delay, base_delay * multiplier ** (n - 1))`` scaled down by up to ``jitter``
+    (a fraction in ``[0, 1]``), drawn from the run's seed so a replay waits the same. Only
+    ``ToolError`` reasons in ``reasons`` are retried, and handler-reported ``Err`` only when
+    ``retry_reported``. Every failure not retried is handled as ``otherwise``.
+    """
+
+    max_attempts: int = 3
+    base_delay: float = 0.5
+    multiplier: float = 2.0
+    max_delay: float = 30.0
+    jitter: float = 0.5
+    reasons: frozenset[ToolErrorReason] = _DEFAULT_RETRY_REASONS
+    retry_reported: bool = False
+    otherwise: PolicyName = "continue"
+
+    def __post_init__(self) -> None:
+        if isinstance(self.max_attempts, bool) or not isinstance(self.max_attempts, int) \
+                or self.max_attempts < 1:
+            raise ValueError(f"RetryPolicy.max_attempts must be an int >= 1, "
+                             f"got {self.max_attempts!r}")
+        for name in ("base_delay", "max_delay"):
+            _check_seconds(f"RetryPolicy.{name}", getattr(self, name))
+        if not _is_number(self.multiplier) or self.multiplier < 1:
+            raise ValueError(f"RetryPolicy.multiplier must be a number >= 1, "
+                             f"got {self.multiplier!r}")
+        if not _is_number(self.jitter) or not 0 <= self.jitter <= 1:
+            raise ValueError(f"RetryPolicy.jitter must be a fraction in [0, 1], "
+                             f"got {self.jitter!r}")
+        reasons = frozenset(self.reasons)
+        unknown = reasons - TOOL_ERROR_REASONS
+        if isinstance(self.reasons, str) or unknown:
+            raise ValueError(f"RetryPolicy.reasons must be ToolError reasons from "
+                             f"{sorted(TOOL_ERROR_REASONS)}, got {self.reasons!r}")
+        object.__setattr__(self, "reasons", reasons)
+        if self.otherwise not in POLICY_NAMES:
+            raise ValueError(f"RetryPolicy.otherwise must be 'continue' or 'halt', "
+                             f"got {self.otherwise!r}")
+
+    def delay(self, attempt: int, *, seed: int, call_id: str) -> float:
+        """Seconds to wait before running attempt ``attempt + 1``; the same for the same inputs."""
+        raw = min(self.max_delay, self.base_delay * self.multiplier ** (attempt - 1))
+        draw = random.Random(f"{seed}:{call_id}:{attempt}").random()
+        return raw * (1 - self.jitter * draw)
+
+    def wants_retry(self, error: Any) -> bool:
+        """Whether ``error`` is a failure this policy retries (attempts and tool aside)."""
+        if isinstance(error, ToolError):
+            return error.reason in self.reasons
+        return self.retry_reported
+
+
+Policy: TypeAlias = PolicyName | RetryPolicy | PolicyFunction
+
+
+def check_policy(policy: object, where: str) -> None:
+    """Refuse anything that is not a policy, naming ``where`` it was given."""
+    if isinstance(policy, str):
+        if policy not in POLICY_NAMES:
+            raise ValueError(f"{where}: unknown policy {policy!r}; use 'continue', 'halt', "
+                             "a RetryPolicy or a function (call, error) -> decision")
+        return
+    if isinstance(policy, RetryPolicy) or callable(policy):
+        return
+    raise TypeError(f"{where}: a policy is 'continue', 'halt', a RetryPolicy or a function "
+                    f"(call, error) -> decision, got {type(policy).__name__}")
+
+
+def decide(policy: Policy, failed: FailedCall, error: Any, *, seed: int = 0) -> Decision:
+    """What to do about one failure. Pure, and never raises for a policy function's sake."""
+    if policy == "continue":
+        return Continue()
+    if policy == "halt":
+        return HaltRun()
+    if isinstance(policy, RetryPolicy):
+        if failed.retryable and failed.attempt < policy.max_attempts \
+                and policy.wants_retry(error):
+            return RetryAfter(policy.delay(failed.attempt, seed=seed, call_id=failed.id))
+        return Continue() if policy.otherwise == "continue" else HaltRun()
+    if isinstance(policy, str):
+        return PolicyFailed(f"unknown policy {policy!r}")
+    return _ask_function(policy, failed, error)
+
+
+def _ask_function(policy: PolicyFunction, failed: FailedCall, error: Any) -> Decision:
+    name = getattr(policy, "__qualname__", type(policy).__name__)
+    try:
+        decision: object = policy(failed, error)
+    except Exception as exc:
+        return PolicyFailed(f"policy {name} raised {type(exc).__name__}: {exc}")
+    if isinstance(decision, Continue):
+        if decision.result is not None and not isinstance(decision.result, Ok | Err):
+            return PolicyFailed(f"policy {name} returned Continue with a "
+                                f"{type(decision.result).__name__}; the replacement result "
+                                "must be Ok or Err")
+        return decision
+    if isinstance(decision, RetryAfter):
+        if not _is_number(decision.delay) or not math.isfinite(decision.delay) \
+                or decision.delay < 0:
+            return PolicyFailed(f"policy {name} returned RetryAfter({decision.delay!r}); "
+                                "the delay must be a finite number of seconds >= 0")
+        if not failed.retryable:
+            return PolicyFailed(f"policy {name} asked to retry tool {failed.name!r}, which "
+                                "is not declared retryable=True")
+        return decision
+    if isinstance(decision, HaltRun | PolicyFailed):
+        return decision
+    return PolicyFailed(f"policy {name} returned {type(decision).__name__}, expected "
+                        "Continue, HaltRun or RetryAfter")
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _check_seconds(name: str, value: object) -> None:
+    if not _is_number(value) or not math.isfinite(value) or value < 0:  # type: ignore[arg-type,operator]
+        raise ValueError(f"{name} must be a finite number of seconds >= 0, got {value!r}")
