@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-pytest_plugins: list[str] = []
+from toolvisor.executor import prepare_process_isolation
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _process_isolation_helpers() -> None:
+    """The forkserver and resource tracker live as long as the test process: start them first,
+    so the per-test leak check does not count their descriptors."""
+    prepare_process_isolation()
 
 
 @pytest.fixture(autouse=True)

@@ -1,7 +1,13 @@
 """The plain-data contract: handler results, errors, tools, calls, context and messages."""
 
 from toolvisor.contract._arity import handler_arity
-from toolvisor.contract._context import NEVER_CANCELLED, CallContext, CancelToken, StateAccess
+from toolvisor.contract._context import (
+    NEVER_CANCELLED,
+    CallContext,
+    CancelToken,
+    CatalogAccess,
+    StateAccess,
+)
 from toolvisor.contract._errors import (
     TOOL_ERROR_REASONS,
     InvalidArguments,
@@ -33,7 +39,7 @@ from toolvisor.contract._results import (
     OnTimeout,
     Pending,
 )
-from toolvisor.contract._tool import Handler, Isolation, Scheduling, Tool, tool
+from toolvisor.contract._tool import Handler, Isolation, OutputWindow, Scheduling, Tool, tool
 
 __all__ = [
     "LEGAL_RESULT_TYPES",
@@ -43,6 +49,7 @@ __all__ = [
     "AssistantMessage",
     "CallContext",
     "CancelToken",
+    "CatalogAccess",
     "Err",
     "Halt",
     "Handler",
@@ -57,6 +64,7 @@ __all__ = [
     "Ok",
     "OnCancel",
     "OnTimeout",
+    "OutputWindow",
     "Pending",
     "Scheduling",
     "StateAccess",

@@ -47,6 +47,21 @@ class StateAccess(Protocol):
     def set(self, key: str, value: Any) -> None: ...
 
 
+@runtime_checkable
+class CatalogAccess(Protocol):
+    """How a handler edits the current session's tool catalog (what the model is offered).
+
+    ``add`` and ``remove`` return whether membership really changed; adding a tool no source
+    provides is refused with a ``LookupError``, adding an internal tool with a ``ValueError``.
+    """
+
+    def add(self, name: str) -> bool: ...
+
+    def remove(self, name: str) -> bool: ...
+
+    def members(self) -> frozenset[str]: ...
+
+
 @dataclass(frozen=True, slots=True)
 class CallContext:
     """Who is calling and with which capabilities; every field reads as ``None`` when missing.
@@ -63,6 +78,7 @@ class CallContext:
     cancelled: CancelToken = NEVER_CANCELLED
     attempt: int = 1
     state: StateAccess | None = None
+    catalog: CatalogAccess | None = None
 
     @property
     def tool_call_id(self) -> str | None:

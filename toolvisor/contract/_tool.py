@@ -18,6 +18,7 @@ from toolvisor.contract._messages import ToolSpec
 
 Scheduling: TypeAlias = Literal["parallel", "serial"]
 Isolation: TypeAlias = Literal["thread", "process", "asyncio"]
+OutputWindow: TypeAlias = Literal["head", "tail"]
 Handler: TypeAlias = Callable[..., Any]
 
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -33,6 +34,8 @@ class Tool:
     ``timeout`` ``None`` means the runner's default. ``isolation`` ``None`` picks ``asyncio``
     for ``async def`` handlers and ``thread`` otherwise. ``arguments_type`` (set by ``@tool``)
     is the type the validated arguments are converted to before the handler sees them.
+    ``internal`` tools are never offered to the model (the host calls them itself).
+    ``output_window`` says which end of an output over the budget is kept.
     Tools compare by identity: two tools with the same name are still two tools.
     """
 
@@ -45,6 +48,8 @@ class Tool:
     isolation: Isolation | None = None
     retryable: bool = False
     arguments_type: Any = None
+    internal: bool = False
+    output_window: OutputWindow = "head"
     arity: int = field(init=False, default=0)
     is_async: bool = field(init=False, default=False)
 
@@ -72,6 +77,11 @@ class Tool:
             raise ValueError(
                 f"tool {self.name!r}: isolation must be 'thread', 'process' or 'asyncio', "
                 f"got {self.isolation!r}"
+            )
+        if self.output_window not in ("head", "tail"):
+            raise ValueError(
+                f"tool {self.name!r}: output_window must be 'head' or 'tail', "
+                f"got {self.output_window!r}"
             )
         if self.handler is None:
             return
@@ -170,6 +180,8 @@ def tool(
     timeout: float | None = None,
     isolation: Isolation | None = None,
     retryable: bool = False,
+    internal: bool = False,
+    output_window: OutputWindow = "head",
 ) -> Callable[[Handler], Tool]: ...
 
 
@@ -184,6 +196,8 @@ def tool(
     timeout: float | None = None,
     isolation: Isolation | None = None,
     retryable: bool = False,
+    internal: bool = False,
+    output_window: OutputWindow = "head",
 ) -> Tool | Callable[[Handler], Tool]:
     """Build a :class:`Tool` from a function: ``@tool`` or ``@tool(timeout=5, ...)``.
 
@@ -211,6 +225,8 @@ def tool(
             isolation=isolation,
             retryable=retryable,
             arguments_type=arguments_type,
+            internal=internal,
+            output_window=output_window,
         )
 
     if handler is not None:

@@ -1,6 +1,31 @@
-"""Invoking one handler: arity dispatch, validation, normalisation, encoding."""
+"""Invoking one handler: arity dispatch, validation, normalisation, encoding, isolation."""
 
+from toolvisor.executor._budget import (
+    OutputBudget,
+    OutputProjection,
+    ProjectionPoint,
+    Truncation,
+)
+from toolvisor.executor._calls import CallHandle
 from toolvisor.executor._encoding import encode, encode_checked
 from toolvisor.executor._execute import aexecute, execute
+from toolvisor.executor._process_isolation import prepare_process_isolation
+from toolvisor.executor._runner import ToolRunner
+from toolvisor.executor._stats import RunnerStats
+from toolvisor.executor._thread_pool import ElasticThreadPool
 
-__all__ = ["aexecute", "encode", "encode_checked", "execute"]
+__all__ = [
+    "CallHandle",
+    "ElasticThreadPool",
+    "OutputBudget",
+    "OutputProjection",
+    "ProjectionPoint",
+    "RunnerStats",
+    "ToolRunner",
+    "Truncation",
+    "aexecute",
+    "encode",
+    "encode_checked",
+    "execute",
+    "prepare_process_isolation",
+]

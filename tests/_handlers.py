@@ -1,0 +1,171 @@
+"""Module-level handlers for runner tests: importable by name in a worker process."""
+
+from __future__ import annotations
+
+import asyncio
+import ctypes
+import os
+import signal
+import threading
+import time
+from typing import Any
+
+from pydantic import BaseModel
+
+from toolvisor import AskUser, CallContext, Err, Halt, Ok, Pending, tool
+
+
+def ok_echo(arguments: dict[str, Any]) -> Ok:
+    return Ok(arguments)
+
+
+def no_op(arguments: dict[str, Any]) -> Ok:
+    return Ok(None)
+
+
+def raises(arguments: dict[str, Any]) -> Ok:
+    raise ValueError("boom")
+
+
+def exits(arguments: dict[str, Any]) -> Ok:
+    raise SystemExit(3)
+
+
+def garbage(arguments: dict[str, Any]) -> Any:
+    return {"not": "a result"}
+
+
+def returns_err(arguments: dict[str, Any]) -> Err:
+    return Err({"code": 7})
+
+
+def unencodable(arguments: dict[str, Any]) -> Ok:
+    return Ok(threading.Lock())
+
+
+class NeedsTwoArguments(Exception):
+    """Pickles, but fails to unpickle: its __init__ wants two arguments."""
+
+    def __init__(self, first: str, second: str) -> None:
+        super().__init__(f"{first}/{second}")
+
+
+def raises_unpicklable(arguments: dict[str, Any]) -> Ok:
+    raise NeedsTwoArguments("a", "b")
+
+
+def hangs_cooperatively(arguments: dict[str, Any], ctx: CallContext) -> Ok:
+    """Returns once the call's token is set: at its deadline, or when cancelled."""
+    ctx.cancelled.wait()
+    return Ok("finished late")
+
+
+def hangs_forever(arguments: dict[str, Any]) -> Ok:
+    """A sync handler that ignores cancellation: only killing its process stops it."""
+    while True:
+        time.sleep(1)
+
+
+def sleeps(arguments: dict[str, Any]) -> Ok:
+    time.sleep(arguments.get("seconds", 0.05))
+    return Ok("slept")
+
+
+def hard_exit(arguments: dict[str, Any]) -> Ok:
+    os._exit(3)
+
+
+def killed_by_signal(arguments: dict[str, Any]) -> Ok:
+    os.kill(os.getpid(), signal.SIGKILL)
+    return Ok(None)
+
+
+def segfault(arguments: dict[str, Any]) -> Ok:
+    ctypes.string_at(0)
+    return Ok(None)
+
+
+def pid(arguments: dict[str, Any]) -> Ok:
+    return Ok(os.getpid())
+
+
+def call_id(arguments: dict[str, Any], ctx: CallContext) -> Ok:
+    return Ok(ctx.tool_call_id)
+
+
+class Point(BaseModel):
+    x: int
+    y: int
+
+
+@tool(isolation="process")
+def add_point(point: Point) -> Ok:
+    """Adds a point's coordinates (a @tool made for a worker process)."""
+    return Ok(point.x + point.y)
+
+
+async def async_ok(arguments: dict[str, Any]) -> Ok:
+    await asyncio.sleep(0)
+    return Ok(arguments)
+
+
+async def async_raises(arguments: dict[str, Any]) -> Ok:
+    raise ValueError("async boom")
+
+
+async def async_exits(arguments: dict[str, Any]) -> Ok:
+    raise SystemExit(4)
+
+
+async def async_garbage(arguments: dict[str, Any]) -> Any:
+    return 42
+
+
+async def async_unencodable(arguments: dict[str, Any]) -> Ok:
+    return Ok(threading.Lock())
+
+
+async def async_hangs(arguments: dict[str, Any]) -> Ok:
+    await asyncio.Event().wait()
+    return Ok(None)
+
+
+async def async_hangs_and_swallows(arguments: dict[str, Any], ctx: CallContext) -> Ok:
+    """Catches its cancellation and returns anyway: that result must be discarded."""
+    try:
+        await asyncio.Event().wait()
+    except asyncio.CancelledError:
+        return Ok("too late")
+    return Ok(None)
+
+
+async def async_sleeps(arguments: dict[str, Any]) -> Ok:
+    await asyncio.sleep(arguments.get("seconds", 0.05))
+    return Ok("slept")
+
+
+not_importable = lambda arguments: Ok(1)  # noqa: E731 - its qualified name is "<lambda>"
+
+
+def waits_at_barrier(arguments: dict[str, Any]) -> Ok:
+    """Passes only once ``parties`` calls are inside their handlers at the same time."""
+    BARRIER.wait(timeout=10)
+    return Ok(threading.get_ident())
+
+
+BARRIER = threading.Barrier(100)
+
+
+def thread_ident(arguments: dict[str, Any]) -> Ok:
+    return Ok(threading.get_ident())
+
+
+LEGAL_BY_KIND: dict[str, Any] = {
+    "ask": AskUser("sure?", ("y", "n")),
+    "halt": Halt("stop", [1]),
+    "pending": Pending(deadline=2),
+}
+
+
+def returns_legal(arguments: dict[str, Any]) -> Any:
+    return LEGAL_BY_KIND[arguments["kind"]]

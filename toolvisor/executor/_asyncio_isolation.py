@@ -1,0 +1,110 @@
+"""``asyncio`` isolation: coroutine handlers on one runner-owned event loop, cancelled for real."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+from collections.abc import Callable
+
+from toolvisor._logging import get_event_log
+from toolvisor.contract import HandlerResult
+from toolvisor.executor._calls import RunningCall
+from toolvisor.executor._execute import aexecute, from_exception
+
+_log = get_event_log("tool_runner", isolation="asyncio")
+
+
+class AsyncioIsolation:
+    """Runs each call as a task of ``aexecute`` on one event loop thread, started lazily.
+
+    At the deadline (or on cancel) the task is cancelled: the coroutine sees ``CancelledError``.
+    A handler that blocks the loop delays every other asyncio call (the deadline result is
+    still delivered on time, by the runner's timer). The loop, ``_tasks`` and each
+    ``call.worker`` (the call's task) are touched only on the loop thread; other threads reach
+    them through ``call_soon_threadsafe``.
+    """
+
+    def __init__(
+        self,
+        *,
+        arm: Callable[[RunningCall], None],
+        settle: Callable[[RunningCall, HandlerResult], None],
+    ) -> None:
+        self._arm = arm
+        self._settle = settle
+        self._lock = threading.Lock()  # guards starting the loop once
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._tasks: set[asyncio.Task[HandlerResult]] = set()
+
+    def _running_loop(self) -> asyncio.AbstractEventLoop:
+        with self._lock:
+            if self._loop is None:
+                loop = asyncio.new_event_loop()
+                thread = threading.Thread(
+                    target=loop.run_forever, name="toolvisor-asyncio", daemon=True
+                )
+                thread.start()
+                self._loop, self._thread = loop, thread
+            return self._loop
+
+    def submit(self, call: RunningCall) -> None:
+        self._running_loop().call_soon_threadsafe(self._begin, call)
+
+    def _begin(self, call: RunningCall) -> None:
+        if call.settled:
+            return
+        self._arm(call)
+        task = asyncio.get_running_loop().create_task(
+            aexecute(call.tool, call.arguments, call.ctx)
+        )
+        call.worker = task
+        self._tasks.add(task)
+        task.add_done_callback(lambda done: self._finished(call, done))
+
+    def _finished(self, call: RunningCall, task: asyncio.Task[HandlerResult]) -> None:
+        self._tasks.discard(task)
+        if task.cancelled():
+            if not call.settled:  # cancelled by something other than this runner
+                self._settle(call, call.cancelled_error())
+            return
+        exc = task.exception()
+        self._settle(call, task.result() if exc is None else from_exception(call.tool, call.ctx,
+                                                                            exc))
+
+    def stop(self, call: RunningCall) -> None:
+        """Cancel ``call``'s task (called once the call was claimed)."""
+        loop = self._loop
+        if loop is not None:
+            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+                loop.call_soon_threadsafe(self._cancel, call)
+
+    @staticmethod
+    def _cancel(call: RunningCall) -> None:
+        task = call.worker
+        if isinstance(task, asyncio.Task) and not task.done():
+            task.cancel()
+            _log.info("call_cancelled", tool_name=call.tool.name,
+                      tool_call_id=call.ctx.tool_call_id)
+
+    def close(self, grace: float) -> None:
+        """Cancel what is left, wait up to ``grace`` for it to finish, then close the loop."""
+        with self._lock:
+            loop, thread = self._loop, self._thread
+        if loop is None or thread is None:
+            return
+
+        async def drain() -> None:
+            for task in list(self._tasks):
+                task.cancel()
+            if self._tasks:
+                await asyncio.wait(list(self._tasks), timeout=grace)
+            for task in self._tasks:
+                _log.warning("task_left_running", task=task.get_name())
+            loop.stop()
+
+        loop.call_soon_threadsafe(lambda: loop.create_task(drain()))
+        thread.join()
+        loop.run_until_complete(loop.shutdown_asyncgens())
+        loop.close()

@@ -1,0 +1,121 @@
+"""``DeadlineTimer``: one thread that fires every call's deadline, from a heap.
+
+A thread per call would cost a thread start per call and scale badly; one heap-driven thread
+keeps the deadline path cheap and precise (the wait ends at the earliest deadline).
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import threading
+import time
+from collections.abc import Callable
+
+from toolvisor._logging import get_event_log
+
+_log = get_event_log("deadline_timer")
+_COMPACT_AT = 256  # rebuild the heap once this many cancelled entries are waiting in it
+
+
+class Deadline:
+    """One scheduled callback; :meth:`cancel` drops it (it is skipped when it comes due)."""
+
+    __slots__ = ("_timer", "callback", "cancelled", "seq", "when")
+
+    def __init__(
+        self, when: float, seq: int, callback: Callable[[], None], timer: DeadlineTimer
+    ) -> None:
+        self.when = when
+        self.seq = seq
+        self.callback = callback
+        self.cancelled = False
+        self._timer = timer
+
+    def __lt__(self, other: Deadline) -> bool:
+        return (self.when, self.seq) < (other.when, other.seq)
+
+    def cancel(self) -> None:
+        """Make sure the callback does not run (if it has not started yet)."""
+        self._timer._cancelled(self)
+
+
+class DeadlineTimer:
+    """Runs callbacks at their deadlines on one lazily started thread.
+
+    The heap, the counter of cancelled entries and the closed flag are guarded by ``_cond``;
+    callbacks run on the timer thread outside the lock and must be quick (set an event,
+    deliver a result, post a message).
+    """
+
+    def __init__(self, name: str, clock: Callable[[], float] = time.monotonic) -> None:
+        self._name = name
+        self._clock = clock
+        self._cond = threading.Condition()
+        self._heap: list[Deadline] = []
+        self._seq = itertools.count()
+        self._cancelled_count = 0
+        self._closed = False
+        self._thread: threading.Thread | None = None
+
+    def schedule(self, delay: float, callback: Callable[[], None]) -> Deadline:
+        """Run ``callback`` on the timer thread ``delay`` seconds from now."""
+        with self._cond:
+            if self._closed:
+                raise RuntimeError(f"{self._name} is closed; no more deadlines can be scheduled")
+            entry = Deadline(self._clock() + max(delay, 0.0), next(self._seq), callback, self)
+            heapq.heappush(self._heap, entry)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._loop, name=self._name, daemon=True)
+                self._thread.start()
+            elif self._heap[0] is entry:
+                self._cond.notify()
+            return entry
+
+    def _cancelled(self, entry: Deadline) -> None:
+        with self._cond:
+            if entry.cancelled:
+                return
+            entry.cancelled = True
+            self._cancelled_count += 1
+            if self._cancelled_count >= _COMPACT_AT and self._cancelled_count * 2 > len(
+                self._heap
+            ):
+                self._heap = [e for e in self._heap if not e.cancelled]
+                heapq.heapify(self._heap)
+                self._cancelled_count = 0
+
+    def _loop(self) -> None:
+        due: list[Deadline] = []
+        while True:
+            with self._cond:
+                while True:
+                    if self._closed:
+                        return
+                    now = self._clock()
+                    while self._heap and (self._heap[0].cancelled or self._heap[0].when <= now):
+                        entry = heapq.heappop(self._heap)
+                        if entry.cancelled:
+                            self._cancelled_count -= 1
+                        else:
+                            entry.cancelled = True  # a late cancel() is now a no-op
+                            due.append(entry)
+                    if due:
+                        break
+                    self._cond.wait(self._heap[0].when - now if self._heap else None)
+            for entry in due:
+                try:
+                    entry.callback()
+                except Exception as exc:
+                    _log.error("deadline_callback_failed", timer=self._name, error=repr(exc))
+            due.clear()
+
+    def close(self) -> None:
+        """Stop the thread; deadlines still pending are dropped."""
+        with self._cond:
+            self._closed = True
+            self._heap.clear()
+            self._cond.notify()
+            thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join()

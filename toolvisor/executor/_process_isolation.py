@@ -1,0 +1,330 @@
+"""``process`` isolation: a supervised pool of worker processes, killed for real at a deadline.
+
+The pool is the workers' supervisor: one manager thread starts them, hands them calls, reads
+their results, kills the one running a call past its deadline (SIGKILL) and replaces any worker
+that dies, whatever killed it (a permanent child, restarted without an intensity limit: a
+worker dying is a handler's failure, reported on that call, not the pool's).
+"""
+
+from __future__ import annotations
+
+import collections
+import itertools
+import multiprocessing
+import os
+import pickle
+import queue
+import signal
+import threading
+import weakref
+from collections.abc import Callable
+from multiprocessing import forkserver, resource_tracker
+from multiprocessing.connection import Connection, wait
+from multiprocessing.context import BaseContext
+from typing import Any, Literal
+
+from toolvisor._logging import get_event_log
+from toolvisor.contract import HandlerResult, Tool
+from toolvisor.executor._calls import RunningCall
+from toolvisor.executor._stats import Counters
+from toolvisor.executor._worker import HandlerAddress, resolve, serve
+
+MpContext = Literal["forkserver", "spawn"]
+_log = get_event_log("tool_runner", isolation="process")
+_REAP_WAIT = 2.0  # seconds to wait for a worker whose pipe closed to be reaped
+_STOP_WAIT = 1.0  # seconds an idle worker gets to exit on request at close, before SIGKILL
+
+
+def prepare_process_isolation(mp_context: MpContext = "forkserver") -> None:
+    """Start the process-wide multiprocessing helpers now (the forkserver, the resource tracker).
+
+    They live as long as the Python process and hold a few file descriptors; starting them
+    before a leak check keeps them out of it. Idempotent.
+    """
+    if mp_context == "forkserver":
+        multiprocessing.get_context("forkserver").set_forkserver_preload(
+            ["__main__", "toolvisor.executor._worker"]
+        )
+        forkserver.ensure_running()
+    elif mp_context == "spawn":
+        resource_tracker.ensure_running()
+    else:
+        raise ValueError(f"mp_context must be 'forkserver' or 'spawn', got {mp_context!r}")
+
+
+class _Worker:
+    """One worker process and the parent's end of its pipe; ``call`` is the call it runs."""
+
+    __slots__ = ("call", "conn", "killed", "process")
+
+    def __init__(self, process: Any, conn: Connection) -> None:
+        self.process = process
+        self.conn = conn
+        self.call: RunningCall | None = None
+        self.killed = False
+
+
+class ProcessIsolation:
+    """Runs calls on ``size`` worker processes; calls beyond that wait for a free worker.
+
+    Everything about the workers (the list, who is idle, the waiting calls) is owned by the
+    manager thread; other threads post ``("submit" | "stop" | "close", ...)`` to ``_inbox`` and
+    write a byte to the wake-up pipe. A call's deadline starts when a worker takes it.
+    """
+
+    def __init__(
+        self,
+        *,
+        size: int,
+        mp_context: MpContext,
+        arm: Callable[[RunningCall], None],
+        settle: Callable[[RunningCall, HandlerResult], None],
+        counters: Counters,
+    ) -> None:
+        if size < 1:
+            raise ValueError(f"process_workers must be >= 1, got {size!r}")
+        if mp_context not in ("forkserver", "spawn"):
+            raise ValueError(f"mp_context must be 'forkserver' or 'spawn', got {mp_context!r}")
+        self._size = size
+        self._mp_context = mp_context
+        self._arm = arm
+        self._settle = settle
+        self._counters = counters
+        self._start_lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._inbox: queue.SimpleQueue[tuple[str, Any]] = queue.SimpleQueue()
+        self._wake_r = self._wake_w = -1
+        self._names = itertools.count()
+        # Owned by the manager thread:
+        self._workers: list[_Worker] = []
+        self._idle: collections.deque[_Worker] = collections.deque()
+        self._waiting: collections.deque[tuple[RunningCall, bytes]] = collections.deque()
+        self._closing = False
+        self._alive = 0  # written by the manager, read by stats (an int: reads are atomic)
+
+    @property
+    def workers_alive(self) -> int:
+        return self._alive
+
+    def _post(self, message: tuple[str, Any]) -> None:
+        with self._start_lock:
+            if self._thread is None:
+                if message[0] != "submit":  # nothing to stop or close yet
+                    return
+                prepare_process_isolation(self._mp_context)
+                self._wake_r, self._wake_w = os.pipe()
+                self._thread = threading.Thread(target=self._manage, name="toolvisor-process-pool",
+                                                daemon=True)
+                self._thread.start()
+        self._inbox.put(message)
+        os.write(self._wake_w, b"\0")
+
+    def submit(self, call: RunningCall, request: bytes) -> None:
+        """Queue ``call`` (its pickled ``WorkRequest``) for the next free worker."""
+        self._post(("submit", (call, request)))
+
+    def stop(self, call: RunningCall) -> None:
+        """Kill the worker running ``call`` (called once the call was claimed)."""
+        self._post(("stop", call))
+
+    def close(self) -> None:
+        """Stop every worker (idle ones politely, busy ones with SIGKILL) and the manager."""
+        self._post(("close", None))
+        thread = self._thread
+        if thread is not None:
+            thread.join()
+            os.close(self._wake_r)
+            os.close(self._wake_w)
+
+    # -- the manager thread ------------------------------------------------------------------
+
+    def _manage(self) -> None:
+        context = multiprocessing.get_context(self._mp_context)
+        for _ in range(self._size):
+            self._spawn(context)
+        while not self._closing or any(w.call is not None for w in self._workers):
+            by_conn = {w.conn: w for w in self._workers if w.call is not None}
+            by_sentinel = {w.process.sentinel: w for w in self._workers}
+            ready = wait([self._wake_r, *by_conn, *by_sentinel])
+            for conn in (r for r in ready if r in by_conn):
+                self._receive(by_conn[conn])
+            for sentinel in (r for r in ready if r in by_sentinel):
+                worker = by_sentinel[sentinel]
+                if worker in self._workers:
+                    self._reap(worker, context)
+            if self._wake_r in ready:
+                os.read(self._wake_r, 4096)
+                self._read_inbox()
+            self._dispatch()
+        self._stop_all()
+
+    def _read_inbox(self) -> None:
+        while True:
+            try:
+                kind, payload = self._inbox.get_nowait()
+            except queue.Empty:
+                return
+            if kind == "submit":
+                self._waiting.append(payload)
+            elif kind == "stop":
+                self._kill_running(payload)
+            else:
+                self._closing = True
+                for worker in self._workers:
+                    if worker.call is not None:
+                        self._kill(worker)
+
+    def _spawn(self, context: BaseContext) -> None:
+        parent_end, child_end = context.Pipe(duplex=True)
+        process = context.Process(  # type: ignore[attr-defined]
+            target=serve, args=(child_end,), name=f"toolvisor-worker-{next(self._names)}",
+            daemon=True,
+        )
+        process.start()
+        child_end.close()
+        worker = _Worker(process, parent_end)
+        self._workers.append(worker)
+        self._idle.append(worker)
+        self._alive = len(self._workers)
+        self._counters.add("workers_started")
+        _log.debug("worker_started", pid=process.pid)
+
+    def _dispatch(self) -> None:
+        while self._idle and self._waiting and not self._closing:
+            call, request = self._waiting.popleft()
+            worker = self._idle.popleft()
+            with call.lock:
+                if call.settled:  # cancelled while it waited
+                    self._idle.appendleft(worker)
+                    continue
+                call.worker = worker
+            worker.call = call
+            self._arm(call)
+            try:
+                worker.conn.send_bytes(request)
+            except OSError:  # the worker died while idle: its reaping settles the call
+                continue
+
+    def _receive(self, worker: _Worker) -> None:
+        call = worker.call
+        assert call is not None
+        try:
+            data = worker.conn.recv_bytes()
+        except (EOFError, OSError):
+            return  # the worker died: its sentinel is (or soon will be) ready
+        try:
+            result: HandlerResult = pickle.loads(data)
+        except Exception as exc:
+            result = call.error("encoding_failed",
+                                f"the result from the worker cannot be unpickled: "
+                                f"{type(exc).__name__}: {exc}", f"{type(exc).__name__}: {exc}")
+        with call.lock:
+            call.worker = None
+        worker.call = None
+        self._idle.append(worker)
+        self._settle(call, result)
+
+    def _kill_running(self, call: RunningCall) -> None:
+        with call.lock:
+            worker = call.worker
+        if isinstance(worker, _Worker) and worker.call is call and not worker.killed:
+            self._kill(worker)
+
+    def _kill(self, worker: _Worker) -> None:
+        worker.killed = True
+        worker.process.kill()
+        self._counters.add("workers_killed")
+        call = worker.call
+        _log.warning("worker_killed", pid=worker.process.pid,
+                     tool_name=call.tool.name if call else None,
+                     tool_call_id=call.ctx.tool_call_id if call else None)
+
+    def _reap(self, worker: _Worker, context: BaseContext) -> None:
+        """A worker exited: settle its call as ``handler_exit`` (unless the runner killed it),
+        release it, and start a replacement unless the pool is closing."""
+        worker.process.join(_REAP_WAIT)
+        code, pid = worker.process.exitcode, worker.process.pid
+        self._release(worker)
+        call = worker.call
+        if call is not None:
+            with call.lock:
+                call.worker = None
+        if not worker.killed:
+            self._counters.add("workers_died")
+            _log.warning("worker_died", pid=pid, exitcode=code,
+                         tool_name=call.tool.name if call else None,
+                         tool_call_id=call.ctx.tool_call_id if call else None)
+            if call is not None:
+                self._settle(call, _exit_error(call, code))
+        if not self._closing:
+            self._spawn(context)
+            self._counters.add("workers_replaced")
+
+    def _release(self, worker: _Worker) -> None:
+        self._workers.remove(worker)
+        if worker in self._idle:
+            self._idle.remove(worker)
+        self._alive = len(self._workers)
+        worker.conn.close()
+        if worker.process.exitcode is not None:
+            worker.process.close()
+
+    def _stop_all(self) -> None:
+        for worker in self._workers:
+            try:
+                worker.conn.send_bytes(pickle.dumps(None))
+            except OSError:
+                continue
+        for worker in self._workers:
+            worker.process.join(_STOP_WAIT)
+            if worker.process.exitcode is None:
+                worker.process.kill()
+                worker.process.join()
+        for worker in list(self._workers):
+            self._release(worker)
+        for call, _ in self._waiting:
+            if not call.settled:
+                self._settle(call, call.cancelled_error())
+        self._waiting.clear()
+
+
+def _exit_error(call: RunningCall, code: int | None) -> Any:
+    if code is not None and code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        return call.error("handler_exit", f"the worker process died from {name}", name)
+    return call.error("handler_exit", f"the worker process exited with code {code}", code)
+
+
+_addresses: weakref.WeakKeyDictionary[Tool, HandlerAddress | str]
+_addresses = weakref.WeakKeyDictionary()
+
+
+def address_of(tool: Tool) -> HandlerAddress | str:
+    """Where a worker imports ``tool``'s handler, or why it cannot (checked here, once per tool).
+
+    The name must lead to the handler itself or to a ``Tool`` (made by ``@tool``) around it.
+    """
+    found = _addresses.get(tool)
+    if found is not None:
+        return found
+    handler = tool.handler
+    module = getattr(handler, "__module__", None)
+    qualname = getattr(handler, "__qualname__", None)
+    if not module or not qualname:
+        found = f"the handler {handler!r} has no __module__/__qualname__"
+    else:
+        address = HandlerAddress(module, qualname, tool.name, tool.arguments_type)
+        try:
+            target = resolve(address)
+        except Exception as exc:
+            target = exc
+        if target is handler or (isinstance(target, Tool) and target.handler is handler):
+            found = address
+        else:
+            found = (f"{module}.{qualname} does not name the handler in its module "
+                     f"({target!r}); isolation='process' needs a module-level function")
+    _addresses[tool] = found
+    return found

@@ -1,0 +1,276 @@
+"""``ToolRunner``: run handlers under a timeout, in a thread, a worker process or an event loop."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import pickle
+import threading
+from collections.abc import Callable, Sequence
+from types import TracebackType
+from typing import Any
+
+from toolvisor._logging import get_event_log
+from toolvisor.contract import CallContext, Err, HandlerResult, Tool
+from toolvisor.executor._asyncio_isolation import AsyncioIsolation
+from toolvisor.executor._calls import CallHandle, RunningCall
+from toolvisor.executor._deadlines import DeadlineTimer
+from toolvisor.executor._execute import not_found
+from toolvisor.executor._process_isolation import MpContext, ProcessIsolation, address_of
+from toolvisor.executor._stats import Counters, RunnerStats
+from toolvisor.executor._thread_isolation import ThreadIsolation
+from toolvisor.executor._validation import prepare_arguments
+from toolvisor.executor._worker import WorkRequest
+
+_log = get_event_log("tool_runner")
+
+OnDone = Callable[[HandlerResult], None]
+
+
+def _positive(name: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0 \
+            or math.isinf(value):
+        raise ValueError(f"{name} must be a positive, finite number, got {value!r}")
+
+
+class ToolRunner:
+    """Runs tool handlers with a timeout per call, each in its tool's isolation.
+
+    * ``thread`` (the default for sync handlers): reused threads that grow on demand up to
+      ``max_threads`` busy at once (later calls wait for a thread) and retire after
+      ``thread_idle_timeout`` idle seconds. At the deadline the call's thread is abandoned and
+      replaced; what it returns later is discarded.
+    * ``process``: ``process_workers`` worker processes (``mp_context``: ``forkserver`` or
+      ``spawn``), supervised by the pool: at the deadline the worker is killed with SIGKILL and
+      replaced; a worker that dies mid-call gives ``handler_exit``. Arguments are validated in
+      this process (a bad call never costs a round trip); ``ctx.context``, ``ctx.engine`` and
+      ``ctx.state`` stay here, the worker's handler gets the ids, the tool call and ``attempt``.
+    * ``asyncio``: ``async def`` handlers on one event loop thread; cancelled at the deadline.
+
+    The timeout is ``tool.timeout`` or ``tool_timeout``, counted from when the handler starts
+    (waiting for a free thread or worker does not count). One timer thread watches every
+    deadline. Each call gets its own cancellation token (``ctx.cancelled``, a
+    ``threading.Event``) set at the deadline or on cancel.
+    """
+
+    def __init__(
+        self,
+        *,
+        tool_timeout: float = 30.0,
+        process_workers: int = 2,
+        max_threads: int = 256,
+        thread_idle_timeout: float = 30.0,
+        close_grace: float = 1.0,
+        mp_context: MpContext = "forkserver",
+    ) -> None:
+        _positive("tool_timeout", tool_timeout)
+        _positive("thread_idle_timeout", thread_idle_timeout)
+        if isinstance(close_grace, bool) or not isinstance(close_grace, int | float) \
+                or close_grace < 0:
+            raise ValueError(f"close_grace must be a number of seconds >= 0, got {close_grace!r}")
+        self._tool_timeout = float(tool_timeout)
+        self._close_grace = float(close_grace)
+        self._counters = Counters()
+        self._timer = DeadlineTimer("toolvisor-deadlines")
+        self._threads = ThreadIsolation(max_threads=max_threads,
+                                        idle_timeout=thread_idle_timeout, arm=self._arm,
+                                        settle=self._settle, counters=self._counters)
+        self._processes = ProcessIsolation(size=process_workers, mp_context=mp_context,
+                                           arm=self._arm, settle=self._settle,
+                                           counters=self._counters)
+        self._asyncio = AsyncioIsolation(arm=self._arm, settle=self._settle)
+        self._lock = threading.Lock()  # guards _inflight, _closed and _hung_at_close
+        self._all_done = threading.Condition(self._lock)
+        self._inflight: set[RunningCall] = set()
+        self._closed = False
+        self._hung_at_close: int | None = None
+
+    # -- starting calls ----------------------------------------------------------------------
+
+    def start(
+        self, tool: Tool, arguments: Any, ctx: CallContext | None, on_done: OnDone
+    ) -> CallHandle:
+        """Start one call without waiting; ``on_done(result)`` is called exactly once, on a
+        runner thread (keep it quick: it delays whatever that thread does next)."""
+        if not isinstance(tool, Tool):
+            raise TypeError(f"ToolRunner.start needs a Tool, got {type(tool).__name__}")
+        if not callable(on_done):
+            raise TypeError(f"on_done must be callable, got {on_done!r}")
+        if ctx is not None and not isinstance(ctx, CallContext):
+            raise TypeError(f"ctx must be a CallContext or None, got {type(ctx).__name__}")
+        token = threading.Event()
+        ctx = dataclasses.replace(ctx or CallContext(), cancelled=token)
+        timeout = self._tool_timeout if tool.timeout is None else float(tool.timeout)
+        call = RunningCall(tool, arguments, ctx, token=token, timeout=timeout, on_done=on_done)
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("this ToolRunner is closed; create a new one to run calls")
+            self._inflight.add(call)
+        self._counters.add("calls_started")
+        if tool.handler is None:
+            self._settle_soon(call, not_found(tool, ctx))
+        elif tool.isolation == "process":
+            self._start_in_process(call)
+        elif tool.isolation == "asyncio":
+            call.stop = self._asyncio.stop
+            self._asyncio.submit(call)
+        else:
+            call.stop = self._threads.stop
+            self._threads.submit(call)
+        return CallHandle(call, self._cancel)
+
+    def _start_in_process(self, call: RunningCall) -> None:
+        prepared = prepare_arguments(call.tool, call.arguments)
+        if isinstance(prepared, Err):
+            self._settle_soon(call, prepared)
+            return
+        address = address_of(call.tool)
+        if isinstance(address, str):
+            self._settle_soon(call, call.error(
+                "not_found", f"the handler cannot be imported in a worker process: {address}",
+                address))
+            return
+        ctx = call.ctx
+        try:
+            request = pickle.dumps(WorkRequest(address, call.arguments, ctx.session_id,
+                                               ctx.request_id, ctx.tool_call, ctx.attempt))
+        except Exception as exc:
+            self._settle_soon(call, call.error(
+                "encoding_failed",
+                f"the arguments cannot be sent to a worker process: {type(exc).__name__}: {exc}",
+                f"{type(exc).__name__}: {exc}"))
+            return
+        call.stop = self._processes.stop
+        self._processes.submit(call, request)
+
+    def run(self, tool: Tool, arguments: Any, ctx: CallContext | None = None) -> HandlerResult:
+        """Run one call and wait for its result."""
+        return self.run_batch([(tool, arguments, ctx)])[0]
+
+    def run_batch(
+        self, calls: Sequence[tuple[Tool, Any, CallContext | None]]
+    ) -> list[HandlerResult]:
+        """Run ``calls`` concurrently and wait for all; results in input order."""
+        results: list[HandlerResult | None] = [None] * len(calls)
+        remaining = [len(calls)]
+        all_done = threading.Event()
+        lock = threading.Lock()
+
+        def keeper(index: int) -> OnDone:
+            def on_done(result: HandlerResult) -> None:
+                results[index] = result
+                with lock:
+                    remaining[0] -= 1
+                    if remaining[0] == 0:
+                        all_done.set()
+            return on_done
+
+        if not calls:
+            return []
+        for index, (tool, arguments, ctx) in enumerate(calls):
+            self.start(tool, arguments, ctx, keeper(index))
+        all_done.wait()
+        return [r for r in results if r is not None]
+
+    # -- settling calls (any runner thread) --------------------------------------------------
+
+    def _arm(self, call: RunningCall) -> None:
+        call.deadline = self._timer.schedule(call.timeout, lambda: self._expire(call))
+
+    def _settle_soon(self, call: RunningCall, result: HandlerResult) -> None:
+        self._timer.schedule(0.0, lambda: self._settle(call, result))
+
+    def _settle(self, call: RunningCall, result: HandlerResult) -> None:
+        if call.claim():
+            if call.deadline is not None:
+                call.deadline.cancel()
+            self._counters.add("calls_finished")
+            self._deliver(call, result)
+            return
+        self._counters.add("late_results_discarded")
+        _log.info("late_result_discarded", tool_name=call.tool.name,
+                  tool_call_id=call.ctx.tool_call_id, result_type=type(result).__name__)
+
+    def _expire(self, call: RunningCall) -> None:
+        if not call.claim():
+            return
+        call.token.set()
+        self._counters.add("timeouts")
+        self._deliver(call, call.timeout_error())
+        if call.stop is not None:
+            call.stop(call)
+
+    def _cancel(self, call: RunningCall) -> bool:
+        if not call.claim():
+            return False
+        call.token.set()
+        if call.deadline is not None:
+            call.deadline.cancel()
+        self._counters.add("cancelled")
+        self._deliver(call, call.cancelled_error())
+        if call.stop is not None:
+            call.stop(call)
+        return True
+
+    def _deliver(self, call: RunningCall, result: HandlerResult) -> None:
+        try:
+            call.on_done(result)
+        except Exception as exc:
+            _log.error("on_done_failed", tool_name=call.tool.name,
+                       tool_call_id=call.ctx.tool_call_id, error=repr(exc))
+        finally:
+            with self._lock:
+                self._inflight.discard(call)
+                if not self._inflight:
+                    self._all_done.notify_all()
+
+    # -- state and shutdown ------------------------------------------------------------------
+
+    @property
+    def stats(self) -> RunnerStats:
+        """A snapshot of the counters (see :class:`RunnerStats`)."""
+        with self._lock:
+            hung = self._hung_at_close
+        return self._counters.snapshot(
+            threads_live=self._threads.live_threads,
+            threads_hung=self._threads.hung_threads if hung is None else hung,
+            workers_alive=self._processes.workers_alive,
+        )
+
+    def close(self, grace: float | None = None) -> None:
+        """Stop accepting calls, give running ones ``grace`` seconds (default ``close_grace``),
+        cancel the rest, then stop every thread, worker process and the event loop.
+
+        Cancelled handlers then get ``close_grace`` seconds to return (cooperative ones see
+        their token set). An abandoned thread whose handler still has not returned cannot be
+        stopped: it is counted in ``stats.threads_hung`` and logged (``threads_left_hung``).
+        Idempotent.
+        """
+        grace = self._close_grace if grace is None else grace
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            self._all_done.wait_for(lambda: not self._inflight, grace)
+            leftover = list(self._inflight)
+        for call in leftover:
+            self._cancel(call)
+        self._processes.close()
+        self._asyncio.close(self._close_grace)
+        hung = self._threads.close(self._close_grace)
+        self._timer.close()
+        with self._lock:
+            self._hung_at_close = len(hung)
+        if hung:
+            _log.warning("threads_left_hung", count=len(hung), threads=[t.name for t in hung])
+
+    def __enter__(self) -> ToolRunner:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
