@@ -1,0 +1,40 @@
+"""Durable tool calls: completion keys, the journal of effects and the SQLite session store."""
+
+from toolvisor.durable._effects import DurableEffects
+from toolvisor.durable._errors import DURABLE_ERROR_CODES, DurableError, DurableErrorCode
+from toolvisor.durable._issuer import CompletionKeyIssuer
+from toolvisor.durable._records import (
+    Checkpoint,
+    JournalRecord,
+    KeyPurpose,
+    ProcessEvent,
+    Resolution,
+    ResolutionKind,
+    ResolveOutcome,
+    RunRecord,
+    Wait,
+)
+from toolvisor.durable._sqlite import POLL_INTERVAL, SqliteSessionStore
+from toolvisor.durable._store import UNSET, SessionStore, UnknownRunError
+
+__all__ = [
+    "DURABLE_ERROR_CODES",
+    "POLL_INTERVAL",
+    "UNSET",
+    "Checkpoint",
+    "CompletionKeyIssuer",
+    "DurableEffects",
+    "DurableError",
+    "DurableErrorCode",
+    "JournalRecord",
+    "KeyPurpose",
+    "ProcessEvent",
+    "Resolution",
+    "ResolutionKind",
+    "ResolveOutcome",
+    "RunRecord",
+    "SessionStore",
+    "SqliteSessionStore",
+    "UnknownRunError",
+    "Wait",
+]

@@ -1,0 +1,50 @@
+"""In-process wake-ups for waiters on a store file, so a same-process resolution is seen at once.
+
+Waiters in other processes cannot be woken this way; they notice by polling the file. One
+:class:`Notifier` exists per database path in a process, shared by every store object open on
+that path. Its state (a generation counter) is owned by its condition's lock.
+"""
+
+from __future__ import annotations
+
+import threading
+
+
+class Notifier:
+    """A generation counter: waiters sleep until it moves past the value they last saw."""
+
+    __slots__ = ("_changed", "_generation")
+
+    def __init__(self) -> None:
+        self._changed = threading.Condition()
+        self._generation = 0
+
+    @property
+    def generation(self) -> int:
+        """The current generation; read it *before* checking the store, then :meth:`wait`."""
+        with self._changed:
+            return self._generation
+
+    def notify(self) -> None:
+        """Something was resolved: wake every waiter."""
+        with self._changed:
+            self._generation += 1
+            self._changed.notify_all()
+
+    def wait(self, seen: int, timeout: float) -> None:
+        """Sleep up to ``timeout`` seconds unless the generation already moved past ``seen``."""
+        with self._changed:
+            self._changed.wait_for(lambda: self._generation != seen, timeout)
+
+
+_notifiers: dict[str, Notifier] = {}
+_notifiers_lock = threading.Lock()  # guards _notifiers; held only to look up or add one
+
+
+def notifier_for(path: str) -> Notifier:
+    """The process-wide notifier of the database at ``path`` (an absolute, resolved path)."""
+    with _notifiers_lock:
+        notifier = _notifiers.get(path)
+        if notifier is None:
+            notifier = _notifiers[path] = Notifier()
+        return notifier

@@ -1,0 +1,95 @@
+"""The plain records a session store hands out; every value in them is JSON."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal, TypeAlias
+
+from toolvisor.contract import OnCancel, OnTimeout
+
+ResolveOutcome: TypeAlias = Literal["accepted", "already_resolved", "unknown_or_revoked"]
+"""What :meth:`SessionStore.resolve` says about one resolution attempt."""
+
+ResolutionKind: TypeAlias = Literal["ok", "error", "timeout", "cancelled"]
+KeyPurpose: TypeAlias = Literal["call", "event"]
+"""``call``: the wait of a ``Pending`` tool call; ``event``: a durable effect's external event."""
+
+
+@dataclass(frozen=True, slots=True)
+class RunRecord:
+    """One run: its id, a free-form status the host chooses, and when it changed."""
+
+    run_id: str
+    status: str
+    created_at: float
+    updated_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class Checkpoint:
+    """One saved checkpoint: the machine's JSON text at ``effect_id``; ``seq`` orders saves."""
+
+    seq: int
+    run_id: str
+    effect_id: int
+    data: str
+    saved_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class Resolution:
+    """How a key's wait ended; the first resolution of a key is the only one.
+
+    ``value`` is the JSON the resolver sent for ``ok`` and ``error``; for ``timeout`` it is
+    ``{"on_timeout": ...}`` and for ``cancelled`` ``{"on_cancel": ...}`` (the parked policy),
+    or ``None`` when the key was never parked.
+    """
+
+    kind: ResolutionKind
+    value: Any
+    resolved_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class Wait:
+    """A parked key: the run waits for its resolution until ``deadline_at`` (store clock)."""
+
+    key: str
+    run_id: str
+    call_id: str
+    purpose: KeyPurpose
+    deadline_at: float | None
+    on_timeout: OnTimeout
+    on_cancel: OnCancel
+    parked_at: float
+    resolution: Resolution | None
+
+    @property
+    def needs_external_cancel(self) -> bool:
+        """Whether the host must cancel the external work behind this wait."""
+        return self.on_cancel == "cancel_external_work"
+
+
+@dataclass(frozen=True, slots=True)
+class JournalRecord:
+    """The recorded result of one ``run_json`` step; input and output are canonical JSON."""
+
+    run_id: str
+    call_id: str
+    step_id: str
+    input: str
+    output: str
+    recorded_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessEvent:
+    """An event a call emitted; ``seq`` orders all events of the store."""
+
+    seq: int
+    run_id: str
+    call_id: str
+    ordinal: int
+    type: str
+    payload: Any
+    emitted_at: float
