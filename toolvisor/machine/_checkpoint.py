@@ -11,8 +11,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from toolvisor.contract import Message, ToolCall
-from toolvisor.machine._effects import EffectId, LlmCall, Sleep, ToolCalls
+from toolvisor.contract import Message, ToolCall, ToolSpec
+from toolvisor.machine._effects import EffectId, Sleep, ToolCalls
 from toolvisor.machine._outcomes import (
     Completed,
     Failed,
@@ -73,6 +73,17 @@ class StepRecord(_Record):
     committed: bool = False
 
 
+class ModelCallRecord(_Record):
+    """The outstanding ``LlmCall`` without its messages: while the machine awaits the model the
+    conversation cannot change, so the request is ``run.messages`` plus these ``tools``. Keeping
+    the conversation once halves a checkpoint of a long run."""
+
+    kind: Literal["llm_call"] = "llm_call"
+    id: EffectId
+    turn: int
+    tools: tuple[ToolSpec, ...]
+
+
 class RunState(_Record):
     """Everything a ``TurnMachine`` knows; a checkpoint is a deep copy of it."""
 
@@ -87,7 +98,8 @@ class RunState(_Record):
     calls: list[CallRecord] = Field(default_factory=list)
     steps: list[StepRecord] = Field(default_factory=list)
     cursor: int = 0
-    outstanding: LlmCall | ToolCalls | Sleep | None = Field(default=None, discriminator="kind")
+    outstanding: ModelCallRecord | ToolCalls | Sleep | None = Field(default=None,
+                                                                    discriminator="kind")
     done_effect_id: EffectId | None = None
     final: Completed | Halted | Failed | None = Field(default=None, discriminator="kind")
 
@@ -173,7 +185,7 @@ class Suspended(BaseModel):
 
 
 _PHASE_EFFECT: dict[str, type | None] = {
-    "new": None, "awaiting_model": LlmCall, "awaiting_tools": ToolCalls, "sleeping": Sleep,
+    "new": None, "awaiting_model": ModelCallRecord, "awaiting_tools": ToolCalls, "sleeping": Sleep,
     "suspended": None, "done": None,
 }
 

@@ -38,6 +38,7 @@ from toolvisor.machine._checkpoint import (
     CallRecord,
     Checkpoint,
     HaltRecord,
+    ModelCallRecord,
     RunState,
     StepRecord,
     Suspended,
@@ -91,6 +92,12 @@ _EXPECTED: dict[str, type] = {"llm_call": ModelReplied, "tool_calls": ToolResult
 _MESSAGES: TypeAdapter[list[Message]] = TypeAdapter(list[Message])
 
 
+def _copy_run(run: RunState) -> RunState:
+    """A deep copy that shares the messages: they are frozen, and most of a long run's size."""
+    memo: dict[int, Any] = {id(message): message for message in run.messages}
+    return copy.deepcopy(run, memo)
+
+
 def _jsonable(value: Any) -> Any:
     """A JSON form of ``value`` for outcomes and checkpoints (``repr`` as a last resort)."""
     if isinstance(value, ToolError | InvalidArguments):
@@ -129,12 +136,13 @@ class TurnMachine:
         The seed is the checkpoint's (retry jitter replays identically); the mode must match.
         """
         if isinstance(checkpoint, str | bytes):
-            checkpoint = Checkpoint.from_json(checkpoint)
-        if not isinstance(checkpoint, Checkpoint):
+            run = Checkpoint.from_json(checkpoint).run  # freshly parsed: nobody else holds it
+        elif isinstance(checkpoint, Checkpoint):
+            run = _copy_run(checkpoint.run)
+        else:
             raise TypeError(f"restore() takes a Checkpoint or its JSON text, "
                             f"got {type(checkpoint).__name__}")
         machine = cls(config)
-        run = checkpoint.run.model_copy(deep=True)
         check_restorable(run, config.mode)
         machine._run = run
         return machine
@@ -166,6 +174,9 @@ class TurnMachine:
         if run.phase in ("suspended", "done"):
             return self._done_effect()
         effect = run.outstanding
+        if isinstance(effect, ModelCallRecord):
+            return LlmCall(id=effect.id, turn=effect.turn,
+                           request=ModelRequest(messages=tuple(run.messages), tools=effect.tools))
         if isinstance(effect, ToolCalls):
             running = {r.call.id for r in run.calls if r.status == "running"}
             calls = tuple(c for c in effect.calls if c.call.id in running)
@@ -180,7 +191,7 @@ class TurnMachine:
 
     def checkpoint(self) -> Checkpoint:
         """The whole state as versioned JSON-able data (``to_json()``); never pickled."""
-        return Checkpoint(run=self._run.model_copy(deep=True))
+        return Checkpoint(run=_copy_run(self._run))
 
     # -- inputs -------------------------------------------------------------------------------
 
@@ -685,7 +696,10 @@ class TurnMachine:
         self._wait(Sleep(id=self._next_id(), seconds=seconds, call_ids=call_ids), "sleeping")
 
     def _wait(self, effect: LlmCall | ToolCalls | Sleep, phase: Any) -> None:
-        self._run.outstanding = effect
+        self._run.outstanding = (
+            ModelCallRecord(id=effect.id, turn=effect.turn, tools=effect.request.tools)
+            if isinstance(effect, LlmCall) else effect
+        )
         self._run.phase = phase
         self._emitted.append(effect)
 
