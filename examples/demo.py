@@ -1,8 +1,117 @@
-"""``make demo``: the main job, on screen."""
+"""``make demo``: a supervised agent loop on a scripted model, narrated.
+
+One model turn asks for five tool calls: one works, one crashes, one hangs past its timeout,
+one reports an error and one asks the user. Each runs in its own supervised actor; the policy
+decides what the model sees; the run suspends for the question and resumes with the answer.
+No network and no key: the model is a ``ScriptedModel``.
+"""
 
 from __future__ import annotations
 
-from examples import executor_outcomes
+import json
+from typing import Any
+
+from toolvisor import (
+    Agent,
+    AskUser,
+    CallContext,
+    Completed,
+    Err,
+    Ok,
+    Suspended,
+    Tool,
+    ToolError,
+    tool,
+)
+from toolvisor.machine import Continue, FailedCall
+from toolvisor.testing import ScriptedModel, call, calls, capture_events
+
+
+@tool
+def weather(arguments: dict[str, Any]) -> Ok:
+    """Today's weather in a city."""
+    return Ok({"city": arguments.get("city"), "celsius": 21})
+
+
+@tool
+def flights(arguments: dict[str, Any]) -> Ok:
+    """Search flights (its backend is broken today)."""
+    raise ConnectionError("flight API refused the connection")
+
+
+@tool(timeout=0.2)
+def hotels(arguments: dict[str, Any], ctx: CallContext) -> Ok:
+    """Search hotels (hangs; gives up when cancelled)."""
+    ctx.cancelled.wait(30)
+    return Ok("never seen")
+
+
+@tool
+def loyalty(arguments: dict[str, Any]) -> Err:
+    """Look up a loyalty account (reports that it has none)."""
+    return Err("no loyalty account for this traveller")
+
+
+@tool
+def book(arguments: dict[str, Any]) -> AskUser:
+    """Book the trip: needs a human's approval."""
+    return AskUser("Book the trip to Lisbon for 840 EUR?", ("yes", "no"))
+
+
+def policy(failed: FailedCall, error: Any) -> Continue:
+    """Crashes become a short note for the model; reported errors go through as they are."""
+    kind = f"crash ({error.reason})" if isinstance(error, ToolError) else "reported error"
+    print(f"  policy   {failed.call.name:<8} {kind:<25} -> continue")
+    if isinstance(error, ToolError):
+        return Continue(Err(f"{failed.call.name} is unavailable right now ({error.reason})"))
+    return Continue()
+
+
+def show_events(events: list[dict[str, Any]]) -> None:
+    """Each call's life, from the events its actor, the runner and the supervisor logged."""
+    lives: dict[str, list[str]] = {}
+    exits: list[str] = []
+    for event in events:
+        name = event["event"]
+        if event.get("component") in ("tool_call", "tool_runner") and "tool_name" in event:
+            step = name + (f" ({event['timeout']} s)" if name == "call_timed_out" else "")
+            lives.setdefault(event["tool_name"], []).append(step)
+        elif name == "child_exited" and event.get("supervisor_id") == "tool_calls":
+            exits.append(str(event["reason"]))
+    print("  each call ran in its own ToolCallActor under the ToolCallSupervisor:")
+    for tool_name, steps in lives.items():
+        print(f"    {tool_name:<8} " + " -> ".join(steps))
+    print(f"  the supervisor saw {len(exits)} call actors exit: {sorted(set(exits))}")
+
+
+def main() -> None:
+    model = ScriptedModel([
+        calls(call("weather", {"city": "Lisbon"}, id="w"), call("flights", id="f"),
+              call("hotels", id="h"), call("loyalty", id="l"), call("book", id="b")),
+        "Booked: Lisbon, 21 C. Flights and hotels were unavailable; no loyalty account.",
+    ])
+    tools: list[Tool] = [weather, flights, hotels, loyalty, book]
+    print("toolvisor demo: one model turn, five tool calls, each in its own supervised actor\n")
+    with capture_events() as events, Agent(model, tools, on_tool_error=policy) as agent:
+        first = agent.run("Plan and book my trip to Lisbon")
+        assert isinstance(first, Suspended)
+        show_events(events)
+        question = first.questions[0]
+        print(f"\n  suspended: {question.question} {question.options}  (call {question.call_id})")
+        print("  the human answers: yes\n")
+        outcome = agent.resume(first, "yes")
+        stats = agent.runner.stats
+    assert isinstance(outcome, Completed)
+    print("\nwhat the model was shown for each call:")
+    for message in model.requests[1].messages:
+        if message.role == "tool":
+            print(f"  {message.tool_call_id}  {message.name:<8} {message.content}")
+    print(f"\nfinal answer ({outcome.turns} model turns): {outcome.text}")
+    print(f"runner: {stats.calls_started} calls, {stats.timeouts} timed out, "
+          f"{stats.threads_abandoned} thread abandoned")
+    model.assert_finished()
+    json.dumps(outcome.model_dump(mode="json"))  # the whole outcome is plain JSON
+
 
 if __name__ == "__main__":
-    executor_outcomes.main()
+    main()

@@ -1,6 +1,7 @@
 """toolvisor: an Elixir/OTP-style supervised actor runtime for LLM tool calls."""
 
 from toolvisor._logging import configure_logging
+from toolvisor.agent import Agent, RunOutcome
 from toolvisor.contract import (
     AskUser,
     CallContext,
@@ -16,16 +17,23 @@ from toolvisor.contract import (
     tool,
 )
 from toolvisor.executor import encode, execute
+from toolvisor.machine import Completed, Failed, Halted, Suspended
 
 __all__ = [
+    "Agent",
     "AskUser",
     "CallContext",
+    "Completed",
     "Err",
+    "Failed",
     "Halt",
+    "Halted",
     "InvalidArguments",
     "InvalidHandlerError",
     "Ok",
     "Pending",
+    "RunOutcome",
+    "Suspended",
     "Tool",
     "ToolCall",
     "ToolError",

@@ -16,6 +16,10 @@ from toolvisor.supervisors import ToolCallSupervisorRef
 BatchCall = tuple[Tool, ToolCall, CallContext | None]
 """One call of a batch: the tool (already looked up), the model's call, the context."""
 
+SupervisorSource = ToolCallSupervisorRef | Callable[[], ToolCallSupervisorRef]
+"""The supervisor, or a function returning its current incarnation (it has a new ref after
+its own supervisor restarted it)."""
+
 
 class ToolCallDispatcher:
     """Runs batches of tool calls, each in a ``ToolCallActor`` under ``supervisor``.
@@ -26,7 +30,7 @@ class ToolCallDispatcher:
 
     def __init__(
         self,
-        supervisor: ToolCallSupervisorRef,
+        supervisor: SupervisorSource,
         runner: ToolRunner,
         *,
         max_actor_threads: int = 1024,
@@ -68,7 +72,9 @@ class ToolCallDispatcher:
         """Start one call in its own ``ToolCallActor``; ``reply_to(outcome)`` is called once,
         on an actor's thread (or here, if the actor cannot be started)."""
         try:
-            self._supervisor.start_child(lambda: ToolCallActor.start(
+            supervisor = (self._supervisor if isinstance(self._supervisor, ToolCallSupervisorRef)
+                          else self._supervisor())
+            supervisor.start_child(lambda: ToolCallActor.start(
                 runner=self._runner, tool=tool, call=call, ctx=ctx, reply_to=reply_to,
                 thread_pool=self._pool,
             ))

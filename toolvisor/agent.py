@@ -1,0 +1,237 @@
+"""``Agent``: the facade that wires a supervision tree and runs the agent loop.
+
+The tree is a root ``Supervisor`` (``one_for_one``) over the ``ToolCallSupervisor`` (one
+temporary ``ToolCallActor`` per call) and the ``OrchestratorActor`` (hosts each run's
+``TurnMachine``). The ``ToolRunner`` (thread pool, worker-process pool, event loop) and the
+actors' thread pool belong to the agent and are closed after the tree has stopped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Mapping, Sequence
+from concurrent.futures import Future
+from types import TracebackType
+from typing import Any, TypeAlias
+
+from toolvisor.actors import ToolCallDispatcher
+from toolvisor.actors._orchestrator import (
+    CancelRun,
+    OrchestratorActor,
+    OrchestratorSettings,
+    ProgressCallback,
+    StartRun,
+)
+from toolvisor.contract import Message, Model, Tool
+from toolvisor.executor import OutputProjection, ToolRunner
+from toolvisor.machine import (
+    Completed,
+    Failed,
+    Halted,
+    MachineConfig,
+    Mode,
+    Policy,
+    Suspended,
+    TurnMachine,
+)
+from toolvisor.registry import ToolRegistry
+from toolvisor.supervisors import (
+    ChildSpec,
+    Supervisor,
+    SupervisorRef,
+    ToolCallSupervisor,
+    ToolCallSupervisorRef,
+)
+
+RunOutcome: TypeAlias = Completed | Suspended | Halted | Failed
+"""What a run ends with: done, waiting for answers, halted on purpose, or failed."""
+
+
+class Agent:
+    """A supervised agent loop: a model, its tools, and the policy for their failures.
+
+    ``run(prompt)`` blocks until the run ends and returns :data:`RunOutcome`; a ``Suspended``
+    run (a tool asked the user, or returned ``Pending``) continues with ``resume``. Runs may be
+    started from several threads at once. Invalid configuration is refused here, with a
+    ``ValueError`` or ``TypeError`` that names the setting. ``close()`` (or leaving a ``with``
+    block) stops the tree and leaves no thread or process behind.
+    """
+
+    def __init__(
+        self,
+        model: Model,
+        tools: Sequence[Tool] = (),
+        *,
+        system_prompt: str | None = None,
+        on_tool_error: Policy = "continue",
+        tool_policies: Mapping[str, Policy] | None = None,
+        mode: Mode = "parallel_batch_approval",
+        max_turns: int = 8,
+        tool_timeout: float = 30.0,
+        process_workers: int = 2,
+        max_concurrent_calls: int = 1024,
+        output_budget: OutputProjection | None = None,
+        context: Any = None,
+        on_progress: ProgressCallback | None = None,
+        seed: int = 0,
+    ) -> None:
+        if not isinstance(model, Model):
+            raise TypeError(f"model must have respond(request) -> ModelResponse, got {model!r}")
+        self._config = MachineConfig(
+            tools=tuple(tools), system_prompt=system_prompt, on_tool_error=on_tool_error,
+            tool_policies=dict(tool_policies or {}), mode=mode, max_turns=max_turns, seed=seed,
+        )
+        self._registry = ToolRegistry.from_tools(self._config.tools)
+        self._runner = ToolRunner(tool_timeout=tool_timeout, process_workers=process_workers)
+        self._tool_calls: ToolCallSupervisorRef | None = None  # the current incarnation
+        self._dispatcher = ToolCallDispatcher(self._current_tool_calls, self._runner)
+        settings = OrchestratorSettings(
+            model=model, registry=self._registry, dispatcher=self._dispatcher,
+            projection=output_budget or OutputProjection(), context=context,
+            on_progress=on_progress,
+        )
+
+        def start_tool_calls() -> ToolCallSupervisorRef:
+            self._tool_calls = ToolCallSupervisor.start(
+                max_children=max_concurrent_calls, name="tool_calls")
+            return self._tool_calls
+
+        try:
+            self._tree: SupervisorRef = Supervisor.start([
+                ChildSpec("tool_calls", start_tool_calls, type="supervisor"),
+                ChildSpec("orchestrator", lambda: OrchestratorActor.start(settings)),
+            ], strategy="one_for_one", name="agent")
+        except BaseException:
+            self._close_resources()
+            raise
+        self._closed = False
+
+    def _current_tool_calls(self) -> ToolCallSupervisorRef:
+        if self._tool_calls is None:
+            raise RuntimeError("the agent's tool-call supervisor is not running")
+        return self._tool_calls
+
+    @property
+    def registry(self) -> ToolRegistry:
+        """The catalog: which tools the model sees and which may run (members only)."""
+        return self._registry
+
+    @property
+    def supervisor(self) -> SupervisorRef:
+        """The root of the agent's supervision tree (``which_children``, ``count_children``)."""
+        return self._tree
+
+    @property
+    def runner(self) -> ToolRunner:
+        """The tool runner (its ``stats``: timeouts, abandoned threads, replaced workers)."""
+        return self._runner
+
+    # --- runs -------------------------------------------------------------------------------
+
+    def run(self, prompt: str | Sequence[Message], *, state: Mapping[str, Any] | None = None,
+            timeout: float | None = None) -> RunOutcome:
+        """Run the loop on ``prompt`` until it completes, suspends, halts or fails.
+
+        ``state`` is the shared state tools read and write through ``ctx.state``. Past
+        ``timeout`` seconds the run is cancelled and ``TimeoutError`` raised.
+        """
+        machine = TurnMachine(self._config)
+        effects = machine.start(prompt, state=state)
+        run_id, future = self._submit(machine, effects)
+        return self._wait(run_id, future, timeout)
+
+    def resume(self, suspended: Suspended, answer: Any, *,
+               timeout: float | None = None) -> RunOutcome:
+        """Continue a suspended run; ``answer`` becomes the waiting call's tool result.
+
+        When the run waits on several calls, ``answer`` is a mapping from call id to answer
+        (``suspended.call_ids`` lists them). A plain value becomes ``Ok(value)``; an ``Ok`` or
+        ``Err`` is used as it is.
+        """
+        machine = TurnMachine.restore(self._config, suspended.checkpoint)
+        effects = machine.resume(self._answers(suspended, answer))
+        run_id, future = self._submit(machine, effects)
+        return self._wait(run_id, future, timeout)
+
+    async def arun(self, prompt: str | Sequence[Message], *,
+                   state: Mapping[str, Any] | None = None) -> RunOutcome:
+        """``run`` for asyncio: awaiting does not block the event loop; cancelling the
+        awaiting task cancels the run."""
+        machine = TurnMachine(self._config)
+        effects = machine.start(prompt, state=state)
+        return await self._await(*self._submit(machine, effects))
+
+    async def aresume(self, suspended: Suspended, answer: Any) -> RunOutcome:
+        """``resume`` for asyncio."""
+        machine = TurnMachine.restore(self._config, suspended.checkpoint)
+        effects = machine.resume(self._answers(suspended, answer))
+        return await self._await(*self._submit(machine, effects))
+
+    @staticmethod
+    def _answers(suspended: Suspended, answer: Any) -> Mapping[str, Any]:
+        waiting = suspended.call_ids
+        if isinstance(answer, Mapping) and answer and set(answer) <= set(waiting):
+            return answer
+        if len(waiting) == 1:
+            return {waiting[0]: answer}
+        raise ValueError(
+            f"the run waits on {len(waiting)} calls {list(waiting)}: pass a mapping from "
+            "call id to answer"
+        )
+
+    def _submit(self, machine: TurnMachine, effects: list[Any]) -> tuple[str, Future[Any]]:
+        if self._closed:
+            raise RuntimeError("this Agent is closed; create a new one")
+        run_id = uuid.uuid4().hex
+        future: Future[Any] = Future()
+        self._orchestrator().tell(StartRun(run_id, machine, effects, future))
+        return run_id, future
+
+    def _wait(self, run_id: str, future: Future[Any], timeout: float | None) -> RunOutcome:
+        try:
+            outcome: RunOutcome = future.result(timeout)
+        except TimeoutError:
+            self._orchestrator().tell(CancelRun(run_id))
+            raise TimeoutError(f"run {run_id} did not end within {timeout} s; it was "
+                               "cancelled") from None
+        return outcome
+
+    async def _await(self, run_id: str, future: Future[Any]) -> RunOutcome:
+        try:
+            outcome: RunOutcome = await asyncio.wrap_future(future)
+        except asyncio.CancelledError:
+            self._orchestrator().tell(CancelRun(run_id))
+            raise
+        return outcome
+
+    def _orchestrator(self) -> Any:
+        for child in self._tree.which_children():
+            if child.id == "orchestrator" and child.ref is not None:
+                return child.ref
+        raise RuntimeError("the agent's orchestrator is not running (its supervisor is "
+                           "restarting it, or the agent is closed)")
+
+    # --- lifecycle --------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Stop the supervision tree, then the runner and the actors' threads. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self._tree.stop()
+        finally:
+            self._close_resources()
+
+    def _close_resources(self) -> None:
+        self._dispatcher.close()
+        self._runner.close()
+
+    def __enter__(self) -> Agent:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
