@@ -67,6 +67,8 @@ def table(rows: list[dict[str, Any]]) -> str:
         out.append(f"| {isolation} | " + " | ".join(f"{naps.get(b, float('nan')):.0f} ms"
                                                    for b in (1, 10, 100))
                    + f" | {verdict(naps.get(100), TARGETS['nap_batch_ms'])} |")
+    out += ["", f"(`process` runs the sleeping batches on min(batch, "
+            f"{_toolvisor.MAX_PROCESS_WORKERS}) worker processes.)"]
     out += ["", "### A hung sync tool with a 200 ms timeout", "",
             "| isolation | deadline to result (model sees `timeout`) | worker killed and "
             "replaced | target |", "|---|---|---|---|"]

@@ -29,6 +29,7 @@ from toolvisor.testing import FunctionModel
 
 Row = dict[str, Any]
 ISOLATIONS = ("thread", "process", "asyncio")
+MAX_PROCESS_WORKERS = 32  # worker processes for the sleeping batches (no-op batches use 2)
 HANDLERS: dict[str, dict[str, Callable[..., Any]]] = {
     "no_op": {"thread": _handlers.no_op, "process": _handlers.no_op,
               "asyncio": _handlers.async_no_op},
@@ -64,9 +65,9 @@ def turn_rows(repeats: int, sizes: tuple[int, ...]) -> list[Row]:
         for isolation in ISOLATIONS:
             tool = Tool(name=kind, handler=HANDLERS[kind][isolation], isolation=isolation)
             for size in sizes:
-                workers = size if kind == "nap" else 2
+                workers = min(size, MAX_PROCESS_WORKERS) if kind == "nap" else 2
                 with Agent(batch_model(size, kind), [tool],
-                           process_workers=max(2, min(workers, 100))) as agent:
+                           process_workers=max(2, workers)) as agent:
                     median, low, high = median_turn_ms(agent, repeats)
                 rows.append({"kind": "turn", "tool": kind, "isolation": isolation,
                              "batch": size, "turn_median_ms": median, "turn_min_ms": low,

@@ -128,6 +128,10 @@ class TurnMachine:
         self._config = config
         self._run = RunState(mode=config.mode, seed=config.seed)
         self._emitted: list[Effect] = []
+        # The records of the outstanding ToolCalls effect still running, by call id: derived
+        # from the run state once per effect (never checkpointed), so one-by-one delivery of a
+        # batch's outcomes costs O(1) per outcome instead of a scan of every call of the run.
+        self._running_index: tuple[int, dict[str, CallRecord]] | None = None
 
     @classmethod
     def restore(cls, config: MachineConfig, checkpoint: Checkpoint | str | bytes) -> TurnMachine:
@@ -222,9 +226,12 @@ class TurnMachine:
         elif isinstance(response, ModelReplied):
             self._on_model(response.response)
         elif isinstance(response, ToolResults):
+            running = self._running()
             for record, outcome, writes in prepared:
                 self._on_call_outcome(record, outcome, writes)
-            if not any(r.status == "running" for r in run.calls):
+                if record.status != "running":
+                    del running[record.call.id]
+            if not running:
                 run.outstanding = None
                 run.phase = "between"
                 self._advance()
@@ -326,7 +333,7 @@ class TurnMachine:
     ) -> list[tuple[CallRecord, CallOutcome, dict[str, Any]]]:
         if not response.outcomes:
             raise ResponseRefused(f"ToolResults for effect {response.effect_id} has no outcomes")
-        running = {r.call.id: r for r in self._run.calls if r.status == "running"}
+        running = self._running()
         seen: set[str] = set()
         prepared = []
         for outcome in response.outcomes:
@@ -351,6 +358,14 @@ class TurnMachine:
                 raise ResponseRefused(str(exc)) from exc
             prepared.append((record, outcome, writes))
         return prepared
+
+    def _running(self) -> dict[str, CallRecord]:
+        effect = self._run.outstanding
+        key = effect.id if effect is not None else 0
+        if self._running_index is None or self._running_index[0] != key:
+            self._running_index = (key, {r.call.id: r for r in self._run.calls
+                                         if r.status == "running"})
+        return self._running_index[1]
 
     # -- the loop -----------------------------------------------------------------------------
 
