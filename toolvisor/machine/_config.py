@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, get_args
 
@@ -28,6 +28,8 @@ class MachineConfig:
     ``parallel_batch_approval`` (default) or ``parallel_streaming``. ``max_turns`` bounds the
     model calls; ``max_call_attempts`` bounds the runs of one call whatever a policy says.
     ``seed`` drives retry jitter, so a restored run waits exactly as the original would.
+    ``catalog`` looks up tools beyond ``tools`` that come and go at run time (e.g. a
+    ``ToolRegistry``'s members); it must be a pure lookup, and the host still gates execution.
     """
 
     tools: Sequence[Tool] = ()
@@ -38,6 +40,8 @@ class MachineConfig:
     max_turns: int = 8
     seed: int = 0
     max_call_attempts: int = 10
+    catalog: Callable[[str], Tool | None] | None = None
+    _by_name: dict[str, Tool] = field(init=False, repr=False, compare=False, default_factory=dict)
 
     def __post_init__(self) -> None:
         if isinstance(self.tools, Tool) or not isinstance(self.tools, Sequence):
@@ -53,6 +57,9 @@ class MachineConfig:
                                  "tool names must be unique")
             names.add(item.name)
         object.__setattr__(self, "tools", tools)
+        object.__setattr__(self, "_by_name", {item.name: item for item in tools})
+        if self.catalog is not None and not callable(self.catalog):
+            raise TypeError("MachineConfig.catalog must be a function name -> Tool | None")
         if self.system_prompt is not None and not isinstance(self.system_prompt, str):
             raise TypeError("MachineConfig.system_prompt must be a str or None")
         check_policy(self.on_tool_error, "MachineConfig.on_tool_error")
@@ -73,11 +80,11 @@ class MachineConfig:
             raise TypeError(f"MachineConfig.seed must be an int, got {self.seed!r}")
 
     def tool_named(self, name: str) -> Tool | None:
-        """The tool called ``name``, or ``None`` when the catalog has no such tool."""
-        for item in self.tools:
-            if item.name == name:
-                return item
-        return None
+        """The tool called ``name``, or ``None`` when neither ``tools`` nor ``catalog`` has it."""
+        found = self._by_name.get(name)
+        if found is None and self.catalog is not None:
+            found = self.catalog(name)
+        return found
 
     def policy_for(self, name: str) -> Policy:
         """The policy for failures of tool ``name``: its override or the default."""
