@@ -10,15 +10,23 @@ tool turns and a final answer; each turn asks for 1-20 calls whose behaviour is 
 seeded mix (the first turn of each agent asks for every isolation x behaviour once). The model
 checks, in every request, the results of the batch before: each call id has exactly one tool
 result, with the reason its behaviour implies. A policy function records every failure it is
-shown and continues. At checkpoints the process's RSS, threads and descriptors are recorded;
-after ``close()`` nothing may be left behind.
+shown and continues; after each run it must have seen every failure of the run exactly once.
+
+Memory: at every tenth of the calls the process's RSS (after ``gc.collect()`` and glibc's
+``malloc_trim``), threads and descriptors are recorded. "Flat" means no checkpoint after the
+warm-up (the first 20% of the calls) is more than ``--rss-tolerance-mib`` (16) above the
+warm-up's; the least-squares trend is printed too. The soak's own bookkeeping stays constant:
+expectations live for one run, and each ``FunctionModel``'s ``requests`` are cleared after it.
+After ``close()`` no thread, process or descriptor may be left (``LeakCheck``).
 """
 
 from __future__ import annotations
 
 import argparse
+import ctypes
 import gc
 import json
+import os
 import random
 import sys
 import threading
@@ -37,8 +45,13 @@ from bench._soak_handlers import (
     tool_name,
 )
 from toolvisor import Agent, Completed, InvalidArguments, ToolError
-from toolvisor.contract import ModelRequest, ModelResponse, ToolResultMessage
-from toolvisor.executor import OutputBudget, OutputProjection, RunnerStats, prepare_process_isolation
+from toolvisor.contract import ModelRequest, ModelResponse, ToolCall, ToolResultMessage
+from toolvisor.executor import (
+    OutputBudget,
+    OutputProjection,
+    RunnerStats,
+    prepare_process_isolation,
+)
 from toolvisor.machine import Continue, FailedCall, Mode
 from toolvisor.testing import FunctionModel, LeakCheck, call, calls
 
@@ -59,6 +72,7 @@ EXPECTED: dict[str, str] = {
 """What each behaviour must come back as: a ``ToolError`` reason, or how the result reads."""
 
 MAX_TURNS = 8
+_SHORT = {"parallel_batch_approval": "pba", "parallel_streaming": "pst", "sequential": "seq"}
 FINAL_TEXT = "done"
 _MAX_PROBLEMS_KEPT = 200
 _MIB = 1024
@@ -94,7 +108,8 @@ class PlannedCall:
     def expected(self) -> str:
         return EXPECTED[self.behaviour]
 
-    def tool_call(self) -> Any:
+    def tool_call(self) -> ToolCall:
+        """The call as the model asks for it (a missing tool, or bad arguments, on purpose)."""
         if self.behaviour == "unknown":
             return call(f"{self.isolation}_missing", {"tag": self.id}, id=self.id)
         if self.behaviour == "invalid_args":
@@ -165,11 +180,11 @@ class Ledger:
 
 class SoakModel:
     """The model of one agent: plans each run's batches from a seeded RNG, and checks, in
-    every request, the results of the batch it asked for before.
+    every request, the results of the batch it asked for before; also the agent's policy.
 
-    A run's plan (``_issued``, ``_last_batch``, the turn and call budgets) is set by the main
-    thread before the run and read back after it; during the run only the orchestrator's
-    thread touches it (through ``respond``).
+    A run's plan and observations are reset by the main thread before the run
+    (:meth:`start_run`) and read by it after (:meth:`finish_run`); during the run only the
+    agent's orchestrator thread touches them (through :meth:`respond` and :meth:`policy`).
     """
 
     def __init__(self, mode: Mode, rng: random.Random, config: SoakConfig,
@@ -179,36 +194,57 @@ class SoakModel:
         self._config = config
         self._ledger = ledger
         self._run = 0
+        self._serial = 0  # call ids are unique per agent
         self._covered = False
         self._turns_left = 0
         self._calls_left = 0
         self._issued: dict[str, PlannedCall] = {}
         self._last_batch: list[PlannedCall] = []
-        self.policy_seen: dict[str, list[str]] = {}
+        self._observed: set[str] = set()
+        self._policy_seen: dict[str, list[str]] = {}
 
-    def start_run(self, calls_left: int) -> None:
+    def start_run(self, calls_left: int) -> str:
+        """Plan a new run (at most ``calls_left`` calls, past the coverage batch); its prompt."""
         self._run += 1
         self._turns_left = self._rng.randint(1, MAX_TURNS - 1)
         self._calls_left = calls_left
         self._issued = {}
         self._last_batch = []
-        self.policy_seen = {}
+        self._observed = set()
+        self._policy_seen = {}
+        return f"soak run {self._run} of {self.mode}"
 
-    @property
-    def issued(self) -> dict[str, PlannedCall]:
-        return self._issued
+    def finish_run(self) -> int:
+        """Check what the policy saw and that every call was answered; count the calls."""
+        for call_id, planned in self._issued.items():
+            self._ledger.reasons[planned.expected] += 1
+            self._ledger.by_isolation[(planned.isolation, planned.expected)] += 1
+            if call_id not in self._observed:
+                self._ledger.problem(f"{self.mode}: call {call_id} ({planned.isolation}/"
+                                     f"{planned.behaviour}) never got a result")
+            kind = planned.policy_kind()
+            seen = self._policy_seen.get(call_id, [])
+            if seen != ([] if kind is None else [kind]):
+                self._ledger.problem(f"{self.mode}: the policy saw call {call_id} "
+                                     f"({planned.isolation}/{planned.behaviour}) as {seen}, "
+                                     f"expected {[] if kind is None else [kind]}")
+        for call_id in self._policy_seen.keys() - self._issued.keys():
+            self._ledger.problem(f"{self.mode}: the policy saw call {call_id!r}, which was "
+                                 "never asked for")
+        return len(self._issued)
 
     def policy(self, failed: FailedCall, error: Any) -> Continue:
         """The agent's ``on_tool_error``: record the failure, let the model see it."""
-        self.policy_seen.setdefault(failed.id, []).append(policy_kind(error))
+        self._policy_seen.setdefault(failed.id, []).append(policy_kind(error))
         return Continue()
 
     def respond(self, request: ModelRequest) -> ModelResponse | str:
+        """The ``FunctionModel`` function: check the last batch's results, ask for the next."""
         self._check(request)
-        if self._turns_left == 0 or self._calls_left == 0:
+        if self._turns_left == 0 or self._calls_left <= 0:
             return FINAL_TEXT
         self._turns_left -= 1
-        batch = self._coverage_batch() if not self._covered else self._random_batch()
+        batch = self._random_batch() if self._covered else self._coverage_batch()
         self._covered = True
         self._calls_left -= len(batch)
         self._issued.update((p.id, p) for p in batch)
@@ -228,41 +264,37 @@ class SoakModel:
         for planned in self._last_batch:
             message = latest.get(planned.id)
             if message is None:
-                self._ledger.problem(f"{self.mode}: call {planned.id} has no result in the "
-                                     "next request")
-                continue
+                continue  # reported by finish_run
+            self._observed.add(planned.id)
             why = check_result(planned, message, self._config.budget_bytes)
             if why is not None:
                 self._ledger.problem(f"{self.mode}: {why}")
         self._last_batch = []
 
     def _coverage_batch(self) -> list[PlannedCall]:
-        behaviours = {iso: [*HANDLERS[iso], "invalid_args", "unknown"] for iso in ISOLATIONS}
-        return [self._planned(iso, b) for iso in ISOLATIONS for b in behaviours[iso]]
+        return [self._planned(iso, behaviour) for iso in ISOLATIONS
+                for behaviour in (*HANDLERS[iso], "invalid_args", "unknown")]
 
     def _random_batch(self) -> list[PlannedCall]:
         size = min(self._rng.randint(1, self._config.max_batch), self._calls_left)
         batch = []
         for _ in range(size):
             isolation = self._rng.choice(ISOLATIONS)
-            names = [b for b in WEIGHTS if b in HANDLERS[isolation]
-                     or b in ("invalid_args", "unknown")]
+            names = [b for b in WEIGHTS
+                     if b in HANDLERS[isolation] or b in ("invalid_args", "unknown")]
             behaviour = self._rng.choices(names, [WEIGHTS[b] for b in names])[0]
             batch.append(self._planned(isolation, behaviour))
         return batch
 
     def _planned(self, isolation: Isolation, behaviour: str) -> PlannedCall:
-        index = len(self._issued) + len(self._last_batch_ids)
-        return PlannedCall(f"{self.mode[:3]}-r{self._run}-c{index}", isolation, behaviour)
-
-    @property
-    def _last_batch_ids(self) -> list[str]:
-        return []
+        self._serial += 1
+        return PlannedCall(f"{_SHORT[self.mode]}-{self._serial}", isolation, behaviour)
 
 
 @dataclass(frozen=True, slots=True)
 class Checkpoint:
-    """The process after ``calls`` calls (after a ``gc.collect()``)."""
+    """The process after ``calls`` calls: RSS (after ``gc.collect()`` and ``malloc_trim``),
+    live threads and open file descriptors."""
 
     calls: int
     seconds: float
@@ -280,15 +312,36 @@ def _rss_kib() -> int:
 
 
 def _fd_count() -> int:
-    import os
-
     return len(os.listdir("/proc/self/fd"))
 
 
+def _release_free_heap() -> None:
+    """Hand glibc's free heap pages back to the OS, so RSS counts live memory rather than
+    which thread's malloc arena last held a 1 MB output (a no-op without glibc)."""
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        return
+
+
 def checkpoint(calls_done: int, started: float) -> Checkpoint:
+    """The process now, after a full collection and a heap trim."""
     gc.collect()
+    _release_free_heap()
     return Checkpoint(calls_done, time.monotonic() - started, _rss_kib(),
                       threading.active_count(), _fd_count())
+
+
+def _slope(points: Sequence[Checkpoint]) -> float:
+    """The least-squares slope of RSS over calls, in KiB per call (0 for fewer than 2)."""
+    if len(points) < 2:
+        return 0.0
+    mean_x = sum(p.calls for p in points) / len(points)
+    mean_y = sum(p.rss_kib for p in points) / len(points)
+    spread = sum((p.calls - mean_x) ** 2 for p in points)
+    if not spread:
+        return 0.0
+    return sum((p.calls - mean_x) * (p.rss_kib - mean_y) for p in points) / spread
 
 
 @dataclass
@@ -327,8 +380,9 @@ class SoakReport:
         flat = growth <= self.config.rss_tolerance_kib
         return flat, (f"RSS at warm-up ({warm.calls} calls) {warm.rss_kib / _MIB:.1f} MiB, "
                       f"peak after {peak / _MIB:.1f} MiB (+{growth / _MIB:.1f}), end "
-                      f"{later[-1].rss_kib / _MIB:.1f} MiB ({end / _MIB:+.1f}); tolerance "
-                      f"+{self.config.rss_tolerance_kib / _MIB:.0f} MiB: "
+                      f"{later[-1].rss_kib / _MIB:.1f} MiB ({end / _MIB:+.1f}), trend "
+                      f"{_slope([warm, *later]) * 10_000 / _MIB:+.2f} MiB per 10k calls; "
+                      f"tolerance +{self.config.rss_tolerance_kib / _MIB:.0f} MiB: "
                       f"{'flat' if flat else 'GROWING'}")
 
     @property
@@ -364,3 +418,113 @@ class SoakReport:
             lines.append(f"  ... and {self.problem_count - len(self.problems)} more")
         lines.append("PASS" if self.ok else "FAIL")
         return "\n".join(lines)
+
+
+def _tool_call_children(agent: Agent) -> dict[str, int]:
+    """The agent's tool-call supervisor's ``count_children()`` (every call's actor is gone)."""
+    for child in agent.supervisor.which_children():
+        if child.id == "tool_calls" and child.ref is not None:
+            supervisor: Any = child.ref  # a ToolCallSupervisorRef
+            counts: dict[str, int] = supervisor.count_children()
+            return counts
+    return {}
+
+
+def _one_run(agent: Agent, model: SoakModel, function_model: FunctionModel, calls_left: int,
+             config: SoakConfig, ledger: Ledger) -> bool:
+    """One run on ``agent``; ``False`` when it did not end (the soak must stop)."""
+    prompt = model.start_run(calls_left)
+    try:
+        outcome = agent.run(prompt, timeout=config.run_timeout)
+    except TimeoutError as exc:
+        ledger.problem(f"{model.mode}: {prompt}: {exc}")
+        return False
+    finally:
+        function_model.requests.clear()  # the soak's own bookkeeping must not grow
+    if not (isinstance(outcome, Completed) and outcome.text == FINAL_TEXT):
+        detail = getattr(outcome, "reason", None) or getattr(outcome, "error", None)
+        ledger.problem(f"{model.mode}: {prompt} ended {type(outcome).__name__}: {detail}")
+    return True
+
+
+def run_soak(config: SoakConfig) -> SoakReport:
+    """Run the soak described by ``config`` and report what it saw (never raises for a
+    failed check: every one is in ``SoakReport.problems``)."""
+    report = SoakReport(config)
+    ledger = Ledger()
+    seeds = random.Random(config.seed)
+    budget = OutputProjection(OutputBudget(max_bytes=config.budget_bytes))
+    prepare_process_isolation()  # process-wide helpers, not leaks of the agents
+    leak_check = LeakCheck()
+    started = time.monotonic()
+    agents: list[tuple[Agent, SoakModel, FunctionModel]] = []
+    try:
+        for mode in config.modes:
+            model = SoakModel(mode, random.Random(seeds.getrandbits(64)), config, ledger)
+            function_model = FunctionModel(model.respond)
+            agent = Agent(function_model, soak_tools(config.hang_timeout),
+                          on_tool_error=model.policy, mode=mode, max_turns=MAX_TURNS,
+                          output_budget=budget)
+            agents.append((agent, model, function_model))
+        report.checkpoints.append(checkpoint(0, started))
+        every = max(1, config.calls // config.checkpoints)
+        next_checkpoint = every
+        while report.calls < config.calls:
+            if time.monotonic() - started > config.max_seconds:
+                ledger.problem(f"stopped after {config.max_seconds} s (--max-seconds) with "
+                               f"{report.calls} of {config.calls} calls done")
+                break
+            agent, model, function_model = agents[report.runs % len(agents)]
+            ended = _one_run(agent, model, function_model, config.calls - report.calls,
+                             config, ledger)
+            report.runs += 1
+            report.calls += model.finish_run()
+            if not ended:
+                break
+            if report.calls >= next_checkpoint:
+                report.checkpoints.append(checkpoint(report.calls, started))
+                while next_checkpoint <= report.calls:
+                    next_checkpoint += every
+        report.wall_seconds = time.monotonic() - started
+        for agent, model, _ in agents:
+            report.tool_call_children[model.mode] = _tool_call_children(agent)
+    finally:
+        for agent, _, _ in agents:
+            agent.close()
+    for agent, model, _ in agents:
+        report.runner_stats[model.mode] = agent.runner.stats
+    report.leaks = leak_check.leaks()
+    report.reasons = ledger.reasons
+    report.by_isolation = ledger.by_isolation
+    report.problems = ledger.problems
+    report.problem_count = ledger.problem_count
+    return report
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    defaults = SoakConfig()
+    parser = argparse.ArgumentParser(prog="python -m bench.soak", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--calls", type=int, default=defaults.calls,
+                        help="tool calls in all (default %(default)s)")
+    parser.add_argument("--seed", type=int, default=defaults.seed)
+    parser.add_argument("--max-seconds", type=float, default=defaults.max_seconds,
+                        help="stop (and fail) past this many seconds (default %(default)s)")
+    parser.add_argument("--hang-timeout", type=float, default=defaults.hang_timeout,
+                        help="the hanging tools' timeout in seconds (default %(default)s)")
+    parser.add_argument("--rss-tolerance-mib", type=int,
+                        default=defaults.rss_tolerance_kib // _MIB,
+                        help="allowed RSS growth after warm-up (default %(default)s)")
+    args = parser.parse_args(argv)
+    if args.calls < 1:
+        parser.error(f"--calls must be at least 1, got {args.calls}")
+    config = SoakConfig(calls=args.calls, seed=args.seed, max_seconds=args.max_seconds,
+                        hang_timeout=args.hang_timeout,
+                        rss_tolerance_kib=args.rss_tolerance_mib * _MIB)
+    report = run_soak(config)
+    print(report.summary())
+    return 0 if report.ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
