@@ -24,29 +24,17 @@ def _by_name(tools: Iterable[Tool], owner: str) -> dict[str, Tool]:
     return by_name
 
 
-def _prepare(tools: Mapping[str, Tool], name: str, arguments: Any,
-             ctx: CallContext) -> PreparedCall | Err:
-    found = tools.get(name)
-    if found is None:
-        return tool_not_found(name, ctx, f"no tool named {name!r} in this provider")
-    return PreparedCall(tool=found, arguments=arguments, ctx=ctx)
+class _InProcessProvider:
+    """Serves a name -> ``Tool`` mapping and its manifests; subclasses decide how they change.
 
-
-class StaticToolProvider:
-    """A fixed set of tools, given once; its manifests are built once and cached.
-
-    Immutable after construction, so any thread may read it.
+    ``_tools`` and ``_manifests`` are replaced whole, never mutated, so readers need no lock.
     """
 
     __slots__ = ("_manifests", "_tools")
 
     def __init__(self, tools: Iterable[Tool]) -> None:
-        self._tools = _by_name(tools, "StaticToolProvider")
+        self._tools: Mapping[str, Tool] = _by_name(tools, type(self).__name__)
         self._manifests = tuple(ToolManifest.of(t) for t in self._tools.values())
-
-    @property
-    def version(self) -> int:
-        return 0
 
     def manifests(self) -> tuple[ToolManifest, ...]:
         return self._manifests
@@ -55,29 +43,44 @@ class StaticToolProvider:
         return self._tools.get(name)
 
     def prepare(self, name: str, arguments: Any, ctx: CallContext) -> PreparedCall | Err:
-        return _prepare(self._tools, name, arguments, ctx)
+        found = self._tools.get(name)
+        if found is None:
+            return tool_not_found(name, ctx, f"no tool named {name!r} in this provider")
+        return PreparedCall(tool=found, arguments=arguments, ctx=ctx)
 
     def execute(self, call: PreparedCall) -> HandlerResult:
         """Run the call in the calling thread (``async def`` tools go through a ``ToolRunner``)."""
         return execute(call.tool, call.arguments, call.ctx)
 
+
+class StaticToolProvider(_InProcessProvider):
+    """A fixed set of tools, given once; its manifests are built once and cached.
+
+    Immutable after construction, so any thread may read it.
+    """
+
+    __slots__ = ()
+
+    @property
+    def version(self) -> int:
+        return 0
+
     def __repr__(self) -> str:
         return f"StaticToolProvider({list(self._tools)})"
 
 
-class DynamicToolProvider:
+class DynamicToolProvider(_InProcessProvider):
     """A set of tools that changes at run time; ``version`` counts the real changes.
 
     Writers (``add``, ``remove``) take ``_lock`` and publish a new immutable tools mapping and
     manifests tuple; readers take the current ones without locking.
     """
 
-    __slots__ = ("_lock", "_manifests", "_tools", "_version")
+    __slots__ = ("_lock", "_version")
 
     def __init__(self, tools: Iterable[Tool] = ()) -> None:
+        super().__init__(tools)
         self._lock = threading.Lock()
-        self._tools: Mapping[str, Tool] = _by_name(tools, "DynamicToolProvider")
-        self._manifests = tuple(ToolManifest.of(t) for t in self._tools.values())
         self._version = 0
 
     def _publish(self, tools: dict[str, Tool]) -> None:
@@ -115,19 +118,6 @@ class DynamicToolProvider:
     @property
     def version(self) -> int:
         return self._version
-
-    def manifests(self) -> tuple[ToolManifest, ...]:
-        return self._manifests
-
-    def resolve(self, name: str) -> Tool | None:
-        return self._tools.get(name)
-
-    def prepare(self, name: str, arguments: Any, ctx: CallContext) -> PreparedCall | Err:
-        return _prepare(self._tools, name, arguments, ctx)
-
-    def execute(self, call: PreparedCall) -> HandlerResult:
-        """Run the call in the calling thread (``async def`` tools go through a ``ToolRunner``)."""
-        return execute(call.tool, call.arguments, call.ctx)
 
     def __repr__(self) -> str:
         return f"DynamicToolProvider({list(self._tools)}, version={self._version})"
