@@ -28,6 +28,18 @@ LEGAL = [Ok(1), Ok(None), Err("reported"), Err({"code": 7}), AskUser("continue?"
          AskUser("pick", ("a", "b")), Halt("enough", {"n": 1}), Pending(deadline=3)]
 
 
+class TakenKey:
+    """A completion-key capability whose key was taken (the executor reads ``issued``)."""
+
+    issued = "key"
+
+    def issue(self) -> str:
+        return self.issued
+
+
+KEYED = CallContext(completion_keys=TakenKey())
+
+
 def echo(arguments: Any) -> Ok:
     return Ok(arguments)
 
@@ -43,7 +55,13 @@ def tool_error(result: Any) -> ToolError:
 
 @pytest.mark.parametrize("result", LEGAL, ids=repr)
 def test_legal_results_pass_through_as_the_very_same_object(result: Any) -> None:
-    assert execute(returning(result), {}) is result
+    assert execute(returning(result), {}, KEYED) is result
+
+
+def test_pending_without_a_completion_key_is_invalid_return_with_its_code() -> None:
+    error = tool_error(execute(returning(Pending()), {}))
+    assert error.reason == "invalid_return"
+    assert error.code == "pending_tool_missing_completion_key"
 
 
 def test_a_reported_err_is_not_wrapped() -> None:

@@ -36,6 +36,18 @@ behaviours = st.one_of(
 EXPECTED_REASON = {True: "handler_raised", False: "handler_exit"}
 
 
+class TakenKey:
+    """A completion-key capability whose key was taken, so ``Pending`` is legal."""
+
+    issued = "key"
+
+    def issue(self) -> str:
+        return self.issued
+
+
+KEYED = CallContext(completion_keys=TakenKey())
+
+
 @settings(max_examples=200, deadline=None)
 @given(behaviour=behaviours, arity=st.sampled_from([1, 2]))
 def test_execute_returns_exactly_one_legal_result_and_raises_nothing(
@@ -49,7 +61,7 @@ def test_execute_returns_exactly_one_legal_result_and_raises_nothing(
         return value
 
     handler = (lambda arguments: act()) if arity == 1 else (lambda arguments, ctx: act())
-    result = execute(Tool(name="generated", handler=handler), {}, CallContext())
+    result = execute(Tool(name="generated", handler=handler), {}, KEYED)
     assert isinstance(result, LEGAL_RESULT_TYPES)
     if kind == "raise":
         assert isinstance(result, Err) and isinstance(result.reason, ToolError)

@@ -91,6 +91,8 @@ def build(scenario: dict[str, Any], counts: Counts) -> MachineConfig:
         assert ctx.tool_call is not None
         sequence = outcomes[ctx.tool_call.id]
         result = sequence[(ctx.attempt - 1) % len(sequence)]
+        if isinstance(result, Pending):
+            ctx.completion_key()  # a Pending handler takes its key first
         counts.failures += is_failure(result)
         return result
 

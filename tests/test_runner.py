@@ -18,6 +18,15 @@ LEGAL = [Ok(1), Err("reported"), AskUser("continue?", ("y", "n")), Halt("enough"
          Pending(deadline=3)]
 
 
+class TakenKey:
+    """A completion-key capability whose key was taken (the executor reads ``issued``)."""
+
+    issued = "key"
+
+    def issue(self) -> str:
+        return self.issued
+
+
 @pytest.fixture
 def runner() -> Iterator[ToolRunner]:
     with ToolRunner(tool_timeout=5.0) as r:
@@ -47,7 +56,8 @@ def async_returning(value: Any) -> Tool:
 @pytest.mark.parametrize("result", LEGAL, ids=repr)
 @pytest.mark.parametrize("make", [returning, async_returning], ids=["thread", "asyncio"])
 def test_legal_results_pass_through_unchanged(runner: ToolRunner, make: Any, result: Any) -> None:
-    assert runner.run(make(result), {}) is result
+    keyed = CallContext(completion_keys=TakenKey())  # a Pending handler took its key
+    assert runner.run(make(result), {}, keyed) is result
 
 
 FAILURES = [

@@ -3,12 +3,14 @@
 The tree is a root ``Supervisor`` (``one_for_one``) over the ``ToolCallSupervisor`` (one
 temporary ``ToolCallActor`` per call) and the ``OrchestratorActor`` (hosts each run's
 ``TurnMachine``). The ``ToolRunner`` (thread pool, worker-process pool, event loop) and the
-actors' thread pool belong to the agent and are closed after the tree has stopped.
+actors' thread pool belong to the agent and are closed after the tree has stopped, and so is
+the session store when the agent opened it from a path.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import uuid
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future
@@ -17,6 +19,8 @@ from typing import Any, TypeAlias
 
 from toolvisor.actors import ToolCallDispatcher
 from toolvisor.actors._orchestrator import (
+    AnswerRun,
+    AttachRun,
     CancelRun,
     OrchestratorActor,
     OrchestratorSettings,
@@ -24,6 +28,13 @@ from toolvisor.actors._orchestrator import (
     StartRun,
 )
 from toolvisor.contract import Message, Model, Tool
+from toolvisor.durable import (
+    UNSET,
+    DurableError,
+    ResolveOutcome,
+    SessionStore,
+    SqliteSessionStore,
+)
 from toolvisor.executor import OutputProjection, ToolRunner
 from toolvisor.machine import (
     Completed,
@@ -56,6 +67,12 @@ class Agent:
     started from several threads at once. Invalid configuration is refused here, with a
     ``ValueError`` or ``TypeError`` that names the setting. ``close()`` (or leaving a ``with``
     block) stops the tree and leaves no thread or process behind.
+
+    ``store`` (a :class:`~toolvisor.durable.SessionStore`, or a path to a SQLite file the agent
+    opens and closes) makes runs durable: every run gets a ``run_id`` in the store and a
+    checkpoint after every step, tools may take completion keys and return ``Pending``
+    (:meth:`resolve` delivers their results), and :meth:`resume_run` picks a run up, in this
+    process or a new one.
     """
 
     def __init__(
@@ -75,21 +92,28 @@ class Agent:
         context: Any = None,
         on_progress: ProgressCallback | None = None,
         seed: int = 0,
+        store: SessionStore | str | os.PathLike[str] | None = None,
     ) -> None:
         if not isinstance(model, Model):
             raise TypeError(f"model must have respond(request) -> ModelResponse, got {model!r}")
+        if store is not None and not isinstance(store, SessionStore | str | os.PathLike):
+            raise TypeError(f"store must be a SessionStore, a path to a SQLite file, or None; "
+                            f"got {type(store).__name__}")
         self._config = MachineConfig(
             tools=tuple(tools), system_prompt=system_prompt, on_tool_error=on_tool_error,
             tool_policies=dict(tool_policies or {}), mode=mode, max_turns=max_turns, seed=seed,
         )
         self._registry = ToolRegistry.from_tools(self._config.tools)
+        self._owns_store = isinstance(store, str | os.PathLike)
+        self._store: SessionStore | None = (
+            SqliteSessionStore(store) if isinstance(store, str | os.PathLike) else store)
         self._runner = ToolRunner(tool_timeout=tool_timeout, process_workers=process_workers)
         self._tool_calls: ToolCallSupervisorRef | None = None  # the current incarnation
         self._dispatcher = ToolCallDispatcher(self._current_tool_calls, self._runner)
         settings = OrchestratorSettings(
             model=model, registry=self._registry, dispatcher=self._dispatcher,
             projection=output_budget or OutputProjection(), context=context,
-            on_progress=on_progress,
+            on_progress=on_progress, store=self._store, config=self._config,
         )
 
         def start_tool_calls() -> ToolCallSupervisorRef:
@@ -123,6 +147,11 @@ class Agent:
         return self._tree
 
     @property
+    def store(self) -> SessionStore | None:
+        """The session store that makes runs durable, or ``None``."""
+        return self._store
+
+    @property
     def runner(self) -> ToolRunner:
         """The tool runner (its ``stats``: timeouts, abandoned threads, replaced workers)."""
         return self._runner
@@ -147,8 +176,12 @@ class Agent:
 
         When the run waits on several calls, ``answer`` is a mapping from call id to answer
         (``suspended.call_ids`` lists them). A plain value becomes ``Ok(value)``; an ``Ok`` or
-        ``Err`` is used as it is.
+        ``Err`` is used as it is. With a store, a run keeps its ``run_id`` and is resumed from
+        the store's latest checkpoint; calls waiting on completion keys are not answered here
+        but resolved with :meth:`resolve`.
         """
+        if self._store is not None and suspended.run_id is not None:
+            return self._wait(suspended.run_id, self._answer_run(suspended, answer), timeout)
         machine = TurnMachine.restore(self._config, suspended.checkpoint)
         effects = machine.resume(self._answers(suspended, answer))
         run_id, future = self._submit(machine, effects)
@@ -164,21 +197,83 @@ class Agent:
 
     async def aresume(self, suspended: Suspended, answer: Any) -> RunOutcome:
         """``resume`` for asyncio."""
+        if self._store is not None and suspended.run_id is not None:
+            return await self._await(suspended.run_id, self._answer_run(suspended, answer))
         machine = TurnMachine.restore(self._config, suspended.checkpoint)
         effects = machine.resume(self._answers(suspended, answer))
         return await self._await(*self._submit(machine, effects))
 
+    def _answer_run(self, suspended: Suspended, answer: Any) -> Future[Any]:
+        assert suspended.run_id is not None
+        future: Future[Any] = Future()
+        answers = dict(self._answers(suspended, answer))
+        self._orchestrator().tell(AnswerRun(suspended.run_id, answers, future))
+        return future
+
     @staticmethod
     def _answers(suspended: Suspended, answer: Any) -> Mapping[str, Any]:
-        waiting = suspended.call_ids
+        waiting = tuple(c for c in suspended.call_ids if c not in suspended.keys)
         if isinstance(answer, Mapping) and answer and set(answer) <= set(waiting):
             return answer
+        if isinstance(answer, Mapping) and set(answer) & set(suspended.keys):
+            raise ValueError(
+                f"calls {sorted(set(answer) & set(suspended.keys))} wait on completion keys; "
+                "resolve them with agent.resolve(key, ok=...) instead of answering them")
         if len(waiting) == 1:
             return {waiting[0]: answer}
+        if not waiting:
+            raise ValueError(
+                "the run waits only on completion keys; resolve them with agent.resolve(key, "
+                "ok=...) and get the outcome with agent.resume_run(run_id)")
         raise ValueError(
             f"the run waits on {len(waiting)} calls {list(waiting)}: pass a mapping from "
             "call id to answer"
         )
+
+    # --- durable runs -----------------------------------------------------------------------
+
+    def resume_run(self, run_id: str, *, timeout: float | None = None) -> RunOutcome:
+        """The next outcome of run ``run_id``, picking it up from the store if needed.
+
+        A run hosted by this agent (waiting on completion keys) is waited for. Any other run is
+        restored from the store's latest checkpoint, in this process, and goes on from there:
+        the outstanding effect is performed again (a tool call that had completed is not run
+        again; a durable step that had completed is replayed from the journal), resolved keys
+        are delivered, and a run that is still waiting reports ``Suspended`` with its keys.
+        """
+        self._require_store("resume_run")
+        future: Future[Any] = Future()
+        self._orchestrator().tell(AttachRun(run_id, future))
+        return self._wait(run_id, future, timeout)
+
+    def cancel_run(self, run_id: str, *, timeout: float | None = None) -> RunOutcome:
+        """Cancel run ``run_id`` and return how it ended (``Halted("cancelled")``, or its
+        outcome if it had already ended).
+
+        Its waits resolve as cancelled; a ``Pending`` call that asked for
+        ``on_cancel="cancel_external_work"`` gets its tool's ``on_cancel`` hook called.
+        """
+        self._require_store("cancel_run")
+        future: Future[Any] = Future()
+        self._orchestrator().tell(CancelRun(run_id, future))
+        outcome: RunOutcome = future.result(timeout)
+        return outcome
+
+    def resolve(self, key: str, *, ok: Any = UNSET, error: Any = UNSET) -> ResolveOutcome:
+        """Deliver the result of a ``Pending`` call: ``ok=<JSON>`` or ``error=<JSON>``.
+
+        Returns ``"accepted"`` (first resolution: the run continues), ``"already_resolved"``
+        or ``"unknown_or_revoked"`` (tampered, foreign or revoked key: nothing changes). Any
+        process that can open the store may do the same (``python -m toolvisor.cli resolve``).
+        """
+        return self._require_store("resolve").resolve(key, ok=ok, error=error)
+
+    def _require_store(self, operation: str) -> SessionStore:
+        if self._store is None:
+            raise DurableError("completion_keys_unavailable",
+                               f"{operation} needs a session store; create the agent with "
+                               "Agent(..., store='runs.sqlite')")
+        return self._store
 
     def _submit(self, machine: TurnMachine, effects: list[Any]) -> tuple[str, Future[Any]]:
         if self._closed:
@@ -225,8 +320,12 @@ class Agent:
             self._close_resources()
 
     def _close_resources(self) -> None:
-        self._dispatcher.close()
-        self._runner.close()
+        try:
+            self._dispatcher.close()
+            self._runner.close()
+        finally:
+            if self._owns_store and self._store is not None:
+                self._store.close()
 
     def __enter__(self) -> Agent:
         return self

@@ -5,14 +5,23 @@ tool call to its own ``ToolCallActor`` (through the dispatcher), sleeps before r
 Tool outcomes come back as messages, so the actor never blocks waiting for a call and several
 runs can share it.
 
-State: every ``_Run`` (its machine, its reply future, its timers) belongs to this actor's
-thread. Other threads only ``tell`` it messages: tool-call actors report outcomes, timers report
-wake-ups, the ``Agent`` starts and cancels runs.
+With a session store it also makes runs durable: it saves the machine's checkpoint after every
+machine step (before performing the step's effects, so no effect is ever performed that a
+restart would not know about), gives each call a completion-key issuer and durable effects,
+parks the keys of ``Pending`` calls, and continues a run when its keys resolve. A run waiting
+on keys stays hosted here; one ``_KeyWaiter`` thread per parked key blocks on the store and
+tells this actor when the key resolves or its deadline passes, so the mailbox never blocks.
+
+State: every ``_Run`` (its machine, watchers, timers, key waiters, cancel tokens) belongs to
+this actor's thread. Other threads only ``tell`` it messages: tool-call actors report outcomes,
+timers and key waiters report wake-ups, the ``Agent`` starts, answers, attaches and cancels
+runs. A cancel token is an ``Event`` also set by the call actor's thread when the call ends.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import threading
 from collections import deque
@@ -30,25 +39,42 @@ from toolvisor.actors._tool_call import CallOutcome as ActorOutcome
 from toolvisor.contract import (
     CallContext,
     Err,
+    HandlerResult,
     Model,
     ModelRequest,
+    Ok,
+    Pending,
+    ToolCall,
+    ToolError,
     ToolResultMessage,
+)
+from toolvisor.durable import (
+    CompletionKeyIssuer,
+    DurableEffects,
+    Resolution,
+    SessionStore,
+    UnknownRunError,
+    Wait,
 )
 from toolvisor.executor import OutputProjection, ProjectionPoint, encode_checked
 from toolvisor.machine import (
     CallOutcome,
     CallToRun,
+    Checkpoint,
     Done,
     Effect,
     EffectFailed,
     LlmCall,
     LogEvent,
+    MachineConfig,
     ModelReplied,
+    PendingCall,
     Progress,
     ResponseRefused,
     Sleep,
     Slept,
     StateView,
+    Suspended,
     ToolCalls,
     ToolResults,
     TurnMachine,
@@ -58,6 +84,9 @@ from toolvisor.supervisors import SupervisedActor
 
 ProgressCallback = Callable[[str, str, dict[str, Any]], None]
 """``(run_id, event, data)``: called on the orchestrator's thread; keep it quick."""
+
+PENDING_TIMEOUT_CODE = "pending_deadline_exceeded"
+"""The ``ToolError`` code a ``Pending`` call gets when its deadline passes unresolved."""
 
 
 class OrchestratorStopped(RuntimeError):
@@ -75,10 +104,33 @@ class StartRun:
 
 
 @dataclass(frozen=True, slots=True)
-class CancelRun:
-    """Cancel the run: the machine ends it ``Halted("cancelled")``."""
+class AnswerRun:
+    """Resume a suspended run with ``answers``; reply with its next outcome.
+
+    A run hosted here (waiting on keys) is resumed in place; otherwise it is restored from the
+    store's latest checkpoint.
+    """
 
     run_id: str
+    answers: dict[str, Any]
+    reply: Future[Any]
+
+
+@dataclass(frozen=True, slots=True)
+class AttachRun:
+    """Reply with the run's next outcome; a run not hosted here is restored from the store."""
+
+    run_id: str
+    reply: Future[Any]
+
+
+@dataclass(frozen=True, slots=True)
+class CancelRun:
+    """Cancel the run: its waits resolve as cancelled, the machine ends it
+    ``Halted("cancelled")``; ``reply`` (if given) gets that outcome."""
+
+    run_id: str
+    reply: Future[Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +138,19 @@ class _CallDone:
     run_id: str
     effect_id: int
     outcome: CallOutcome
+    key: str | None  # the completion key the call's handler took, if any
+
+
+@dataclass(frozen=True, slots=True)
+class _CallTarget:
+    """Where a call's outcome goes, and the call's context and durable cancel token."""
+
+    me: ActorRef[Any]
+    run_id: str
+    effect_id: int
+    view: StateView
+    ctx: CallContext
+    token: threading.Event
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,16 +159,87 @@ class _Woke:
     effect_id: int
 
 
+@dataclass(frozen=True, slots=True)
+class _KeyResolved:
+    run_id: str
+    key: str
+
+
+class _KeyWaiter:
+    """A thread blocked on one parked key: tells the orchestrator once the key resolves,
+    expiring it first when its deadline (store clock) passes. ``stop`` ends it early."""
+
+    def __init__(self, store: SessionStore, wait: Wait, poll: float,
+                 tell: Callable[[], None]) -> None:
+        self._store = store
+        self._wait = wait
+        self._poll = poll
+        self._tell = tell
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True,
+                                        name=f"toolvisor-key-{wait.run_id[:8]}")
+        self._thread.start()
+
+    def _watch(self) -> None:
+        try:
+            resolved = self._until_resolved()
+        except Exception as exc:  # the store failed: the run stays suspended, resumable later
+            get_event_log("orchestrator").error("key_wait_failed", run_id=self._wait.run_id,
+                                                error=f"{type(exc).__name__}: {exc}")
+            return
+        if resolved:
+            self._tell()
+
+    def _until_resolved(self) -> bool:
+        store, key, deadline_at = self._store, self._wait.key, self._wait.deadline_at
+        while not self._stop.is_set():
+            pause = self._poll
+            if deadline_at is not None:
+                left = deadline_at - store.now()
+                if left <= 0:
+                    store.expire(key, store.now())
+                    return True
+                pause = min(pause, left)
+            if store.wait_for(key, pause) is not None:
+                return True
+        return False
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def join(self) -> None:
+        self._thread.join()
+
+
+@dataclass(frozen=True, slots=True)
+class _Parked:
+    """A ``Pending`` call of the current suspension and the key it waits on."""
+
+    call: ToolCall
+    pending: PendingCall
+    key: str
+
+
 @dataclass(eq=False)
 class _Run:
+    run_id: str
     machine: TurnMachine
-    reply: Future[Any]
+    watchers: list[Future[Any]]  # answered with the run's next outcome
     timers: dict[int, threading.Timer] = field(default_factory=dict)  # by Sleep effect id
+    turn: int = 0  # the machine's turn, read from the last checkpoint (names durable calls)
+    tokens: dict[tuple[int, str], threading.Event] = field(default_factory=dict)  # by
+    # (effect id, call id): the durable cancel token of each running call
+    waiters: dict[str, _KeyWaiter] = field(default_factory=dict)  # by key
+    suspended: bool = False  # the machine's last effect was Done(Suspended)
+    failing: str | None = None  # fail_turn: the next waiting effect fails with this
 
 
 @dataclass(frozen=True, slots=True)
 class OrchestratorSettings:
-    """What every run hosted by one orchestrator shares."""
+    """What every run hosted by one orchestrator shares.
+
+    ``store`` makes runs durable; ``config`` is needed to restore runs from it.
+    """
 
     model: Model
     registry: ToolRegistry
@@ -111,6 +247,26 @@ class OrchestratorSettings:
     projection: OutputProjection
     context: Any = None
     on_progress: ProgressCallback | None = None
+    store: SessionStore | None = None
+    config: MachineConfig | None = None
+    key_poll_interval: float = 0.05
+
+
+def durable_call_id(turn: int, attempt: int, call_id: str) -> str:
+    """The id a call's keys and journal are filed under: unique within a run even when a
+    model reuses call ids across turns, and the same when a restored run re-runs the call."""
+    return f"{turn}.{attempt}.{call_id}"
+
+
+def _run_status(checkpoint: Checkpoint) -> str:
+    run = checkpoint.run
+    if run.phase == "suspended":
+        return "suspended"
+    if run.final is None:
+        return "running"
+    if run.final.kind == "halted" and run.final.reason == "cancelled":
+        return "cancelled"
+    return run.final.kind
 
 
 class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
@@ -119,6 +275,7 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
     def __init__(self, settings: OrchestratorSettings) -> None:
         super().__init__()
         self._settings = settings
+        self._store = settings.store
         self._runs: dict[str, _Run] = {}
         self._log = get_event_log("orchestrator")
 
@@ -127,10 +284,17 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
     def on_receive(self, message: Any) -> Any:
         match message:
             case StartRun(run_id, machine, effects, reply):
-                self._runs[run_id] = _Run(machine, reply)
+                if self._store is not None and self._store.get_run(run_id) is None:
+                    self._store.create_run(run_id)
+                started = self._runs[run_id] = _Run(run_id, machine, [reply])
                 self._log.info("run_started", run_id=run_id)
-                self._perform(run_id, effects)
-            case _CallDone(run_id, effect_id, outcome):
+                self._perform(run_id, self._stepped(run_id, started, effects))
+            case AnswerRun(run_id, answers, reply):
+                self._answer(run_id, answers, reply)
+            case AttachRun(run_id, reply):
+                self._attach(run_id, reply)
+            case _CallDone(run_id, effect_id, outcome, key):
+                self._settle_key(run_id, effect_id, outcome, key)
                 self._respond(run_id, lambda m: m.send(ToolResults(effect_id, (outcome,))))
             case _Woke(run_id, effect_id):
                 run = self._runs.get(run_id)
@@ -138,8 +302,10 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
                 if timer is not None:
                     timer.join()  # it has told us; its thread is ending
                 self._respond(run_id, lambda m: m.send(Slept(effect_id)))
-            case CancelRun(run_id):
-                self._respond(run_id, lambda m: m.cancel())
+            case _KeyResolved(run_id, key):
+                self._key_resolved(run_id, key)
+            case CancelRun(run_id, reply):
+                self._cancel(run_id, reply)
             case _:
                 return super().on_receive(message)
         return None
@@ -154,7 +320,222 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
         except ResponseRefused as exc:
             self._log.warning("response_refused", run_id=run_id, detail=str(exc))
             return
-        self._perform(run_id, effects)
+        self._perform(run_id, self._stepped(run_id, run, effects))
+
+    def _stepped(self, run_id: str, run: _Run, effects: list[Effect]) -> list[Effect]:
+        """After every machine step: save its checkpoint (one atomic write), then go on."""
+        run.suspended = False
+        if self._store is not None:
+            checkpoint = run.machine.checkpoint()
+            run.turn = checkpoint.run.turns
+            self._store.save_checkpoint(run_id, checkpoint.run.next_effect_id - 1,
+                                        checkpoint.to_json(), status=_run_status(checkpoint))
+        return effects
+
+    # --- runs the store knows ---------------------------------------------------------------
+
+    def _adopt(self, run_id: str, reply: Future[Any]) -> _Run | None:
+        """Host the run from the store's latest checkpoint; ``None`` (reply failed) if we can't."""
+        store, config = self._store, self._settings.config
+        try:
+            if store is None or config is None:
+                raise LookupError(f"run {run_id!r} is not running here and there is no session "
+                                  "store to restore it from; give the agent a store")
+            if store.get_run(run_id) is None:
+                raise UnknownRunError(f"the session store has no run {run_id!r}")
+            saved = store.latest_checkpoint(run_id)
+            if saved is None:
+                raise LookupError(f"run {run_id!r} stopped before its first checkpoint, before "
+                                  "any effect was performed; start it again")
+            machine = TurnMachine.restore(config, saved.data)
+        except Exception as exc:
+            reply.set_exception(exc)
+            return None
+        run = self._runs[run_id] = _Run(run_id, machine, [reply])
+        run.turn = machine.checkpoint().run.turns
+        self._log.info("run_restored", run_id=run_id, effect_id=saved.effect_id)
+        return run
+
+    def _attach(self, run_id: str, reply: Future[Any]) -> None:
+        run = self._runs.get(run_id)
+        if run is not None:
+            run.watchers.append(reply)
+            return
+        run = self._adopt(run_id, reply)
+        if run is not None:
+            self._perform(run_id, run.machine.reemit())
+
+    def _answer(self, run_id: str, answers: dict[str, Any], reply: Future[Any]) -> None:
+        hosted = self._runs.get(run_id)
+        adopted = hosted is None
+        run = self._adopt(run_id, reply) if hosted is None else hosted
+        if run is None:
+            return
+        if not adopted:
+            run.watchers.append(reply)
+        try:
+            effects = run.machine.resume(answers)
+        except ResponseRefused as exc:
+            run.watchers.remove(reply)
+            reply.set_exception(exc)
+            if adopted:
+                self._drop(run)
+            return
+        self._perform(run_id, self._stepped(run_id, run, effects))
+
+    def _cancel(self, run_id: str, reply: Future[Any] | None) -> None:
+        run = self._runs.get(run_id)
+        if run is None:
+            if reply is None or self._store is None:
+                self._log.debug("response_for_finished_run", run_id=run_id)
+                return
+            run = self._adopt(run_id, reply)
+            if run is None:
+                return
+            if run.machine.finished:  # nothing to cancel: report how it ended
+                self._perform(run_id, run.machine.reemit())
+                return
+        elif reply is not None:
+            run.watchers.append(reply)
+        if self._store is not None:
+            cancelled = self._store.cancel_run(run_id)
+            self._cancel_external_work(run, {w.key for w in cancelled
+                                             if w.needs_external_cancel})
+        self._release(run)
+        self._respond(run_id, lambda m: m.cancel())
+
+    def _cancel_external_work(self, run: _Run, keys: set[str]) -> None:
+        """Call the tool's cancel hook for each cancelled key whose wait asked for it."""
+        for key, entry in self._parked(run).items():
+            if key not in keys:
+                continue
+            tool = self._settings.registry.resolve(entry.call.name)
+            hook = None if isinstance(tool, Err) else tool.on_cancel
+            if hook is None:
+                self._log.warning("cancel_hook_missing", tool=entry.call.name,
+                                  call_id=entry.call.id)
+                continue
+            try:
+                hook(entry.call, key)
+            except Exception as exc:
+                self._log.error("cancel_hook_failed", tool=entry.call.name,
+                                call_id=entry.call.id, error=f"{type(exc).__name__}: {exc}")
+            else:
+                self._log.info("external_work_cancelled", tool=entry.call.name,
+                               call_id=entry.call.id)
+
+    # --- deferred completion ----------------------------------------------------------------
+
+    def _parked(self, run: _Run) -> dict[str, _Parked]:
+        """The pending calls of the run's current suspension, by key (none if not suspended)."""
+        store, done = self._store, run.machine.outstanding
+        if store is None or not isinstance(done, Done) or not isinstance(done.outcome, Suspended):
+            return {}
+        suspended = done.outcome
+        records = {r.call.id: r for r in suspended.checkpoint.run.calls}
+        parked: dict[str, _Parked] = {}
+        for pending in suspended.pending:
+            record = records[pending.call_id]
+            key = store.issue_key(run.run_id, durable_call_id(suspended.checkpoint.run.turns,
+                                                          record.attempt, pending.call_id))
+            parked[key] = _Parked(record.call, pending, key)
+        return parked
+
+    def _park(self, key: str, pending: Pending | PendingCall) -> Wait:
+        """Record the wait (the first park wins: a restart does not move the deadline)."""
+        assert self._store is not None
+        deadline_at = None if pending.deadline is None else self._store.now() + pending.deadline
+        return self._store.park(key, deadline_at=deadline_at, on_timeout=pending.on_timeout,
+                                on_cancel=pending.on_cancel)
+
+    def _settle_key(self, run_id: str, effect_id: int, outcome: CallOutcome,
+                    key: str | None) -> None:
+        """A call that took a key: park it if the call is ``Pending``, else revoke it."""
+        run = self._runs.get(run_id)
+        if run is not None:
+            run.tokens.pop((effect_id, outcome.call_id), None)
+        if key is None or self._store is None or run is None:
+            return
+        if isinstance(outcome.result, Pending):
+            self._park(key, outcome.result)
+        elif self._store.revoke(key):
+            self._log.info("completion_key_revoked", run_id=run_id, call_id=outcome.call_id)
+
+    def _suspended(self, run_id: str, run: _Run, outcome: Suspended) -> list[Effect]:
+        """The run waits on keys: deliver those already resolved, else wait for them."""
+        assert self._store is not None
+        run.suspended = True
+        parked = self._parked(run)
+        ready: dict[str, tuple[_Parked, Resolution]] = {}
+        for key, entry in parked.items():
+            wait = self._park(key, entry.pending)
+            if wait.resolution is not None:
+                ready[entry.call.id] = (entry, wait.resolution)
+            elif key not in run.waiters:
+                me: ActorRef[Any] = self.actor_ref
+                run.waiters[key] = _KeyWaiter(
+                    self._store, wait, self._settings.key_poll_interval,
+                    functools.partial(_tell, me, _KeyResolved(run_id, key)))
+        if ready:
+            return self._deliver(run_id, run, outcome, ready)
+        keys = {entry.call.id: key for key, entry in parked.items()}
+        self._log.info("run_waiting_on_keys", run_id=run_id, call_ids=sorted(keys))
+        self._reply(run, outcome.model_copy(update={"run_id": run_id, "keys": keys}))
+        return []
+
+    def _key_resolved(self, run_id: str, key: str) -> None:
+        run = self._runs.get(run_id)
+        if run is None:
+            return
+        waiter = run.waiters.pop(key, None)
+        if waiter is not None:
+            waiter.join()  # it has told us; its thread is ending
+        done = run.machine.outstanding
+        if run.suspended and isinstance(done, Done) and isinstance(done.outcome, Suspended):
+            self._perform(run_id, self._suspended(run_id, run, done.outcome))
+
+    def _deliver(self, run_id: str, run: _Run, outcome: Suspended,
+                 ready: dict[str, tuple[_Parked, Resolution]]) -> list[Effect]:
+        """Resume the machine with the resolved calls' results."""
+        answers: dict[str, HandlerResult] = {}
+        for call_id, (entry, resolution) in ready.items():
+            if resolution.kind == "cancelled":  # cancelled from elsewhere (another process)
+                self._cancel_external_work(run, {
+                    e.key for e, r in ready.values()
+                    if r.kind == "cancelled" and e.pending.on_cancel == "cancel_external_work"})
+                self._release(run)
+                return self._stepped(run_id, run, run.machine.cancel())
+            answers[call_id] = self._result_of(entry, resolution)
+            if resolution.kind == "timeout" and entry.pending.on_timeout == "fail_turn":
+                run.failing = (f"tool call {call_id!r} ({entry.call.name}) was not resolved "
+                               f"before its deadline (on_timeout='fail_turn')")
+        if run.failing is not None:
+            for call_id in outcome.call_ids:  # the turn is over: nothing else is awaited
+                answers.setdefault(call_id, Err(ToolError(
+                    "handler_exit", f"tool error: handler_exit: {run.failing}",
+                    tool_call_id=call_id, code="turn_failed")))
+            for key, waiter in list(run.waiters.items()):
+                waiter.stop()
+                waiter.join()
+                del run.waiters[key]
+                assert self._store is not None
+                self._store.revoke(key)
+        self._log.info("keys_delivered", run_id=run_id, call_ids=sorted(ready))
+        return self._stepped(run_id, run, run.machine.resume(answers))
+
+    @staticmethod
+    def _result_of(entry: _Parked, resolution: Resolution) -> HandlerResult:
+        call = entry.call
+        if resolution.kind == "ok":
+            return Ok(resolution.value)
+        if resolution.kind == "error":
+            return Err(resolution.value)
+        return Err(ToolError(
+            "timeout",
+            f"tool error ({call.name}): timeout: the call's completion key was not resolved "
+            f"within its deadline of {entry.pending.deadline} s",
+            tool_name=call.name, tool_call_id=call.id, cause=entry.pending.deadline,
+            code=PENDING_TIMEOUT_CODE))
 
     # --- effects ----------------------------------------------------------------------------
 
@@ -163,12 +544,18 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
         queue = deque(effects)
         while queue:
             effect = queue.popleft()
-            run = self._runs[run_id]
+            run = self._runs.get(run_id)
+            if run is None:  # finished by an earlier effect of this queue
+                return
+            if run.failing is not None and isinstance(effect, LlmCall | ToolCalls | Sleep):
+                failed = run.machine.send(EffectFailed(effect.id, run.failing))
+                queue.extend(self._stepped(run_id, run, failed))
+                continue
             match effect:
                 case LlmCall():
-                    queue.extend(self._call_model(run, effect))
+                    queue.extend(self._stepped(run_id, run, self._call_model(run, effect)))
                 case ToolCalls():
-                    self._start_calls(run_id, effect)
+                    self._start_calls(run_id, run, effect)
                 case Sleep(id=effect_id, seconds=seconds):
                     self._sleep(run_id, run, effect_id, seconds)
                 case Progress(event=event, data=data):
@@ -177,7 +564,12 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
                         self._settings.on_progress(run_id, event, dict(data))
                 case LogEvent(level=level, event=event, fields=fields):
                     getattr(self._log, level)(event, run_id=run_id, **fields)
+                case Done(outcome=Suspended() as outcome) if (
+                        outcome.pending and self._store is not None):
+                    queue.extend(self._suspended(run_id, run, outcome))
                 case Done(outcome=outcome):
+                    if isinstance(outcome, Suspended) and self._store is not None:
+                        outcome = outcome.model_copy(update={"run_id": run_id})
                     self._finish(run_id, run, outcome)
 
     def _call_model(self, run: _Run, effect: LlmCall) -> list[Effect]:
@@ -206,12 +598,19 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
         tool = self._settings.registry.resolve(tool_name)
         return "head" if isinstance(tool, Err) else tool.output_window
 
-    def _start_calls(self, run_id: str, effect: ToolCalls) -> None:
+    def _start_calls(self, run_id: str, run: _Run, effect: ToolCalls) -> None:
         me: ActorRef[Any] = self.actor_ref
         for planned in effect.calls:
             view = StateView(planned.state)
-            ctx = self._context_for(run_id, planned, view)
-            reply = functools.partial(self._call_finished, me, run_id, effect.id, view)
+            ctx = self._context_for(run_id, run, planned, view)
+            token = run.tokens[effect.id, planned.call.id] = threading.Event()
+            if self._store is not None:
+                durable_id = durable_call_id(run.turn, planned.attempt, planned.call.id)
+                ctx = dataclasses.replace(
+                    ctx, completion_keys=CompletionKeyIssuer(self._store, run_id, durable_id),
+                    durable=DurableEffects(self._store, run_id, durable_id, cancelled=token))
+            reply = functools.partial(self._call_finished,
+                                      _CallTarget(me, run_id, effect.id, view, ctx, token))
             tool = self._settings.registry.resolve(planned.call.name, ctx)
             if isinstance(tool, Err):  # left the catalog: not_found, the handler never runs
                 reply(ActorOutcome(planned.call.id, planned.call.name, tool,
@@ -219,7 +618,8 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
                 continue
             self._settings.dispatcher.start_call(tool, planned.call, ctx, reply)
 
-    def _context_for(self, run_id: str, planned: CallToRun, view: StateView) -> CallContext:
+    def _context_for(self, run_id: str, run: _Run, planned: CallToRun,
+                     view: StateView) -> CallContext:
         return CallContext(
             session_id=run_id,
             request_id=f"{run_id}/{planned.call.id}/{planned.attempt}",
@@ -230,44 +630,62 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
             catalog=self._settings.registry.catalog_access,
         )
 
-    def _call_finished(self, me: ActorRef[Any], run_id: str, effect_id: int, view: StateView,
-                       outcome: ActorOutcome) -> None:
-        """On the call actor's thread: bound the text, then hand the outcome to this actor."""
+    def _call_finished(self, target: _CallTarget, outcome: ActorOutcome) -> None:
+        """On the call actor's thread: bound the text, then hand the outcome to this actor.
+
+        The call is over for the host, so its durable effects' cancel token is set: a handler
+        the runner gave up on (timeout) stops awaiting external events.
+        """
+        target.token.set()
         text = outcome.text
         projection = self._settings.projection
         if projection.applies_at("dispatch") or projection.applies_at("history"):
             point: ProjectionPoint = "dispatch" if projection.applies_at("dispatch") else "history"
             text = projection.project(point, text, window=self._window(outcome.tool_name),
                                       is_error=outcome.is_error)
-        done = CallOutcome(outcome.tool_call_id, outcome.result, text, writes=view.writes)
-        with contextlib.suppress(ActorDeadError):  # the orchestrator stopped: nobody waits
-            me.tell(_CallDone(run_id, effect_id, done))
+        done = CallOutcome(outcome.tool_call_id, outcome.result, text,
+                           writes=target.view.writes)
+        keys = target.ctx.completion_keys
+        _tell(target.me, _CallDone(target.run_id, target.effect_id, done,
+                                   None if keys is None else keys.issued))
 
     def _sleep(self, run_id: str, run: _Run, effect_id: int, seconds: float) -> None:
         me: ActorRef[Any] = self.actor_ref
-
-        def wake() -> None:
-            with contextlib.suppress(ActorDeadError):
-                me.tell(_Woke(run_id, effect_id))
-
-        timer = threading.Timer(seconds, wake)
+        timer = threading.Timer(seconds, functools.partial(_tell, me, _Woke(run_id, effect_id)))
         timer.name = f"toolvisor-sleep-{run_id[:8]}"
         run.timers[effect_id] = timer
         timer.start()
 
+    def _reply(self, run: _Run, outcome: Any) -> None:
+        watchers, run.watchers = run.watchers, []
+        for watcher in watchers:
+            if not watcher.done():
+                watcher.set_result(outcome)
+
     def _finish(self, run_id: str, run: _Run, outcome: Any) -> None:
-        del self._runs[run_id]
-        self._stop_timers(run)
+        self._drop(run)
         self._log.info("run_finished", run_id=run_id, outcome=type(outcome).__name__)
-        if not run.reply.done():
-            run.reply.set_result(outcome)
+        self._reply(run, outcome)
+
+    def _drop(self, run: _Run) -> None:
+        del self._runs[run.run_id]
+        self._release(run)
 
     @staticmethod
-    def _stop_timers(run: _Run) -> None:
+    def _release(run: _Run) -> None:
+        """Stop the run's timers and key waiters; tell its running calls to stop."""
         for timer in run.timers.values():
             timer.cancel()
             timer.join()
         run.timers.clear()
+        for waiter in run.waiters.values():
+            waiter.stop()
+        for waiter in run.waiters.values():
+            waiter.join()
+        run.waiters.clear()
+        for token in run.tokens.values():
+            token.set()
+        run.tokens.clear()
 
     # --- lifecycle --------------------------------------------------------------------------
 
@@ -279,8 +697,14 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
 
     def _abort_runs(self, why: str) -> None:
         for run_id, run in list(self._runs.items()):
-            self._stop_timers(run)
-            if not run.reply.done():
-                run.reply.set_exception(OrchestratorStopped(f"run {run_id}: {why}"))
+            self._release(run)
+            for watcher in run.watchers:
+                if not watcher.done():
+                    watcher.set_exception(OrchestratorStopped(f"run {run_id}: {why}"))
         self._runs.clear()
+
+
+def _tell(me: ActorRef[Any], message: Any) -> None:
+    with contextlib.suppress(ActorDeadError):  # the orchestrator stopped: nobody waits
+        me.tell(message)
 

@@ -5,7 +5,10 @@ from toolvisor.contract._context import (
     NEVER_CANCELLED,
     CallContext,
     CancelToken,
+    CapabilityError,
     CatalogAccess,
+    CompletionKeys,
+    DurableEffectsAccess,
     StateAccess,
 )
 from toolvisor.contract._errors import (
@@ -39,7 +42,15 @@ from toolvisor.contract._results import (
     OnTimeout,
     Pending,
 )
-from toolvisor.contract._tool import Handler, Isolation, OutputWindow, Scheduling, Tool, tool
+from toolvisor.contract._tool import (
+    CancelHook,
+    Handler,
+    Isolation,
+    OutputWindow,
+    Scheduling,
+    Tool,
+    tool,
+)
 
 __all__ = [
     "LEGAL_RESULT_TYPES",
@@ -48,8 +59,12 @@ __all__ = [
     "AskUser",
     "AssistantMessage",
     "CallContext",
+    "CancelHook",
     "CancelToken",
+    "CapabilityError",
     "CatalogAccess",
+    "CompletionKeys",
+    "DurableEffectsAccess",
     "Err",
     "Halt",
     "Handler",

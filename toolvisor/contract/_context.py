@@ -1,11 +1,31 @@
-"""``CallContext``: what an arity-2 handler receives besides its arguments."""
+"""``CallContext``: what an arity-2 handler receives besides its arguments.
+
+The durable capabilities are declared here as protocols only; ``toolvisor.durable`` implements
+them and the host puts them into the context, so the contract never imports the store.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from toolvisor.contract._messages import ToolCall
+
+
+class CapabilityError(Exception):
+    """A capability of the call context is missing or refused; ``code`` says which, stably.
+
+    ``completion_keys_unavailable`` / ``durable_effects_unavailable``: the run has no session
+    store; give the agent one (``Agent(..., store=path)``). ``toolvisor.durable.DurableError``
+    is a subclass with more codes.
+    """
+
+    code: str
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(f"{code}: {message}")
+        self.code = code
 
 
 @runtime_checkable
@@ -62,6 +82,31 @@ class CatalogAccess(Protocol):
     def members(self) -> frozenset[str]: ...
 
 
+@runtime_checkable
+class CompletionKeys(Protocol):
+    """Issues the completion key of one call execution (``ctx.completion_key()``)."""
+
+    def issue(self) -> str: ...
+
+    @property
+    def issued(self) -> str | None:
+        """The key this execution took, or ``None``: a ``Pending`` without one is refused."""
+        ...
+
+
+@runtime_checkable
+class DurableEffectsAccess(Protocol):
+    """Effects of one call execution that survive a restart (``ctx.durable_effects()``)."""
+
+    def run_json(self, step_id: str, input: Any, fn: Callable[[Any], Any]) -> Any: ...
+
+    def external_event_key(self, name: str) -> str: ...
+
+    def await_event_json(self, key: str, timeout: float | None = None) -> Any: ...
+
+    def emit_process_event(self, type: str, payload: Any = None) -> int: ...
+
+
 @dataclass(frozen=True, slots=True)
 class CallContext:
     """Who is calling and with which capabilities; every field reads as ``None`` when missing.
@@ -79,6 +124,38 @@ class CallContext:
     attempt: int = 1
     state: StateAccess | None = None
     catalog: CatalogAccess | None = None
+    completion_keys: CompletionKeys | None = None
+    durable: DurableEffectsAccess | None = None
+
+    def completion_key(self) -> str:
+        """The signed key naming this call's durable wait: take it, then return ``Pending``.
+
+        Raises :class:`CapabilityError` ``completion_keys_unavailable`` when the run has no
+        session store.
+        """
+        if self.completion_keys is None:
+            raise CapabilityError(
+                "completion_keys_unavailable",
+                "this call has no completion keys: the run has no session store (or the tool "
+                "runs in a worker process); give the agent a store, e.g. Agent(..., "
+                "store='runs.sqlite')",
+            )
+        return self.completion_keys.issue()
+
+    def durable_effects(self) -> DurableEffectsAccess:
+        """Journaled steps and external events of this call (``run_json``, ...).
+
+        Raises :class:`CapabilityError` ``durable_effects_unavailable`` when the run has no
+        session store.
+        """
+        if self.durable is None:
+            raise CapabilityError(
+                "durable_effects_unavailable",
+                "this call has no durable effects: the run has no session store (or the tool "
+                "runs in a worker process); give the agent a store, e.g. Agent(..., "
+                "store='runs.sqlite')",
+            )
+        return self.durable
 
     @property
     def tool_call_id(self) -> str | None:

@@ -14,12 +14,14 @@ from jsonschema.exceptions import SchemaError
 from pydantic import TypeAdapter
 
 from toolvisor.contract._arity import handler_arity
-from toolvisor.contract._messages import ToolSpec
+from toolvisor.contract._messages import ToolCall, ToolSpec
 
 Scheduling: TypeAlias = Literal["parallel", "serial"]
 Isolation: TypeAlias = Literal["thread", "process", "asyncio"]
 OutputWindow: TypeAlias = Literal["head", "tail"]
 Handler: TypeAlias = Callable[..., Any]
+CancelHook: TypeAlias = Callable[[ToolCall, str], None]
+"""``on_cancel(call, completion_key)``: stop the external work a ``Pending`` call started."""
 
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _OPEN_OBJECT: dict[str, Any] = {"type": "object"}
@@ -36,6 +38,8 @@ class Tool:
     is the type the validated arguments are converted to before the handler sees them.
     ``internal`` tools are never offered to the model (the host calls them itself).
     ``output_window`` says which end of an output over the budget is kept.
+    ``on_cancel`` is called by the host when a run is cancelled while this tool's call waits
+    on ``Pending(on_cancel="cancel_external_work")``, with the call and its completion key.
     Tools compare by identity: two tools with the same name are still two tools.
     """
 
@@ -50,6 +54,7 @@ class Tool:
     arguments_type: Any = None
     internal: bool = False
     output_window: OutputWindow = "head"
+    on_cancel: CancelHook | None = None
     arity: int = field(init=False, default=0)
     is_async: bool = field(init=False, default=False)
 
@@ -83,6 +88,8 @@ class Tool:
                 f"tool {self.name!r}: output_window must be 'head' or 'tail', "
                 f"got {self.output_window!r}"
             )
+        if self.on_cancel is not None and not callable(self.on_cancel):
+            raise TypeError(f"tool {self.name!r}: on_cancel must be callable (call, key) or None")
         if self.handler is None:
             return
         if not callable(self.handler):
@@ -182,6 +189,7 @@ def tool(
     retryable: bool = False,
     internal: bool = False,
     output_window: OutputWindow = "head",
+    on_cancel: CancelHook | None = None,
 ) -> Callable[[Handler], Tool]: ...
 
 
@@ -198,6 +206,7 @@ def tool(
     retryable: bool = False,
     internal: bool = False,
     output_window: OutputWindow = "head",
+    on_cancel: CancelHook | None = None,
 ) -> Tool | Callable[[Handler], Tool]:
     """Build a :class:`Tool` from a function: ``@tool`` or ``@tool(timeout=5, ...)``.
 
@@ -227,6 +236,7 @@ def tool(
             arguments_type=arguments_type,
             internal=internal,
             output_window=output_window,
+            on_cancel=on_cancel,
         )
 
     if handler is not None:

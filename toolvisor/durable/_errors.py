@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any, Literal, TypeAlias, get_args
 
+from toolvisor.contract import CapabilityError
+
 DurableErrorCode: TypeAlias = Literal[
     "durable_effects_unavailable",
     "durable_effects_missing_call_id",
@@ -21,7 +23,7 @@ DurableErrorCode: TypeAlias = Literal[
 DURABLE_ERROR_CODES: frozenset[str] = frozenset(get_args(DurableErrorCode))
 
 
-class DurableError(Exception):
+class DurableError(CapabilityError):
     """A durable capability (completion keys, journal, events) refused or failed.
 
     ``code`` is one of :data:`DURABLE_ERROR_CODES` and is stable, so callers branch on it
@@ -54,6 +56,5 @@ class DurableError(Exception):
             raise ValueError(
                 f"unknown DurableError code {code!r}; expected one of {sorted(DURABLE_ERROR_CODES)}"
             )
-        super().__init__(f"{code}: {message}")
-        self.code = code
+        super().__init__(code, message)
         self.detail = detail

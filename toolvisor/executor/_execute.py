@@ -15,6 +15,7 @@ from toolvisor.contract import (
     CallContext,
     Err,
     HandlerResult,
+    Pending,
     Tool,
     ToolError,
 )
@@ -23,13 +24,15 @@ from toolvisor.executor._validation import prepare_arguments
 _LEGAL_NAMES = "Ok, Err, AskUser, Halt or Pending"
 
 
-def _error(tool: Tool, ctx: CallContext, reason: Any, detail: str, cause: Any) -> Err:
+def _error(tool: Tool, ctx: CallContext, reason: Any, detail: str, cause: Any, *,
+           code: str | None = None) -> Err:
     return Err(ToolError(
         reason,
         f"tool error ({tool.name}): {reason}: {detail}",
         tool_name=tool.name,
         tool_call_id=ctx.tool_call_id,
         cause=cause,
+        code=code,
     ))
 
 
@@ -49,7 +52,19 @@ def from_exception(tool: Tool, ctx: CallContext, exc: BaseException) -> Err:
 
 
 def normalise(tool: Tool, ctx: CallContext, returned: Any) -> HandlerResult:
-    """A legal result unchanged; anything else is ``invalid_return`` with the value as cause."""
+    """A legal result unchanged; anything else is ``invalid_return`` with the value as cause.
+
+    ``Pending`` is legal only after the handler took ``ctx.completion_key()``: otherwise
+    nobody could ever resolve the call (code ``pending_tool_missing_completion_key``).
+    """
+    if isinstance(returned, Pending) and (
+            ctx.completion_keys is None or ctx.completion_keys.issued is None):
+        return _error(
+            tool, ctx, "invalid_return",
+            "handler returned Pending without taking ctx.completion_key() first; take the "
+            "key, hand it to whoever will resolve the call, then return Pending",
+            returned, code="pending_tool_missing_completion_key",
+        )
     if isinstance(returned, LEGAL_RESULT_TYPES):
         return returned  # type: ignore[return-value]
     return _error(

@@ -167,7 +167,9 @@ class Suspended(BaseModel):
     """The run waits for answers (``questions``) or deferred results (``pending``).
 
     ``checkpoint`` is everything needed to go on: ``TurnMachine.restore(config, checkpoint)``
-    then ``resume({call_id: answer, ...})``, in this process or another one.
+    then ``resume({call_id: answer, ...})``, in this process or another one. A host with a
+    session store sets ``run_id`` (the run's id in the store) and ``keys`` (the completion key
+    each pending call waits on, by call id).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -176,6 +178,8 @@ class Suspended(BaseModel):
     questions: tuple[Question, ...]
     pending: tuple[PendingCall, ...] = ()
     checkpoint: Checkpoint
+    run_id: str | None = None
+    keys: dict[str, str] = Field(default_factory=dict)
 
     @property
     def call_ids(self) -> tuple[str, ...]:

@@ -107,7 +107,8 @@ class _Scripts:
     def run(self, to_run: CallToRun) -> CallOutcome:
         call = to_run.call
         view = StateView(to_run.state)
-        ctx = CallContext(tool_call=call, attempt=to_run.attempt, state=view)
+        ctx = CallContext(tool_call=call, attempt=to_run.attempt, state=view,
+                          completion_keys=_DrivenKeys(call.id))
         step = self.step_for(call)
         configured = self.config.tool_named(call.name)
         result: HandlerResult
@@ -124,6 +125,19 @@ class _Scripts:
                              call.arguments, ctx)
         result, text = encode_checked(result, tool_name=call.name, tool_call_id=call.id)
         return CallOutcome(call_id=call.id, result=result, text=text, writes=view.writes)
+
+
+class _DrivenKeys:
+    """Completion keys of a driven call: there is no store, so the key only names the call;
+    a handler may take it and return ``Pending`` as it would in a durable run."""
+
+    def __init__(self, call_id: str) -> None:
+        self._call_id = call_id
+        self.issued: str | None = None
+
+    def issue(self) -> str:
+        self.issued = f"driven:{self._call_id}"
+        return self.issued
 
 
 def _answers_for(done: Done, answers: Answers | None) -> dict[str, Any]:

@@ -1,0 +1,140 @@
+"""Tools, a model and a small host program for the durable-run tests.
+
+The host program runs in a subprocess (``python -m tests._durable_handlers SCENARIO PHASE
+STORE WORKDIR [RUN_ID]``) so a test can SIGKILL it mid-run and resume the run in a new process.
+It prints one JSON object per line on stdout: ``{"run_id": ...}`` when the run starts,
+``{"blocked": ...}`` when it reached the point where the test kills it, and ``{"outcome": ...}``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+from toolvisor import Agent, CallContext, Ok, Pending, Suspended, Tool
+from toolvisor.contract import ModelRequest, ModelResponse, ToolResultMessage
+from toolvisor.testing import FunctionModel, call, calls
+
+RECORD_SCHEMA = {"type": "object", "required": ["log"], "properties": {"log": {"type": "string"}}}
+
+
+def append_line(path: str, line: str) -> None:
+    """A step's side effect: one line per execution, so a test can count executions."""
+    with open(path, "a", encoding="utf-8") as out:
+        out.write(line + "\n")
+
+
+def step_runs(path: Path, step: str) -> int:
+    """How many times ``step`` really ran (its fn appended a line)."""
+    if not path.exists():
+        return 0
+    return path.read_text(encoding="utf-8").splitlines().count(step)
+
+
+def fast(arguments: dict[str, Any], ctx: CallContext) -> Ok:
+    """Finishes at once, after one journaled step."""
+    log = arguments["log"]
+    ctx.durable_effects().run_json("fast", log, lambda p: append_line(p, "fast"))
+    return Ok("fast done")
+
+
+class Gate:
+    """Where ``slow`` blocks in the first phase: after its first step, until killed."""
+
+    def __init__(self, block: bool) -> None:
+        self.block = block
+        self.fast_saved = threading.Event()  # set once fast's outcome is checkpointed
+
+    def slow(self, arguments: dict[str, Any], ctx: CallContext) -> Ok:
+        log = arguments["log"]
+        effects = ctx.durable_effects()
+        effects.run_json("slow-before", log, lambda p: append_line(p, "slow-before"))
+        if self.block:
+            self.fast_saved.wait()
+            emit({"blocked": "slow"})
+            threading.Event().wait()  # until the test SIGKILLs this process
+        effects.run_json("slow-after", log, lambda p: append_line(p, "slow-after"))
+        return Ok("slow done")
+
+
+def webhook(arguments: dict[str, Any], ctx: CallContext) -> Pending:
+    """Registers a webhook (journaled) and parks the call until it is resolved."""
+    key = ctx.completion_key()
+    log = arguments["log"]
+    ctx.durable_effects().run_json("register", [log, key], lambda a: append_line(a[0],
+                                                                                 "register"))
+    return Pending(deadline=600)
+
+
+def results(request: ModelRequest) -> dict[str, str]:
+    """The tool results the model was shown, by call id."""
+    return {m.tool_call_id: m.content for m in request.messages
+            if isinstance(m, ToolResultMessage)}
+
+
+def batch_model(log: str) -> Any:
+    """Turn 1: ``fast`` and ``slow`` in one parallel batch; turn 2: the final answer."""
+    def respond(request: ModelRequest) -> ModelResponse:
+        seen = results(request)
+        if not seen:
+            return calls(call("fast", {"log": log}, id="c_fast"),
+                         call("slow", {"log": log}, id="c_slow"))
+        return ModelResponse(text=f"done: {seen['c_fast']} / {seen['c_slow']}")
+    return respond
+
+
+def webhook_model(log: str) -> Any:
+    def respond(request: ModelRequest) -> ModelResponse:
+        seen = results(request)
+        if not seen:
+            return calls(call("webhook", {"log": log}, id="c_hook"))
+        return ModelResponse(text=f"hook said {seen['c_hook']}")
+    return respond
+
+
+def emit(data: dict[str, Any]) -> None:
+    print(json.dumps(data), flush=True)
+
+
+def describe(outcome: Any) -> dict[str, Any]:
+    data: dict[str, Any] = {"kind": outcome.kind}
+    if isinstance(outcome, Suspended):
+        data.update(run_id=outcome.run_id, keys=outcome.keys)
+    else:
+        data["text"] = getattr(outcome, "text", None) or getattr(outcome, "error", None)
+    return data
+
+
+def main(scenario: str, phase: str, store: str, workdir: str, run_id: str | None = None) -> None:
+    """Run (``first``: until killed; ``straight``: uninterrupted) or resume (``resume``)."""
+    log = str(Path(workdir) / "steps.log")
+    gate = Gate(block=phase == "first" and scenario == "batch")
+
+    def on_progress(started: str, event: str, data: dict[str, Any]) -> None:
+        if event == "turn_started" and data.get("turn") == 1:
+            emit({"run_id": started})
+        if event == "call_finished" and data.get("call_id") == "c_fast":
+            gate.fast_saved.set()
+
+    model = FunctionModel(batch_model(log) if scenario == "batch" else webhook_model(log))
+    tools = [Tool(name="fast", handler=fast, input_schema=RECORD_SCHEMA),
+             Tool(name="slow", handler=gate.slow, input_schema=RECORD_SCHEMA),
+             Tool(name="webhook", handler=webhook, input_schema=RECORD_SCHEMA)]
+    agent = Agent(model, tools, store=store, on_progress=on_progress)
+    with agent:
+        if phase == "resume":
+            assert run_id is not None
+            outcome = agent.resume_run(run_id, timeout=60)
+        else:
+            outcome = agent.run("go", timeout=60)
+        emit({"outcome": describe(outcome)})
+        if phase == "first":
+            emit({"blocked": "suspended"})
+            threading.Event().wait()  # a host waiting for the resolution, until killed
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:])

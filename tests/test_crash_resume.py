@@ -1,0 +1,119 @@
+"""A run survives its process being SIGKILLed: resumed in a new process from the store.
+
+Each host is a real subprocess (``tests._durable_handlers``); the test reads its stdout lines
+to know when it reached the point to kill it, so nothing here sleeps.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests._durable_handlers import step_runs
+from toolvisor.durable import SqliteSessionStore
+
+ROOT = Path(__file__).resolve().parent.parent
+HOST = [sys.executable, "-m", "tests._durable_handlers"]
+
+
+Start = Callable[..., subprocess.Popen[str]]
+
+
+@pytest.fixture
+def start() -> Iterator[Start]:
+    """Start a host; any host still alive when the test ends (it failed early) is killed."""
+    started: list[subprocess.Popen[str]] = []
+
+    def host(*args: Any) -> subprocess.Popen[str]:
+        process = subprocess.Popen([*HOST, *map(str, args)], cwd=ROOT,
+                                   stdout=subprocess.PIPE, text=True)
+        started.append(process)
+        return process
+
+    yield host
+    for process in started:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        if process.stdout is not None:
+            process.stdout.close()
+
+
+def next_line(process: subprocess.Popen[str]) -> dict[str, Any]:
+    assert process.stdout is not None
+    line = process.stdout.readline()
+    assert line, f"the host exited early with {process.wait()}"
+    data: dict[str, Any] = json.loads(line)
+    return data
+
+
+def kill(process: subprocess.Popen[str]) -> None:
+    process.send_signal(signal.SIGKILL)
+    assert process.wait() == -signal.SIGKILL
+
+
+def finish(*args: Any) -> list[dict[str, Any]]:
+    done = subprocess.run([*HOST, *map(str, args)], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120, check=True)
+    return [json.loads(line) for line in done.stdout.splitlines()]
+
+
+def effect_ids(store_path: Path, run_id: str) -> list[int]:
+    with SqliteSessionStore(store_path) as store:
+        return sorted({c.effect_id for c in store.checkpoints(run_id)})
+
+
+def test_a_run_killed_mid_batch_finishes_in_a_new_process_without_rerunning_steps(
+        tmp_path: Path, start: Start) -> None:
+    work, store = tmp_path / "crashed", tmp_path / "crashed" / "runs.sqlite"
+    work.mkdir()
+    first = start("batch", "first", store, work)
+    run_id = next_line(first)["run_id"]
+    assert next_line(first) == {"blocked": "slow"}  # fast finished and was saved; slow blocks
+    kill(first)
+    assert step_runs(work / "steps.log", "slow-after") == 0
+
+    lines = finish("batch", "resume", store, work, run_id)
+    assert lines[-1]["outcome"] == {"kind": "completed", "text": "done: fast done / slow done"}
+    for step in ("fast", "slow-before", "slow-after"):
+        assert step_runs(work / "steps.log", step) == 1, step
+
+    straight, straight_store = tmp_path / "straight", tmp_path / "straight" / "runs.sqlite"
+    straight.mkdir()
+    lines = finish("batch", "straight", straight_store, straight)
+    assert lines[-1]["outcome"]["kind"] == "completed"
+    assert effect_ids(store, run_id) == effect_ids(straight_store, lines[0]["run_id"])
+
+
+def test_a_run_killed_while_pending_is_resolved_by_another_process_and_finishes(
+        tmp_path: Path, start: Start) -> None:
+    store = tmp_path / "runs.sqlite"
+    first = start("webhook", "first", store, tmp_path)
+    run_id = next_line(first)["run_id"]
+    suspended = next_line(first)["outcome"]
+    assert suspended["kind"] == "suspended" and suspended["run_id"] == run_id
+    key = suspended["keys"]["c_hook"]
+    assert next_line(first) == {"blocked": "suspended"}
+    kill(first)
+
+    resolve = [sys.executable, "-m", "toolvisor.cli", "resolve", "--store", str(store), key]
+    accepted = subprocess.run([*resolve, "--ok", '"pong"'], cwd=ROOT, capture_output=True,
+                              text=True, timeout=60, check=False)
+    assert (accepted.returncode, accepted.stdout.strip()) == (0, "accepted")
+    again = subprocess.run([*resolve, "--ok", '"ping"'], cwd=ROOT, capture_output=True,
+                           text=True, timeout=60, check=False)
+    assert (again.returncode, again.stdout.strip()) == (1, "already_resolved")
+
+    lines = finish("webhook", "resume", store, tmp_path, run_id)
+    assert lines[-1]["outcome"] == {"kind": "completed", "text": "hook said pong"}
+    assert step_runs(tmp_path / "steps.log", "register") == 1
+    with SqliteSessionStore(store) as opened:
+        assert opened.get_run(run_id).status == "completed"  # type: ignore[union-attr]
+        assert opened.open_waits(run_id) == []
