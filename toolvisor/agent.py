@@ -46,7 +46,7 @@ from toolvisor.machine import (
     Suspended,
     TurnMachine,
 )
-from toolvisor.registry import ToolRegistry
+from toolvisor.registry import StaticToolProvider, ToolRegistry
 from toolvisor.supervisors import (
     ChildSpec,
     Supervisor,
@@ -67,6 +67,10 @@ class Agent:
     started from several threads at once. Invalid configuration is refused here, with a
     ``ValueError`` or ``TypeError`` that names the setting. ``close()`` (or leaving a ``with``
     block) stops the tree and leaves no thread or process behind.
+
+    ``registry`` (a :class:`~toolvisor.registry.ToolRegistry`) is the catalog to use, for tools
+    that come and go at run time; ``tools`` are then added to it as the source ``"agent"``.
+    Only catalog members are offered to the model and only members run.
 
     ``store`` (a :class:`~toolvisor.durable.SessionStore`, or a path to a SQLite file the agent
     opens and closes) makes runs durable: every run gets a ``run_id`` in the store and a
@@ -93,17 +97,26 @@ class Agent:
         on_progress: ProgressCallback | None = None,
         seed: int = 0,
         store: SessionStore | str | os.PathLike[str] | None = None,
+        registry: ToolRegistry | None = None,
     ) -> None:
         if not isinstance(model, Model):
             raise TypeError(f"model must have respond(request) -> ModelResponse, got {model!r}")
         if store is not None and not isinstance(store, SessionStore | str | os.PathLike):
             raise TypeError(f"store must be a SessionStore, a path to a SQLite file, or None; "
                             f"got {type(store).__name__}")
+        if registry is not None and not isinstance(registry, ToolRegistry):
+            raise TypeError(f"registry must be a ToolRegistry or None, got "
+                            f"{type(registry).__name__}")
+        if registry is None:
+            registry = ToolRegistry.from_tools(tools)
+        elif tools:
+            registry.add_source("agent", StaticToolProvider(tools))
+        self._registry = registry
         self._config = MachineConfig(
             tools=tuple(tools), system_prompt=system_prompt, on_tool_error=on_tool_error,
             tool_policies=dict(tool_policies or {}), mode=mode, max_turns=max_turns, seed=seed,
+            catalog=self._catalog_member,
         )
-        self._registry = ToolRegistry.from_tools(self._config.tools)
         self._owns_store = isinstance(store, str | os.PathLike)
         self._store: SessionStore | None = (
             SqliteSessionStore(store) if isinstance(store, str | os.PathLike) else store)
@@ -130,6 +143,11 @@ class Agent:
             self._close_resources()
             raise
         self._closed = False
+
+    def _catalog_member(self, name: str) -> Tool | None:
+        """The machine's view of the catalog: members only, whichever source provides them."""
+        found = self._registry.resolve(name)
+        return found if isinstance(found, Tool) else None
 
     def _current_tool_calls(self) -> ToolCallSupervisorRef:
         if self._tool_calls is None:

@@ -66,7 +66,7 @@ class MachineConfig:
         if not isinstance(self.tool_policies, Mapping):
             raise TypeError("MachineConfig.tool_policies must map tool names to policies")
         for name, policy in self.tool_policies.items():
-            if name not in names:
+            if name not in names and (self.catalog is None or self.catalog(name) is None):
                 raise ValueError(f"MachineConfig.tool_policies names unknown tool {name!r}; "
                                  f"known tools: {sorted(names)}")
             check_policy(policy, f"MachineConfig.tool_policies[{name!r}]")
