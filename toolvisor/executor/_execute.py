@@ -14,6 +14,7 @@ from toolvisor.contract import (
     LEGAL_RESULT_TYPES,
     CallContext,
     Err,
+    Handler,
     HandlerResult,
     Pending,
     Tool,
@@ -73,6 +74,17 @@ def normalise(tool: Tool, ctx: CallContext, returned: Any) -> HandlerResult:
     )
 
 
+def _prepare(tool: Tool, arguments: Any, ctx: CallContext) -> tuple[Handler, Any] | Err:
+    """The handler and the value it receives, or the ``Err`` that stops the call first."""
+    handler = tool.handler
+    if handler is None:
+        return not_found(tool, ctx)
+    prepared = prepare_arguments(tool, arguments)
+    if isinstance(prepared, Err):
+        return prepared
+    return handler, prepared
+
+
 def execute(tool: Tool, arguments: Any, ctx: CallContext | None = None) -> HandlerResult:
     """Run ``tool``'s handler once, synchronously, in the calling thread.
 
@@ -87,12 +99,10 @@ def execute(tool: Tool, arguments: Any, ctx: CallContext | None = None) -> Handl
             f"tool {tool.name!r} has an async def handler; execute() is synchronous. Run it "
             "with isolation='asyncio' through a ToolRunner, or await aexecute()"
         )
-    handler = tool.handler
-    if handler is None:
-        return not_found(tool, ctx)
-    prepared = prepare_arguments(tool, arguments)
-    if isinstance(prepared, Err):
-        return prepared
+    ready = _prepare(tool, arguments, ctx)
+    if isinstance(ready, Err):
+        return ready
+    handler, prepared = ready
     try:
         returned = handler(prepared) if tool.arity == 1 else handler(prepared, ctx)
     except BaseException as exc:
@@ -108,12 +118,10 @@ async def aexecute(tool: Tool, arguments: Any, ctx: CallContext | None = None) -
     """
     if ctx is None:
         ctx = CallContext()
-    handler = tool.handler
-    if handler is None:
-        return not_found(tool, ctx)
-    prepared = prepare_arguments(tool, arguments)
-    if isinstance(prepared, Err):
-        return prepared
+    ready = _prepare(tool, arguments, ctx)
+    if isinstance(ready, Err):
+        return ready
+    handler, prepared = ready
     try:
         returned = handler(prepared) if tool.arity == 1 else handler(prepared, ctx)
         if tool.is_async:
