@@ -96,7 +96,7 @@ def overhead_table(runner: ToolRunner, dispatcher: ToolCallDispatcher) -> None:
     pool.shutdown()
 
 
-def sleeping_table(runner: ToolRunner) -> None:
+def sleeping_table(runner: ToolRunner, dispatcher: ToolCallDispatcher) -> None:
     print("\n100 calls that each sleep 50 ms: wall time (ms)")
     cases = {
         "thread": Tool(name="sleep", handler=sleeps),
@@ -106,11 +106,18 @@ def sleeping_table(runner: ToolRunner) -> None:
     for label, tool in cases.items():
         start = time.perf_counter()
         runner.run_batch([(tool, {}, None)] * 100)
-        print(f"  {label:22}{(time.perf_counter() - start) * 1e3:8.1f}")
+        print(f"  runner {label:29}{(time.perf_counter() - start) * 1e3:8.1f}")
+    for label in ("thread", "asyncio"):
+        tool = cases[label]
+        start = time.perf_counter()
+        dispatcher.dispatch([(tool, ToolCall(id=str(i), name=tool.name), None)
+                             for i in range(100)])
+        print(f"  actor+supervisor {label:19}{(time.perf_counter() - start) * 1e3:8.1f}")
 
 
 def deadline_table() -> None:
-    print("\nhung tool, timeout 200 ms: deadline-to-result (ms), median of 10")
+    print("\nhung tool, timeout 200 ms: deadline-to-result (ms), median of 10 (runner unless "
+          "named)")
     cases = {
         "thread (cooperative)": Tool(name="hang", handler=hangs, timeout=0.2),
         "asyncio": Tool(name="hang", handler=async_hangs, timeout=0.2),
@@ -119,6 +126,11 @@ def deadline_table() -> None:
     }
     with ToolRunner(process_workers=2) as runner:
         runner.run(NO_OPS["process"], {})  # workers up
+        supervisor = ToolCallSupervisor.start()
+        with ToolCallDispatcher(supervisor, runner) as dispatcher:
+            lateness = actor_lateness(dispatcher, cases["thread (cooperative)"])
+            print(f"  {'actor+supervisor thread':26}{statistics.median(lateness):8.2f}")
+            supervisor.stop()
         for label, tool in cases.items():
             lateness, replaced = [], []
             for _ in range(10):
@@ -145,14 +157,33 @@ def deadline_table() -> None:
             print(line)
 
 
+def actor_lateness(dispatcher: ToolCallDispatcher, tool: Tool) -> list[float]:
+    """Deadline-to-reply (ms) of a hung call in its own ToolCallActor, 10 times."""
+    lateness = []
+    for i in range(10):
+        done = threading.Event()
+        finished: list[float] = []
+
+        def reply_to(outcome: Any, finished: list[float] = finished,
+                     done: threading.Event = done) -> None:
+            finished.append(time.perf_counter())
+            done.set()
+
+        start = time.perf_counter()
+        dispatcher.start_call(tool, ToolCall(id=str(i), name=tool.name), None, reply_to)
+        done.wait()
+        lateness.append((finished[0] - start - 0.2) * 1e3)
+    return lateness
+
+
 def main() -> None:
     prepare_process_isolation()
     with ToolRunner(process_workers=2) as runner:
         supervisor = ToolCallSupervisor.start()
         with ToolCallDispatcher(supervisor, runner) as dispatcher:
             overhead_table(runner, dispatcher)
+            sleeping_table(runner, dispatcher)
             supervisor.stop()
-        sleeping_table(runner)
     deadline_table()
 
 

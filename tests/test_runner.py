@@ -259,3 +259,97 @@ def test_an_on_done_that_raises_is_logged_and_does_not_break_the_runner(
         assert runner.run(Tool(name="t", handler=h.ok_echo), {"after": 1}) == Ok({"after": 1})
         runner.close()
     assert any(e["event"] == "on_done_failed" for e in events)
+
+
+# --- start_here: the handler on the caller's own thread -----------------------------------------
+
+
+class GiveUps:
+    """Records ``give_up`` calls and the thread each came from."""
+
+    def __init__(self) -> None:
+        self.threads: list[str] = []
+
+    def __call__(self) -> None:
+        self.threads.append(threading.current_thread().name)
+
+
+def test_start_here_runs_the_handler_on_the_calling_thread(runner: ToolRunner) -> None:
+    got: list[tuple[HandlerResult, str]] = []
+    give_ups = GiveUps()
+    handle = runner.start_here(Tool(name="t", handler=h.thread_ident), {}, None,
+                               lambda r: got.append((r, threading.current_thread().name)),
+                               give_ups)
+    assert handle.runs_here and not handle.done
+    handle.run_here()
+    assert not handle.runs_here and handle.done
+    assert got == [(Ok(threading.get_ident()), threading.current_thread().name)]
+    handle.run_here()  # once only: nothing more happens
+    assert len(got) == 1 and give_ups.threads == []
+    assert runner.stats.calls_finished == 1
+
+
+def test_start_here_at_the_deadline_the_timer_delivers_and_gives_the_thread_up() -> None:
+    with capture_events() as events, ToolRunner() as runner:
+        got: list[tuple[HandlerResult, str]] = []
+        give_ups = GiveUps()
+        handle = runner.start_here(
+            Tool(name="slow", handler=h.hangs_cooperatively, timeout=0.05), {}, None,
+            lambda r: got.append((r, threading.current_thread().name)), give_ups)
+        handle.run_here()  # returns once the token set at the deadline lets the handler go
+        stats = runner.stats
+    [(result, delivered_on)] = got
+    assert reason_of(result) == "timeout" and delivered_on == "toolvisor-deadlines"
+    assert give_ups.threads == ["toolvisor-deadlines"]
+    assert (stats.timeouts, stats.threads_abandoned, stats.late_results_discarded) == (1, 1, 1)
+    assert any(e["event"] == "call_abandoned" and e["tool_name"] == "slow" for e in events)
+
+
+def test_start_here_cancel_from_another_thread_gives_the_thread_up(runner: ToolRunner) -> None:
+    got: list[HandlerResult] = []
+    give_ups = GiveUps()
+    running = threading.Event()
+
+    def handler(arguments: Any, ctx: CallContext) -> Ok:
+        running.set()
+        ctx.cancelled.wait()
+        return Ok("late")
+
+    handle = runner.start_here(Tool(name="t", handler=handler), {}, None, got.append, give_ups)
+    canceller = threading.Thread(target=lambda: (running.wait(), handle.cancel()),
+                                 name="canceller")
+    canceller.start()
+    handle.run_here()
+    canceller.join()
+    assert len(got) == 1 and isinstance(got[0], Err) and got[0].reason.code == "cancelled"
+    assert give_ups.threads in (["canceller"], [])  # [] if the handler returned first
+    assert runner.stats.cancelled == 1
+
+
+def test_start_here_cancelled_before_it_runs_never_runs_the_handler(runner: ToolRunner) -> None:
+    ran: list[str] = []
+    got: list[HandlerResult] = []
+    give_ups = GiveUps()
+    handle = runner.start_here(Tool(name="t", handler=lambda a: ran.append("ran")), {}, None,
+                               got.append, give_ups)
+    assert handle.cancel() is True
+    handle.run_here()
+    assert ran == [] and give_ups.threads == [] and len(got) == 1
+
+
+@pytest.mark.parametrize("tool", [Tool(name="a", handler=h.async_ok), Tool(name="manual")],
+                         ids=["asyncio", "no handler"])
+def test_start_here_starts_other_calls_as_start_does(runner: ToolRunner, tool: Tool) -> None:
+    got: list[HandlerResult] = []
+    done = threading.Event()
+    handle = runner.start_here(tool, {}, None, lambda r: (got.append(r), done.set()),
+                               GiveUps())
+    assert not handle.runs_here and not ToolRunner.runs_here(tool)
+    handle.run_here()  # nothing to run here
+    done.wait()
+    assert len(got) == 1
+
+
+def test_start_here_needs_a_callable_give_up(runner: ToolRunner) -> None:
+    with pytest.raises(TypeError, match="give_up must be callable"):
+        runner.start_here(Tool(name="t", handler=h.ok_echo), {}, None, print, None)  # type: ignore[arg-type]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -168,3 +169,15 @@ def test_close_kills_a_busy_worker_and_cancels_its_call() -> None:
     runner.close(grace=0.0)
     assert len(got) == 1 and error_of(got[0]).code == "cancelled"
     assert runner.stats.workers_alive == 0
+
+
+def test_start_here_sends_a_process_call_to_a_worker(runner: ToolRunner) -> None:
+    got: list[HandlerResult] = []
+    done = threading.Event()
+    give_ups: list[str] = []
+    handle = runner.start_here(in_process(h.pid), {}, None, lambda r: (got.append(r), done.set()),
+                               lambda: give_ups.append("given up"))
+    assert not handle.runs_here
+    handle.run_here()
+    done.wait()
+    assert isinstance(got[0], Ok) and got[0].value != os.getpid() and give_ups == []

@@ -8,9 +8,11 @@ from typing import Any
 
 import pykka
 import pytest
+from test_supervisor import Events
 
 from tests import _handlers as h
 from toolvisor import CallContext, Err, Ok, Tool, ToolCall, ToolError
+from toolvisor._logging import set_sink
 from toolvisor.actors import CallOutcome, ToolCallActor, ToolCallDispatcher
 from toolvisor.contract import HandlerResult
 from toolvisor.executor import ToolRunner
@@ -171,3 +173,198 @@ def test_a_result_is_encoded_once_and_an_unencodable_one_reported(
     assert reason_of(outcome) == "encoding_failed"
     error: HandlerResult = outcome.result
     assert isinstance(error, Err) and error.reason.tool_call_id == "u"
+
+
+# --- thread tools run on the call actor's own thread -------------------------------------------
+
+
+@pytest.fixture
+def events() -> Iterator[Events]:
+    recorder = Events()
+    previous = set_sink(recorder.sink)
+    yield recorder
+    set_sink(previous)
+
+
+def test_a_thread_handler_runs_on_its_call_actors_own_thread(
+    dispatcher: ToolCallDispatcher,
+) -> None:
+    def where(arguments: Any) -> Ok:
+        return Ok(threading.current_thread().name)
+
+    [outcome] = dispatcher.dispatch([call(Tool(name="where", handler=where), "w")])
+    assert isinstance(outcome.result, Ok) and outcome.result.value.startswith("toolvisor-actor")
+
+
+def test_a_hung_thread_handler_times_out_and_frees_its_supervisor_slot_at_once(
+    runner: ToolRunner, events: Events,
+) -> None:
+    """The handler ignores its token: its thread is abandoned (counted, replaced), the actor
+    ends at the deadline, and the next call gets the slot and a thread while it still hangs."""
+    supervisor = ToolCallSupervisor.start(max_children=1, shutdown=30.0)
+    release = threading.Event()
+
+    def stubborn(arguments: Any) -> Ok:
+        release.wait()
+        return Ok("late")
+
+    try:
+        with ToolCallDispatcher(supervisor, runner, max_actor_threads=1) as dispatcher:
+            [hung] = dispatcher.dispatch([call(Tool(name="stubborn", handler=stubborn,
+                                                    timeout=0.05), "h")])
+            assert reason_of(hung) == "timeout"
+            events.wait_for("child_exited")
+            assert supervisor.count_children()["active"] == 0
+            [after] = dispatcher.dispatch([call(Tool(name="ok", handler=h.ok_echo), "n", a=1)])
+            assert after.result == Ok({"a": 1})
+            pool = dispatcher.thread_pool
+            assert (pool.threads_abandoned, pool.threads_hung) == (1, 1)
+            assert runner.stats.threads_abandoned == 1
+            release.set()
+            events.wait_for("late_result_discarded", tool_name="stubborn")
+    finally:
+        release.set()
+        supervisor.stop()
+    assert {"call_abandoned", "call_timed_out"} <= {e["event"] for e in events.items}
+    assert pool.threads_hung == 0
+
+
+def test_shutdown_ends_a_call_whose_handler_ignores_its_token_without_waiting_the_grace(
+    runner: ToolRunner, events: Events,
+) -> None:
+    supervisor = ToolCallSupervisor.start(shutdown=30.0)
+    running, release = threading.Event(), threading.Event()
+    got: list[CallOutcome] = []
+
+    def stubborn(arguments: Any) -> Ok:
+        running.set()
+        release.wait()
+        return Ok("late")
+
+    try:
+        with ToolCallDispatcher(supervisor, runner) as dispatcher:
+            dispatcher.start_call(Tool(name="stubborn", handler=stubborn),
+                                  ToolCall(id="s", name="stubborn"), None, got.append)
+            running.wait()
+            assert supervisor.stop()
+            assert supervisor.count_children()["abandoned"] == 0
+            assert events.wait_for("child_exited")["reason"] == "shutdown"
+            assert len(got) == 1 and got[0].result.reason.code == "cancelled"  # type: ignore[union-attr]
+            release.set()
+            events.wait_for("late_result_discarded", tool_name="stubborn")
+    finally:
+        release.set()
+    assert len(got) == 1
+
+
+def test_stopping_a_call_actor_while_its_handler_runs_cancels_the_call(
+    supervisor: ToolCallSupervisorRef, runner: ToolRunner,
+) -> None:
+    running, release = threading.Event(), threading.Event()
+    got: list[CallOutcome] = []
+
+    def stubborn(arguments: Any) -> Ok:
+        running.set()
+        release.wait()
+        return Ok("late")
+
+    with ToolCallDispatcher(supervisor, runner) as dispatcher:
+        try:
+            dispatcher.start_call(Tool(name="stubborn", handler=stubborn),
+                                  ToolCall(id="s", name="stubborn"), None, got.append)
+            running.wait()
+            [child] = supervisor.which_children()
+            assert child.ref.stop(block=True) is True
+            assert not child.ref.is_alive()
+        finally:
+            release.set()
+    assert len(got) == 1 and got[0].result.reason.code == "cancelled"  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("handler", [h.ok_echo, h.async_ok], ids=["thread", "asyncio"])
+def test_a_reply_to_a_dead_asker_is_logged_and_the_actor_still_ends(
+    supervisor: ToolCallSupervisorRef, runner: ToolRunner, events: Events, handler: Any,
+) -> None:
+    def dead(outcome: CallOutcome) -> None:
+        raise pykka.ActorDeadError("the orchestrator stopped")
+
+    with ToolCallDispatcher(supervisor, runner) as dispatcher:
+        dispatcher.start_call(Tool(name="t", handler=handler), ToolCall(id="d", name="t"),
+                              None, dead)
+        assert "orchestrator stopped" in events.wait_for("reply_undeliverable",
+                                                         tool_call_id="d")["error"]
+        events.wait_for("child_exited")
+    assert pykka.ActorRegistry.get_by_class(ToolCallActor) == []
+    assert supervisor.count_children()["active"] == 0
+
+
+def test_a_not_started_reply_to_a_dead_asker_is_logged(runner: ToolRunner,
+                                                       events: Events) -> None:
+    supervisor = ToolCallSupervisor.start()
+    supervisor.stop()
+
+    def dead(outcome: CallOutcome) -> None:
+        raise pykka.ActorDeadError("gone")
+
+    with ToolCallDispatcher(supervisor, runner) as dispatcher:
+        dispatcher.start_call(Tool(name="t", handler=h.ok_echo), ToolCall(id="x", name="t"),
+                              None, dead)
+    assert events.wait_for("reply_undeliverable", tool_call_id="x")
+    assert events.wait_for("call_not_started", tool_call_id="x")
+
+
+@pytest.mark.parametrize("handler", [h.hangs_cooperatively, h.async_hangs],
+                         ids=["thread", "asyncio"])
+def test_shutdown_cancels_a_cooperative_call_in_each_isolation(runner: ToolRunner,
+                                                               handler: Any) -> None:
+    supervisor = ToolCallSupervisor.start(shutdown=30.0)
+    with ToolCallDispatcher(supervisor, runner) as dispatcher:
+        got: list[CallOutcome] = []
+        replied = threading.Event()
+        dispatcher.start_call(Tool(name="hang", handler=handler), ToolCall(id="c", name="hang"),
+                              None, lambda o: (got.append(o), replied.set()))
+        assert supervisor.stop()
+        replied.wait()
+        assert supervisor.count_children()["abandoned"] == 0
+    assert len(got) == 1 and reason_of(got[0]) == "handler_exit"
+    assert got[0].result.reason.code == "cancelled"  # type: ignore[union-attr]
+
+
+# --- the supervisor as a function of its current incarnation ------------------------------------
+
+
+def test_the_supervisor_can_be_a_function_returning_the_current_ref(runner: ToolRunner) -> None:
+    current = [ToolCallSupervisor.start()]
+    try:
+        with ToolCallDispatcher(lambda: current[0], runner) as dispatcher:
+            echo = Tool(name="echo", handler=h.ok_echo)
+            assert dispatcher.dispatch([call(echo, "1", n=1)])[0].result == Ok({"n": 1})
+            current[0].stop()
+            [refused] = dispatcher.dispatch([call(echo, "2")])
+            assert refused.result.reason.code == "not_started"  # type: ignore[union-attr]
+            current[0] = ToolCallSupervisor.start()  # "restarted": a new ref
+            assert dispatcher.dispatch([call(echo, "3", n=3)])[0].result == Ok({"n": 3})
+    finally:
+        current[0].stop()
+
+
+def test_a_supervisor_function_that_fails_gives_not_started(runner: ToolRunner) -> None:
+    def not_running() -> ToolCallSupervisorRef:
+        raise RuntimeError("the tool-call supervisor is restarting")
+
+    with ToolCallDispatcher(not_running, runner) as dispatcher:
+        [outcome] = dispatcher.dispatch([call(Tool(name="t", handler=h.ok_echo), "1")])
+    assert isinstance(outcome.result, Err)
+    assert outcome.result.reason.code == "not_started"
+    assert "restarting" in outcome.result.reason.message
+    with ToolCallDispatcher(lambda: "nope", runner) as dispatcher:  # type: ignore[arg-type,return-value]
+        [outcome] = dispatcher.dispatch([call(Tool(name="t", handler=h.ok_echo), "2")])
+    assert "not a ToolCallSupervisorRef" in outcome.result.reason.message  # type: ignore[union-attr]
+
+
+def test_a_bad_supervisor_or_runner_is_refused_clearly(runner: ToolRunner,
+                                                       supervisor: ToolCallSupervisorRef) -> None:
+    with pytest.raises(TypeError, match="ToolCallSupervisorRef"):
+        ToolCallDispatcher("supervisor", runner)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="runner must be a ToolRunner"):
+        ToolCallDispatcher(supervisor, object())  # type: ignore[arg-type]

@@ -7,11 +7,16 @@ import queue
 from collections.abc import Callable, Sequence
 from types import TracebackType
 
+from pykka import ActorDeadError
+
+from toolvisor._logging import get_event_log
 from toolvisor.actors._pooled import ActorThreadPool
 from toolvisor.actors._tool_call import CallOutcome, ToolCallActor, outcome_of
 from toolvisor.contract import CallContext, Err, Tool, ToolCall, ToolError
 from toolvisor.executor import ToolRunner
 from toolvisor.supervisors import ToolCallSupervisorRef
+
+_log = get_event_log("dispatcher")
 
 BatchCall = tuple[Tool, ToolCall, CallContext | None]
 """One call of a batch: the tool (already looked up), the model's call, the context."""
@@ -24,8 +29,10 @@ its own supervisor restarted it)."""
 class ToolCallDispatcher:
     """Runs batches of tool calls, each in a ``ToolCallActor`` under ``supervisor``.
 
-    Owns the thread pool its actors' loops run on (closed by :meth:`close`); the supervisor
-    and the runner belong to the caller. Safe to use from several threads at once.
+    ``supervisor`` is a ``ToolCallSupervisorRef`` or a function returning the current one
+    (read at every call: after a restart the supervisor has a new ref). Owns the thread pool
+    its actors' loops (and their ``thread`` handlers) run on, closed by :meth:`close`; the
+    supervisor and the runner belong to the caller. Safe to use from several threads at once.
     """
 
     def __init__(
@@ -36,6 +43,12 @@ class ToolCallDispatcher:
         max_actor_threads: int = 1024,
         idle_timeout: float = 30.0,
     ) -> None:
+        if not isinstance(supervisor, ToolCallSupervisorRef) and not callable(supervisor):
+            raise TypeError(
+                "supervisor must be a ToolCallSupervisorRef (from ToolCallSupervisor.start()) "
+                f"or a function returning the current one, got {supervisor!r}")
+        if not isinstance(runner, ToolRunner):
+            raise TypeError(f"runner must be a ToolRunner, got {type(runner).__name__}")
         self._supervisor = supervisor
         self._runner = runner
         self._pool = ActorThreadPool(max_threads=max_actor_threads, idle_timeout=idle_timeout)
@@ -70,25 +83,52 @@ class ToolCallDispatcher:
         reply_to: Callable[[CallOutcome], None],
     ) -> None:
         """Start one call in its own ``ToolCallActor``; ``reply_to(outcome)`` is called once,
-        on an actor's thread (or here, if the actor cannot be started)."""
+        on an actor's or a runner's thread (or here, if the actor cannot be started). What
+        ``reply_to`` raises (``pykka.ActorDeadError``: the asker died) is logged, not raised."""
         try:
-            supervisor = (self._supervisor if isinstance(self._supervisor, ToolCallSupervisorRef)
-                          else self._supervisor())
+            supervisor = self._current_supervisor()
             supervisor.start_child(lambda: ToolCallActor.start(
                 runner=self._runner, tool=tool, call=call, ctx=ctx, reply_to=reply_to,
                 thread_pool=self._pool,
             ))
         except Exception as exc:
-            reply_to(outcome_of(call, tool.name, Err(ToolError(
+            outcome = outcome_of(call, tool.name, Err(ToolError(
                 "handler_exit",
                 f"tool error ({tool.name}): handler_exit: the call's actor could not be "
                 f"started: {type(exc).__name__}: {exc}",
                 tool_name=tool.name, tool_call_id=call.id, cause=repr(exc), code="not_started",
-            ))))
+            )))
+            _log.info("call_not_started", tool_name=tool.name, tool_call_id=call.id,
+                      error=f"{type(exc).__name__}: {exc}")
+            try:
+                reply_to(outcome)
+            except ActorDeadError as dead:
+                _log.info("reply_undeliverable", tool_name=tool.name, tool_call_id=call.id,
+                          error=repr(dead))
 
-    def close(self) -> None:
-        """Stop the actors' threads (stop the supervisor first, or let the batches finish)."""
-        self._pool.close()
+    def _current_supervisor(self) -> ToolCallSupervisorRef:
+        source = self._supervisor
+        if isinstance(source, ToolCallSupervisorRef):
+            return source
+        current = source()
+        if not isinstance(current, ToolCallSupervisorRef):
+            raise TypeError(f"the supervisor function returned {current!r}, not a "
+                            "ToolCallSupervisorRef")
+        return current
+
+    @property
+    def thread_pool(self) -> ActorThreadPool:
+        """The pool the call actors run on (``live_threads``, ``threads_abandoned``,
+        ``threads_hung``)."""
+        return self._pool
+
+    def close(self, grace: float = 1.0) -> None:
+        """Stop the actors' threads (stop the supervisor first, or let the batches finish).
+
+        Threads given up at a deadline or cancel get ``grace`` seconds to return from their
+        handler; the rest are logged (``threads_left_hung``) and left to exit on their own.
+        """
+        self._pool.close(grace)
 
     def __enter__(self) -> ToolCallDispatcher:
         return self

@@ -4,18 +4,21 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import queue
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from pykka import ActorDeadError
+from pykka import ActorDeadError, ActorRegistry
+from pykka.messages import _ActorStop
 
 from toolvisor._logging import get_event_log
 from toolvisor.actors._pooled import ActorThreadPool, PooledThreadingActor
 from toolvisor.contract import CallContext, Err, HandlerResult, Tool, ToolCall, ToolError
 from toolvisor.executor import CallHandle, ToolRunner, encode_checked
 from toolvisor.supervisors import SupervisedActor
+from toolvisor.supervisors._supervised import _ShutdownRequest
 
 _RESULT_WAIT = 5.0  # seconds to wait for a result the runner has claimed but not yet handed over
 
@@ -52,18 +55,53 @@ def outcome_of(call: ToolCall, tool_name: str, result: HandlerResult) -> CallOut
     return CallOutcome(call.id, tool_name, checked, text)
 
 
+class _CallInbox(queue.SimpleQueue[Any]):
+    """A mailbox that lets a stop or shutdown request act at once while the handler runs on
+    the actor's own thread (the loop cannot read its mail then). ``on_stop_request`` is set
+    once by the actor's constructor; it runs on the sender's thread and returns whether the
+    actor ended there (the request then needs no delivery)."""
+
+    __slots__ = ("on_stop_request",)
+
+    on_stop_request: Callable[[bool], bool]
+
+    def put(self, item: Any, block: bool = True, timeout: float | None = None) -> None:
+        message = getattr(item, "message", None)
+        if isinstance(message, _ShutdownRequest | _ActorStop) \
+                and self.on_stop_request(isinstance(message, _ShutdownRequest)):
+            if item.reply_to is not None:  # ActorRef.stop(block=True) waits for this
+                item.reply_to.set(None)
+            return
+        super().put(item)
+
+
 class ToolCallActor(SupervisedActor, PooledThreadingActor):
     """Runs one tool call through a :class:`ToolRunner` and replies once with a CallOutcome.
 
-    Life: ``on_start`` starts the call on the runner; the runner's result comes back as a
-    message; the actor calls ``reply_to(outcome)`` and stops. Stopped before that (its
-    supervisor shutting down), it cancels the call and replies with the cancelled result. A
-    result arriving after the reply is discarded and logged (``late_result_discarded``).
+    ``thread`` tools (the common case) run on this actor's own pooled thread
+    (``ToolRunner.start_here``): ``on_start`` runs the handler, replies and stops the actor.
+    The runner still owns the timeout: at the deadline its timer thread replies ``timeout``,
+    sets the token and gives this actor up (:meth:`_give_up`): the pool thread is abandoned
+    and the actor ends at once (unregistered, its supervisor told), while the handler may
+    still be running; what it returns later is discarded and logged. A stop or shutdown
+    request arriving while the handler runs cancels the call from the requester's thread
+    (same give-up). Exactly one reply: the runner's claim picks the one result.
 
-    State: ``_replied`` and ``_handle`` belong to the actor's thread; ``_result`` is written
-    once by the runner thread that delivers the result, before ``_result_ready`` is set.
-    Events (component ``tool_call``, bound ``tool_name`` and ``tool_call_id``):
-    ``call_started``, ``call_completed``, ``call_timed_out``, ``call_abandoned``.
+    ``process`` and ``asyncio`` tools: ``on_start`` starts the call on the runner; the result
+    comes back as a message; the actor replies and stops. Stopped before that (its supervisor
+    shutting down), it cancels the call and replies with the cancelled result.
+
+    ``reply_to`` may raise (e.g. ``pykka.ActorDeadError``: whoever asked has died): that is
+    logged (``reply_undeliverable`` / ``reply_failed``), never a crash of this actor.
+
+    State: ``_handle`` is written once by the actor's thread; ``_given_up`` only under the
+    call's lock by the thread that claims the call while the handler runs (read by the
+    actor's thread after ``run_here`` returns); ``_stop_pending`` by a stop requester (read
+    by the actor's thread once ``_handle`` is set). ``_replied`` belongs to the actor's thread
+    (``process``/``asyncio`` only); ``_result`` is written once by the runner thread that
+    delivers it, before ``_result_ready`` is set. Events (component ``tool_call``, bound
+    ``tool_name`` and ``tool_call_id``): ``call_started``, ``call_completed``,
+    ``call_timed_out``, ``call_abandoned``.
     """
 
     def __init__(
@@ -87,16 +125,31 @@ class ToolCallActor(SupervisedActor, PooledThreadingActor):
         self._ctx = ctx
         self._reply_to = reply_to
         self._log = get_event_log("tool_call", tool_name=tool.name, tool_call_id=call.id)
+        self._here = ToolRunner.runs_here(tool)
         self._handle: CallHandle | None = None
+        self._given_up = False
+        self._stop_pending = False
         self._replied = False
         self._result: HandlerResult | None = None
-        self._result_ready = threading.Event()
+        self._result_ready: threading.Event | None = None
+        inbox = self.actor_inbox
+        assert isinstance(inbox, _CallInbox)
+        inbox.on_stop_request = self._stop_requested
+
+    @staticmethod
+    def _create_actor_inbox() -> Any:
+        return _CallInbox()
 
     def on_start(self) -> None:
         self._log.debug("call_started", isolation=self._tool.isolation)
+        arguments = self._call.arguments
         try:
-            self._handle = self._runner.start(self._tool, self._call.arguments, self._ctx,
-                                              self._on_done)
+            if self._here:
+                handle = self._runner.start_here(self._tool, arguments, self._ctx, self._reply,
+                                                 self._give_up)
+            else:
+                self._result_ready = threading.Event()
+                handle = self._runner.start(self._tool, arguments, self._ctx, self._on_done)
         except Exception as exc:
             self._reply(Err(ToolError(
                 "handler_exit",
@@ -105,11 +158,55 @@ class ToolCallActor(SupervisedActor, PooledThreadingActor):
                 tool_name=self._tool.name, tool_call_id=self._call.id, cause=repr(exc),
                 code="not_started",
             )))
-            self.stop()
+            self._stop()
+            return
+        self._handle = handle
+        if not self._here:
+            return
+        if self._stop_pending:  # a stop request came before the handle existed
+            handle.cancel()
+        handle.run_here()
+        if not self._given_up:
+            self._stop()
+
+    # -- thread tools: the handler ran here -------------------------------------------------
+
+    def _give_up(self) -> None:
+        """The runner abandons this actor's thread (stuck in the handler): end the actor now.
+
+        Runs on the thread that claimed the call (the timer's at the deadline, a stop
+        requester's, the supervisor's on abandon) while it holds the call's lock.
+        """
+        self._given_up = True
+        self.abandon_thread()
+        ActorRegistry.unregister(self.actor_ref)
+        self.actor_stopped.set()
+        # Answer pending asks now, as the loop's teardown would. The actor's thread cannot
+        # drain the mailbox meanwhile: it needs the call's lock, held here, to get past the
+        # handler.
+        self._actor_loop_teardown()
+        self._report_exit()
+
+    def _stop_requested(self, shutdown: bool) -> bool:
+        """On the requester's thread: cancel a call whose handler runs on this actor's
+        thread; ``True`` if that ended the actor (see :class:`_CallInbox`)."""
+        if not self._here:
+            return False
+        if shutdown:
+            self._record_exit_reason("shutdown")
+        self._stop_pending = True
+        handle = self._handle
+        if handle is None:
+            return False
+        handle.cancel()
+        return self._given_up
+
+    # -- process and asyncio tools: the result comes back as a message -----------------------
 
     def _on_done(self, result: HandlerResult) -> None:
         """The runner's callback, on a runner thread: hand the result to the actor."""
         self._result = result
+        assert self._result_ready is not None
         self._result_ready.set()
         try:
             self.actor_ref.tell(_Finished(result))
@@ -123,7 +220,22 @@ class ToolCallActor(SupervisedActor, PooledThreadingActor):
             return None
         return super().on_receive(message)
 
+    def _finish_early(self) -> None:
+        """Stopping before the runner's result was handled: cancel the call, reply with the
+        result the runner delivered (the cancelled one, unless the real one won the race)."""
+        if self._here or self._replied:
+            return
+        if self._handle is not None:
+            self._handle.cancel()
+        ready = self._result_ready
+        if ready is not None and ready.wait(_RESULT_WAIT) and self._result is not None:
+            self._reply(self._result)
+
+    # -- both ---------------------------------------------------------------------------------
+
     def _reply(self, result: HandlerResult) -> None:
+        """Encode and send the outcome; once per call (thread tools: on whichever thread the
+        runner delivers on; others: on the actor's thread)."""
         if self._replied:
             self._log.info("late_result_discarded", result_type=type(result).__name__)
             return
@@ -135,17 +247,12 @@ class ToolCallActor(SupervisedActor, PooledThreadingActor):
         else:
             self._log.debug("call_completed", result_type=type(outcome.result).__name__,
                             is_error=outcome.is_error)
-        self._reply_to(outcome)
-
-    def _finish_early(self) -> None:
-        """Stopping before the runner's result was handled: cancel the call, reply with the
-        result the runner delivered (the cancelled one, unless the real one won the race)."""
-        if self._replied:
-            return
-        if self._handle is not None:
-            self._handle.cancel()
-        if self._result_ready.wait(_RESULT_WAIT) and self._result is not None:
-            self._reply(self._result)
+        try:
+            self._reply_to(outcome)
+        except ActorDeadError as exc:
+            self._log.info("reply_undeliverable", error=repr(exc))
+        except Exception as exc:
+            self._log.error("reply_failed", error=f"{type(exc).__name__}: {exc}")
 
     def on_stop(self) -> None:
         self._finish_early()

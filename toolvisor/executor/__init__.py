@@ -12,13 +12,14 @@ from toolvisor.executor._execute import aexecute, execute
 from toolvisor.executor._process_isolation import prepare_process_isolation
 from toolvisor.executor._runner import ToolRunner
 from toolvisor.executor._stats import RunnerStats
-from toolvisor.executor._thread_pool import ElasticThreadPool
+from toolvisor.executor._thread_pool import ElasticThreadPool, PoolThread
 
 __all__ = [
     "CallHandle",
     "ElasticThreadPool",
     "OutputBudget",
     "OutputProjection",
+    "PoolThread",
     "ProjectionPoint",
     "RunnerStats",
     "ToolRunner",

@@ -16,14 +16,16 @@ class RunningCall:
     Settled exactly once: :meth:`claim` acquires a lock without blocking and never releases
     it, so whichever thread claims first (the handler's, the timer's, a canceller's) is the one
     that delivers. ``lock`` guards ``worker``: what runs the handler right now (a pool thread,
-    a worker process, an asyncio task), written by the isolation and read by whoever claimed
-    the call to stop it. ``deadline`` is written once by the isolation when the handler starts;
-    ``stop`` (the isolation's way to stop the handler) once by the runner before it submits.
+    a worker process, an asyncio task, the caller's own thread), written by the isolation and
+    read by whoever claimed the call to stop it. ``deadline`` is written once by the isolation
+    when the handler starts; ``stop`` (the isolation's way to stop the handler) once by the
+    runner before it submits. ``here`` (a call started with ``start_here``: what runs its
+    handler on the caller's thread) is written by the runner and taken once by the caller.
     """
 
     __slots__ = (
-        "_once", "arguments", "ctx", "deadline", "lock", "on_done", "stop", "timeout", "token",
-        "tool", "worker",
+        "_once", "arguments", "ctx", "deadline", "here", "lock", "on_done", "stop", "timeout",
+        "token", "tool", "worker",
     )
 
     def __init__(
@@ -46,6 +48,7 @@ class RunningCall:
         self.worker: Any = None
         self.deadline: Deadline | None = None
         self.stop: Callable[[RunningCall], None] | None = None
+        self.here: Callable[[], None] | None = None
         self._once = threading.Lock()
 
     def claim(self) -> bool:
@@ -94,6 +97,20 @@ class CallHandle:
     @property
     def tool_call_id(self) -> str | None:
         return self._call.ctx.tool_call_id
+
+    @property
+    def runs_here(self) -> bool:
+        """Whether the handler waits for :meth:`run_here` (``ToolRunner.start_here``)."""
+        return self._call.here is not None
+
+    def run_here(self) -> None:
+        """Run the handler now, on this thread, if ``ToolRunner.start_here`` left it to the
+        caller (otherwise do nothing). Returns when the handler returns; the result went to
+        ``on_done`` unless the deadline or a cancel delivered first. Call it once, from the
+        thread that started the call."""
+        run, self._call.here = self._call.here, None
+        if run is not None:
+            run()
 
     @property
     def done(self) -> bool:

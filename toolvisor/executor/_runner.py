@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import pickle
 import threading
@@ -18,7 +19,7 @@ from toolvisor.executor._deadlines import DeadlineTimer
 from toolvisor.executor._execute import not_found
 from toolvisor.executor._process_isolation import MpContext, ProcessIsolation, address_of
 from toolvisor.executor._stats import Counters, RunnerStats
-from toolvisor.executor._thread_isolation import ThreadIsolation
+from toolvisor.executor._thread_isolation import GiveUp, ThreadIsolation
 from toolvisor.executor._validation import prepare_arguments
 from toolvisor.executor._worker import WorkRequest
 
@@ -39,7 +40,8 @@ class ToolRunner:
     * ``thread`` (the default for sync handlers): reused threads that grow on demand up to
       ``max_threads`` busy at once (later calls wait for a thread) and retire after
       ``thread_idle_timeout`` idle seconds. At the deadline the call's thread is abandoned and
-      replaced; what it returns later is discarded.
+      replaced; what it returns later is discarded. With :meth:`start_here` the handler runs on
+      the caller's own thread instead, which is given up at the deadline.
     * ``process``: ``process_workers`` worker processes (``mp_context``: ``forkserver`` or
       ``spawn``), supervised by the pool: at the deadline the worker is killed with SIGKILL and
       replaced; a worker that dies mid-call gives ``handler_exit``. Arguments are validated in
@@ -92,6 +94,44 @@ class ToolRunner:
     ) -> CallHandle:
         """Start one call without waiting; ``on_done(result)`` is called exactly once, on a
         runner thread (keep it quick: it delays whatever that thread does next)."""
+        call = self._admit(tool, arguments, ctx, on_done)
+        self._launch(call)
+        return CallHandle(call, self._cancel)
+
+    def start_here(
+        self, tool: Tool, arguments: Any, ctx: CallContext | None, on_done: OnDone,
+        give_up: GiveUp,
+    ) -> CallHandle:
+        """Start one call whose ``thread`` handler runs on the CALLING thread, in the returned
+        handle's ``run_here()``; other isolations start as with :meth:`start`.
+
+        For callers that are themselves a thread per call (a ``ToolCallActor``): the handler
+        runs where the caller is, saving two thread hops. The timeout is still the runner's:
+        at the deadline (or on cancel) the timer (or the canceller) delivers the result, sets
+        the token, and, if the handler is still running, calls ``give_up()`` on its own thread
+        while holding the call's lock: the caller's thread is then abandoned (the caller must
+        stop counting on it; keep ``give_up`` quick and never wait for that thread in it).
+        ``on_done`` is called exactly once, on the calling thread, the timer's or the
+        canceller's.
+        """
+        if not callable(give_up):
+            raise TypeError(f"give_up must be callable, got {give_up!r}")
+        call = self._admit(tool, arguments, ctx, on_done)
+        if self.runs_here(tool):
+            call.stop = self._threads.stop
+            call.here = functools.partial(self._threads.run_here, call, give_up)
+        else:
+            self._launch(call)
+        return CallHandle(call, self._cancel)
+
+    @staticmethod
+    def runs_here(tool: Tool) -> bool:
+        """Whether :meth:`start_here` runs ``tool``'s handler on the calling thread."""
+        return tool.handler is not None and tool.isolation == "thread"
+
+    def _admit(
+        self, tool: Tool, arguments: Any, ctx: CallContext | None, on_done: OnDone
+    ) -> RunningCall:
         if not isinstance(tool, Tool):
             raise TypeError(f"ToolRunner.start needs a Tool, got {type(tool).__name__}")
         if not callable(on_done):
@@ -99,7 +139,8 @@ class ToolRunner:
         if ctx is not None and not isinstance(ctx, CallContext):
             raise TypeError(f"ctx must be a CallContext or None, got {type(ctx).__name__}")
         token = threading.Event()
-        ctx = dataclasses.replace(ctx or CallContext(), cancelled=token)
+        ctx = CallContext(cancelled=token) if ctx is None \
+            else dataclasses.replace(ctx, cancelled=token)
         timeout = self._tool_timeout if tool.timeout is None else float(tool.timeout)
         call = RunningCall(tool, arguments, ctx, token=token, timeout=timeout, on_done=on_done)
         with self._lock:
@@ -107,8 +148,12 @@ class ToolRunner:
                 raise RuntimeError("this ToolRunner is closed; create a new one to run calls")
             self._inflight.add(call)
         self._counters.add("calls_started")
+        return call
+
+    def _launch(self, call: RunningCall) -> None:
+        tool = call.tool
         if tool.handler is None:
-            self._settle_soon(call, not_found(tool, ctx))
+            self._settle_soon(call, not_found(tool, call.ctx))
         elif tool.isolation == "process":
             self._start_in_process(call)
         elif tool.isolation == "asyncio":
@@ -117,7 +162,6 @@ class ToolRunner:
         else:
             call.stop = self._threads.stop
             self._threads.submit(call)
-        return CallHandle(call, self._cancel)
 
     def _start_in_process(self, call: RunningCall) -> None:
         prepared = prepare_arguments(call.tool, call.arguments)

@@ -32,9 +32,10 @@ class ElasticThreadPool:
     At most ``max_threads`` threads run tasks at once (abandoned ones not counted); beyond that,
     tasks wait in FIFO order. A thread idle for ``idle_timeout`` seconds retires.
 
-    Ownership: ``_tasks`` is a thread-safe queue; ``_idle`` counts idle threads not yet claimed
-    by a submitter (a submitter claims one instead of starting a thread, the same scheme as
-    ``ThreadPoolExecutor``); ``_lock`` guards ``_live``, ``_abandoned`` and ``_closed``.
+    Ownership: ``_tasks`` is a thread-safe queue; ``_lock`` guards ``_idle`` (idle threads not
+    yet claimed by a submitter: a submitter claims one instead of starting a thread, the same
+    scheme as ``ThreadPoolExecutor``), ``_live``, ``_abandoned``, ``_abandoned_ever`` and
+    ``_closed``.
     """
 
     def __init__(self, name: str, *, max_threads: int, idle_timeout: float) -> None:
@@ -46,10 +47,11 @@ class ElasticThreadPool:
         self._max_threads = max_threads
         self._idle_timeout = idle_timeout
         self._tasks: queue.SimpleQueue[Task | None] = queue.SimpleQueue()
-        self._idle = threading.Semaphore(0)
         self._lock = threading.Lock()
+        self._idle = 0
         self._live: set[PoolThread] = set()
         self._abandoned: set[PoolThread] = set()
+        self._abandoned_ever = 0
         self._closed = False
         self._counter = itertools.count()
 
@@ -58,17 +60,25 @@ class ElasticThreadPool:
         with self._lock:
             if self._closed:
                 raise RuntimeError(f"{self._name} is closed")
-        self._tasks.put(task)
-        if not self._idle.acquire(blocking=False):
-            self._grow()
+            self._tasks.put(task)
+            worker = None if self._claim_idle() else self._new_thread()
+        if worker is not None:
+            worker.thread.start()
 
-    def _grow(self) -> None:
-        with self._lock:
-            if self._closed or len(self._live) >= self._max_threads:
-                return
-            worker = PoolThread(f"{self._name}-{next(self._counter)}", self._work)
-            self._live.add(worker)
-        worker.thread.start()
+    def _claim_idle(self) -> bool:
+        """Under ``_lock``: claim an idle thread for a task just queued."""
+        if self._idle:
+            self._idle -= 1
+            return True
+        return False
+
+    def _new_thread(self) -> PoolThread | None:
+        """Under ``_lock``: a new (not yet started) thread, unless the pool is full."""
+        if self._closed or len(self._live) >= self._max_threads:
+            return None
+        worker = PoolThread(f"{self._name}-{next(self._counter)}", self._work)
+        self._live.add(worker)
+        return worker
 
     def _work(self, me: PoolThread) -> None:
         task = self._tasks.get()
@@ -78,16 +88,16 @@ class ElasticThreadPool:
                 if me.abandoned:
                     self._abandoned.discard(me)
                     return
-            self._idle.release()
+                self._idle += 1
             while True:
                 try:
                     task = self._tasks.get(timeout=self._idle_timeout)
                     break
                 except queue.Empty:
-                    if self._idle.acquire(blocking=False):  # nobody claimed an idle thread
-                        with self._lock:
+                    with self._lock:
+                        if self._claim_idle():  # nobody claimed an idle thread: retire
                             self._live.discard(me)
-                        return
+                            return
         with self._lock:
             self._live.discard(me)
 
@@ -99,14 +109,23 @@ class ElasticThreadPool:
             worker.abandoned = True
             self._live.discard(worker)
             self._abandoned.add(worker)
-        if not self._tasks.empty() and not self._idle.acquire(blocking=False):
-            self._grow()
+            self._abandoned_ever += 1
+            replacement = None if self._tasks.empty() or self._claim_idle() \
+                else self._new_thread()
+        if replacement is not None:
+            replacement.thread.start()
 
     @property
     def live_threads(self) -> int:
         """Threads serving the pool (idle or busy), abandoned ones excluded."""
         with self._lock:
             return len(self._live)
+
+    @property
+    def abandoned_count(self) -> int:
+        """Threads abandoned so far (finished or not)."""
+        with self._lock:
+            return self._abandoned_ever
 
     @property
     def abandoned_threads(self) -> list[threading.Thread]:
