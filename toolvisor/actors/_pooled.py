@@ -14,8 +14,7 @@ from typing import Any
 import pykka
 
 from toolvisor._logging import get_event_log
-from toolvisor.executor import ElasticThreadPool
-from toolvisor.executor import PoolThread
+from toolvisor.executor import ElasticThreadPool, PoolThread
 
 _log = get_event_log("actor_thread_pool")
 
