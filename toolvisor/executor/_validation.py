@@ -13,14 +13,17 @@ from toolvisor.contract import Err, InvalidArguments, Tool, Violation
 
 # Compiled once per Tool and dropped with it. Two threads racing on a miss both compile the
 # same validator; the loser's copy is garbage, which is cheaper than a lock on the hot path.
-_compiled: weakref.WeakKeyDictionary[Tool, tuple[Draft202012Validator, TypeAdapter[Any] | None]]
-_compiled = weakref.WeakKeyDictionary()
+_Compiled = tuple[Draft202012Validator | None, TypeAdapter[Any] | None]
+_compiled: weakref.WeakKeyDictionary[Tool, _Compiled] = weakref.WeakKeyDictionary()
+
+# A schema that only says "an object" holds for every mapping: no validator is needed.
+_ANY_OBJECT = {"type": "object"}
 
 
-def _compile(tool: Tool) -> tuple[Draft202012Validator, TypeAdapter[Any] | None]:
+def _compile(tool: Tool) -> _Compiled:
     entry = _compiled.get(tool)
     if entry is None:
-        validator = Draft202012Validator(
+        validator = None if dict(tool.input_schema) == _ANY_OBJECT else Draft202012Validator(
             dict(tool.input_schema), format_checker=Draft202012Validator.FORMAT_CHECKER
         )
         adapter = TypeAdapter(tool.arguments_type) if tool.arguments_type is not None else None
@@ -40,8 +43,8 @@ def prepare_arguments(tool: Tool, arguments: Any) -> Any | Err:
         return Err(InvalidArguments(tool.name, [Violation(
             "$", f"arguments must be a JSON object, got {type(arguments).__name__}", "type")]))
     validator, adapter = _compile(tool)
-    errors = sorted(validator.iter_errors(arguments), key=lambda e: (list(map(str, e.path)),
-                                                                        e.message))
+    errors = [] if validator is None else sorted(
+        validator.iter_errors(arguments), key=lambda e: (list(map(str, e.path)), e.message))
     if errors:
         return Err(InvalidArguments(tool.name, [
             Violation(json_path(e.absolute_path), e.message, str(e.validator)) for e in errors
