@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -181,3 +184,24 @@ def test_start_here_sends_a_process_call_to_a_worker(runner: ToolRunner) -> None
     handle.run_here()
     done.wait()
     assert isinstance(got[0], Ok) and got[0].value != os.getpid() and give_ups == []
+
+
+def test_workers_that_cannot_start_trip_the_pools_restart_intensity() -> None:
+    """A program run from stdin has a __main__ its workers cannot import: every worker dies
+    before it is ready. The pool gives up after its intensity instead of restarting forever."""
+    script = (
+        "from toolvisor import Tool\n"
+        "from toolvisor.executor import ToolRunner\n"
+        "from tests._handlers import ok_echo\n"
+        "tool = Tool(name='t', handler=ok_echo, isolation='process')\n"
+        "with ToolRunner(tool_timeout=30) as runner:\n"
+        "    first, second = runner.run(tool, {}), runner.run(tool, {})\n"
+        "    print(first.reason.code, second.reason.code, runner.stats.workers_died,\n"
+        "          'with -m' in first.reason.message)\n"
+    )
+    done = subprocess.run([sys.executable, "-"], input=script, capture_output=True, text=True,
+                          timeout=60, check=False, cwd=Path(__file__).resolve().parent.parent)
+    assert done.returncode == 0, done.stderr[-2000:]
+    first, second, died, explained = done.stdout.split()
+    assert (first, second, explained) == ("worker_pool_failed", "worker_pool_failed", "True")
+    assert int(died) > 5

@@ -16,6 +16,7 @@ import pickle
 import queue
 import signal
 import threading
+import time
 import weakref
 from collections.abc import Callable
 from multiprocessing import forkserver, resource_tracker
@@ -27,11 +28,16 @@ from toolvisor._logging import get_event_log
 from toolvisor.contract import HandlerResult, Tool
 from toolvisor.executor._calls import RunningCall
 from toolvisor.executor._stats import Counters
-from toolvisor.executor._worker import HandlerAddress, resolve, serve
+from toolvisor.executor._worker import READY, HandlerAddress, resolve, serve
 
 MpContext = Literal["forkserver", "spawn"]
 _log = get_event_log("tool_runner", isolation="process")
 _REAP_WAIT = 2.0  # seconds to wait for a worker whose pipe closed to be reaped
+# Restart intensity for workers that die before they are ready (OTP's MaxR / MaxT). Deaths
+# during a call (the handler exited, crashed, or was killed at its deadline) are that call's
+# handler_exit and never count: they are the normal business of this pool.
+_MAX_START_FAILURES = 5
+_START_FAILURE_WINDOW = 10.0
 _STOP_WAIT = 1.0  # seconds an idle worker gets to exit on request at close, before SIGKILL
 
 
@@ -55,17 +61,24 @@ def prepare_process_isolation(mp_context: MpContext = "forkserver") -> None:
 class _Worker:
     """One worker process and the parent's end of its pipe; ``call`` is the call it runs."""
 
-    __slots__ = ("call", "conn", "killed", "process")
+    __slots__ = ("call", "conn", "killed", "process", "ready")
 
     def __init__(self, process: Any, conn: Connection) -> None:
         self.process = process
         self.conn = conn
         self.call: RunningCall | None = None
         self.killed = False
+        self.ready = False  # it sent READY: it started and may take calls
 
 
 class ProcessIsolation:
     """Runs calls on ``size`` worker processes; calls beyond that wait for a free worker.
+
+    The pool supervises its workers: every dead worker is replaced, except that more than
+    ``_MAX_START_FAILURES`` workers dying before they are ready within
+    ``_START_FAILURE_WINDOW`` seconds means they cannot start at all (say, the program's
+    ``__main__`` cannot be imported in a worker): the pool then stops restarting them and every
+    waiting and later call ends ``handler_exit`` with code ``worker_pool_failed``.
 
     Everything about the workers (the list, who is idle, the waiting calls) is owned by the
     manager thread; other threads post ``("submit" | "stop" | "close", ...)`` to ``_inbox`` and
@@ -100,6 +113,8 @@ class ProcessIsolation:
         self._idle: collections.deque[_Worker] = collections.deque()
         self._waiting: collections.deque[tuple[RunningCall, bytes]] = collections.deque()
         self._closing = False
+        self._start_failures: collections.deque[float] = collections.deque()
+        self._failed: str | None = None  # why the pool gave up restarting workers
         self._alive = 0  # written by the manager, read by stats (an int: reads are atomic)
 
     @property
@@ -143,11 +158,15 @@ class ProcessIsolation:
         for _ in range(self._size):
             self._spawn(context)
         while not self._closing or any(w.call is not None for w in self._workers):
-            by_conn = {w.conn: w for w in self._workers if w.call is not None}
+            by_conn = {w.conn: w for w in self._workers if w.call is not None or not w.ready}
             by_sentinel = {w.process.sentinel: w for w in self._workers}
             ready = wait([self._wake_r, *by_conn, *by_sentinel])
             for conn in (r for r in ready if r in by_conn):
-                self._receive(by_conn[conn])
+                worker = by_conn[conn]
+                if worker.ready:
+                    self._receive(worker)
+                else:
+                    self._started(worker)
             for sentinel in (r for r in ready if r in by_sentinel):
                 worker = by_sentinel[sentinel]
                 if worker in self._workers:
@@ -166,6 +185,8 @@ class ProcessIsolation:
                 return
             if kind == "submit":
                 self._waiting.append(payload)
+                if self._failed is not None:
+                    self._fail_waiting()
             elif kind == "stop":
                 self._kill_running(payload)
             else:
@@ -184,10 +205,20 @@ class ProcessIsolation:
         child_end.close()
         worker = _Worker(process, parent_end)
         self._workers.append(worker)
-        self._idle.append(worker)
         self._alive = len(self._workers)
         self._counters.add("workers_started")
         _log.debug("worker_started", pid=process.pid)
+
+    def _started(self, worker: _Worker) -> None:
+        """The worker's first message arrived: it is ready for calls (or it died trying)."""
+        try:
+            hello = worker.conn.recv_bytes()
+        except (EOFError, OSError):
+            return  # it died before it was ready: its reaping counts the failed start
+        if hello != READY:
+            raise RuntimeError(f"a worker's first message was {hello[:40]!r}, not READY")
+        worker.ready = True
+        self._idle.append(worker)
 
     def _dispatch(self) -> None:
         while self._idle and self._waiting and not self._closing:
@@ -251,14 +282,44 @@ class ProcessIsolation:
                 call.worker = None
         if not worker.killed:
             self._counters.add("workers_died")
-            _log.warning("worker_died", pid=pid, exitcode=code,
+            _log.warning("worker_died", pid=pid, exitcode=code, ready=worker.ready,
                          tool_name=call.tool.name if call else None,
                          tool_call_id=call.ctx.tool_call_id if call else None)
             if call is not None:
                 self._settle(call, _exit_error(call, code))
+        if not worker.ready and not worker.killed and self._start_failed(code):
+            return
         if not self._closing:
             self._spawn(context)
             self._counters.add("workers_replaced")
+
+    def _start_failed(self, code: int | None) -> bool:
+        """Count a worker that died before it was ready; ``True`` once past the intensity."""
+        if self._failed is not None:
+            return True
+        now = time.monotonic()
+        self._start_failures.append(now)
+        while self._start_failures[0] < now - _START_FAILURE_WINDOW:
+            self._start_failures.popleft()
+        if len(self._start_failures) <= _MAX_START_FAILURES:
+            return False
+        self._failed = (
+            f"worker processes keep dying before they are ready ({len(self._start_failures)} "
+            f"in {_START_FAILURE_WINDOW:g} s, last exit code {code}), so the pool stopped "
+            "restarting them; a worker must be able to import the program's __main__ and the "
+            "handlers' modules (run the program from a file or with -m, not from stdin)"
+        )
+        _log.error("worker_pool_failed", detail=self._failed)
+        self._fail_waiting()
+        return True
+
+    def _fail_waiting(self) -> None:
+        assert self._failed is not None
+        while self._waiting:
+            call, _ = self._waiting.popleft()
+            if not call.settled:
+                self._settle(call, call.error("handler_exit", self._failed, self._failed,
+                                              code="worker_pool_failed"))
 
     def _release(self, worker: _Worker) -> None:
         self._workers.remove(worker)

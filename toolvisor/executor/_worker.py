@@ -17,6 +17,10 @@ from typing import Any
 from toolvisor.contract import CallContext, Err, HandlerResult, Tool, ToolCall, ToolError
 from toolvisor.executor._execute import execute
 
+READY = b"ready"
+"""A worker's first message: it started and can take calls. One that dies before sending it
+failed to start, which the pool counts against its restart intensity."""
+
 
 @dataclass(frozen=True, slots=True)
 class HandlerAddress:
@@ -113,6 +117,7 @@ def serve(conn: Connection) -> None:
     """The worker's loop (the ``target`` of its ``Process``); returns on ``None`` or EOF."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when a worker stops
     tools: dict[tuple[str, str, str], Tool] = {}
+    conn.send_bytes(READY)
     while True:
         try:
             request: WorkRequest | None = pickle.loads(conn.recv_bytes())
