@@ -9,7 +9,7 @@ With a session store it also makes runs durable: it saves the machine's checkpoi
 machine step (before performing the step's effects, so no effect is ever performed that a
 restart would not know about), gives each call a completion-key issuer and durable effects,
 parks the keys of ``Pending`` calls, and continues a run when its keys resolve. A run waiting
-on keys stays hosted here; one ``_KeyWaiter`` thread per parked key blocks on the store and
+on keys stays hosted here; one ``KeyWaiter`` thread per parked key blocks on the store and
 tells this actor when the key resolves or its deadline passes, so the mailbox never blocks.
 
 State: every ``_Run`` (its machine, watchers, timers, key waiters, cancel tokens) belongs to
@@ -35,6 +35,7 @@ from pykka import ActorDeadError, ActorRef
 
 from toolvisor._logging import get_event_log
 from toolvisor.actors._dispatch import ToolCallDispatcher
+from toolvisor.actors._key_waiter import KeyWaiter
 from toolvisor.actors._tool_call import CallOutcome as ActorOutcome
 from toolvisor.contract import (
     CallContext,
@@ -165,52 +166,6 @@ class _KeyResolved:
     key: str
 
 
-class _KeyWaiter:
-    """A thread blocked on one parked key: tells the orchestrator once the key resolves,
-    expiring it first when its deadline (store clock) passes. ``stop`` ends it early."""
-
-    def __init__(self, store: SessionStore, wait: Wait, poll: float,
-                 tell: Callable[[], None]) -> None:
-        self._store = store
-        self._wait = wait
-        self._poll = poll
-        self._tell = tell
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._watch, daemon=True,
-                                        name=f"toolvisor-key-{wait.run_id[:8]}")
-        self._thread.start()
-
-    def _watch(self) -> None:
-        try:
-            resolved = self._until_resolved()
-        except Exception as exc:  # the store failed: the run stays suspended, resumable later
-            get_event_log("orchestrator").error("key_wait_failed", run_id=self._wait.run_id,
-                                                error=f"{type(exc).__name__}: {exc}")
-            return
-        if resolved:
-            self._tell()
-
-    def _until_resolved(self) -> bool:
-        store, key, deadline_at = self._store, self._wait.key, self._wait.deadline_at
-        while not self._stop.is_set():
-            pause = self._poll
-            if deadline_at is not None:
-                left = deadline_at - store.now()
-                if left <= 0:
-                    store.expire(key, store.now())
-                    return True
-                pause = min(pause, left)
-            if store.wait_for(key, pause) is not None:
-                return True
-        return False
-
-    def stop(self) -> None:
-        self._stop.set()
-
-    def join(self) -> None:
-        self._thread.join()
-
-
 @dataclass(frozen=True, slots=True)
 class _Parked:
     """A ``Pending`` call of the current suspension and the key it waits on."""
@@ -229,7 +184,7 @@ class _Run:
     turn: int = 0  # the machine's turn, read from the last checkpoint (names durable calls)
     tokens: dict[tuple[int, str], threading.Event] = field(default_factory=dict)  # by
     # (effect id, call id): the durable cancel token of each running call
-    waiters: dict[str, _KeyWaiter] = field(default_factory=dict)  # by key
+    waiters: dict[str, KeyWaiter] = field(default_factory=dict)  # by key
     suspended: bool = False  # the machine's last effect was Done(Suspended)
     failing: str | None = None  # fail_turn: the next waiting effect fails with this
 
@@ -473,7 +428,7 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
                 ready[entry.call.id] = (entry, wait.resolution)
             elif key not in run.waiters:
                 me: ActorRef[Any] = self.actor_ref
-                run.waiters[key] = _KeyWaiter(
+                run.waiters[key] = KeyWaiter(
                     self._store, wait, self._settings.key_poll_interval,
                     functools.partial(_tell, me, _KeyResolved(run_id, key)))
         if ready:
