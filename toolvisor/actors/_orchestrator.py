@@ -21,7 +21,6 @@ runs. A cancel token is an ``Event`` also set by the call actor's thread when th
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import functools
 import threading
 from collections import deque
@@ -60,7 +59,6 @@ from toolvisor.durable import (
 from toolvisor.executor import OutputProjection, ProjectionPoint, encode_checked
 from toolvisor.machine import (
     CallOutcome,
-    CallToRun,
     Checkpoint,
     Done,
     Effect,
@@ -180,7 +178,7 @@ class _CallTarget:
     effect_id: int
     view: StateView
     ctx: CallContext
-    token: threading.Event
+    token: threading.Event | None  # only in durable runs: there is nothing to cancel else
 
 
 @dataclass(frozen=True, slots=True)
@@ -576,7 +574,8 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
                 if isinstance(m, ToolResultMessage) else m
                 for m in messages
             )
-        return ModelRequest(messages=messages, tools=registry.specs())
+        # Every part is a validated model already: validating them again costs ~1 ms a turn.
+        return ModelRequest.model_construct(messages=messages, tools=registry.specs())
 
     def _window(self, tool_name: str) -> Any:
         tool = self._settings.registry.resolve(tool_name)
@@ -586,13 +585,25 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
         me: ActorRef[Any] = self.actor_ref
         for planned in effect.calls:
             view = StateView(planned.state)
-            ctx = self._context_for(run_id, run, planned, view)
-            token = run.tokens[effect.id, planned.call.id] = threading.Event()
+            token: threading.Event | None = None
+            keys: CompletionKeyIssuer | None = None
+            durable: DurableEffects | None = None
             if self._store is not None:
+                token = run.tokens[effect.id, planned.call.id] = threading.Event()
                 durable_id = durable_call_id(run.turn, planned.attempt, planned.call.id)
-                ctx = dataclasses.replace(
-                    ctx, completion_keys=CompletionKeyIssuer(self._store, run_id, durable_id),
-                    durable=DurableEffects(self._store, run_id, durable_id, cancelled=token))
+                keys = CompletionKeyIssuer(self._store, run_id, durable_id)
+                durable = DurableEffects(self._store, run_id, durable_id, cancelled=token)
+            ctx = CallContext(
+                session_id=run_id,
+                request_id=f"{run_id}/{planned.call.id}/{planned.attempt}",
+                tool_call=planned.call,
+                context=self._settings.context,
+                attempt=planned.attempt,
+                state=view,
+                catalog=self._settings.registry.catalog_access,
+                completion_keys=keys,
+                durable=durable,
+            )
             reply = functools.partial(self._call_finished,
                                       _CallTarget(me, run_id, effect.id, view, ctx, token))
             tool = self._settings.registry.resolve(planned.call.name, ctx)
@@ -602,25 +613,14 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
                 continue
             self._settings.dispatcher.start_call(tool, planned.call, ctx, reply)
 
-    def _context_for(self, run_id: str, run: _Run, planned: CallToRun,
-                     view: StateView) -> CallContext:
-        return CallContext(
-            session_id=run_id,
-            request_id=f"{run_id}/{planned.call.id}/{planned.attempt}",
-            tool_call=planned.call,
-            context=self._settings.context,
-            attempt=planned.attempt,
-            state=view,
-            catalog=self._settings.registry.catalog_access,
-        )
-
     def _call_finished(self, target: _CallTarget, outcome: ActorOutcome) -> None:
         """On the call actor's thread: bound the text, then hand the outcome to this actor.
 
         The call is over for the host, so its durable effects' cancel token is set: a handler
         the runner gave up on (timeout) stops awaiting external events.
         """
-        target.token.set()
+        if target.token is not None:
+            target.token.set()
         text = outcome.text
         projection = self._settings.projection
         if projection.applies_at("dispatch") or projection.applies_at("history"):
