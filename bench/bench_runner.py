@@ -6,7 +6,6 @@ of several rounds, on whatever else the machine is doing).
 
 from __future__ import annotations
 
-import asyncio
 import statistics
 import threading
 import time
@@ -14,46 +13,22 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from toolvisor import CallContext, Ok, Tool, ToolCall
+from bench._handlers import (
+    async_hang,
+    async_nap,
+    async_no_op,
+    hang,
+    hang_hard,
+    nap,
+    no_op,
+)
+from toolvisor import Tool, ToolCall
 from toolvisor.actors import ToolCallDispatcher
 from toolvisor.contract import HandlerResult
 from toolvisor.executor import ToolRunner, execute, prepare_process_isolation
 from toolvisor.supervisors import ToolCallSupervisor
 
 ROUNDS = 15
-
-
-def no_op(arguments: dict[str, Any]) -> Ok:
-    return Ok(None)
-
-
-async def async_no_op(arguments: dict[str, Any]) -> Ok:
-    return Ok(None)
-
-
-def sleeps(arguments: dict[str, Any]) -> Ok:
-    time.sleep(0.05)
-    return Ok(None)
-
-
-async def async_sleeps(arguments: dict[str, Any]) -> Ok:
-    await asyncio.sleep(0.05)
-    return Ok(None)
-
-
-def hangs(arguments: dict[str, Any], ctx: CallContext) -> Ok:
-    ctx.cancelled.wait()
-    return Ok(None)
-
-
-def hangs_forever(arguments: dict[str, Any]) -> Ok:
-    while True:
-        time.sleep(1)
-
-
-async def async_hangs(arguments: dict[str, Any]) -> Ok:
-    await asyncio.Event().wait()
-    return Ok(None)
 
 
 NO_OPS = {
@@ -99,9 +74,9 @@ def overhead_table(runner: ToolRunner, dispatcher: ToolCallDispatcher) -> None:
 def sleeping_table(runner: ToolRunner, dispatcher: ToolCallDispatcher) -> None:
     print("\n100 calls that each sleep 50 ms: wall time (ms)")
     cases = {
-        "thread": Tool(name="sleep", handler=sleeps),
-        "asyncio": Tool(name="sleep", handler=async_sleeps),
-        "process (2 workers)": Tool(name="sleep", handler=sleeps, isolation="process"),
+        "thread": Tool(name="sleep", handler=nap),
+        "asyncio": Tool(name="sleep", handler=async_nap),
+        "process (2 workers)": Tool(name="sleep", handler=nap, isolation="process"),
     }
     for label, tool in cases.items():
         start = time.perf_counter()
@@ -119,9 +94,9 @@ def deadline_table() -> None:
     print("\nhung tool, timeout 200 ms: deadline-to-result (ms), median of 10 (runner unless "
           "named)")
     cases = {
-        "thread (cooperative)": Tool(name="hang", handler=hangs, timeout=0.2),
-        "asyncio": Tool(name="hang", handler=async_hangs, timeout=0.2),
-        "process (never returns)": Tool(name="hang", handler=hangs_forever, timeout=0.2,
+        "thread (cooperative)": Tool(name="hang", handler=hang, timeout=0.2),
+        "asyncio": Tool(name="hang", handler=async_hang, timeout=0.2),
+        "process (never returns)": Tool(name="hang", handler=hang_hard, timeout=0.2,
                                         isolation="process"),
     }
     with ToolRunner(process_workers=2) as runner:
