@@ -183,10 +183,7 @@ class Agent:
         ``state`` is the shared state tools read and write through ``ctx.state``. Past
         ``timeout`` seconds the run is cancelled and ``TimeoutError`` raised.
         """
-        machine = TurnMachine(self._config)
-        effects = machine.start(prompt, state=state)
-        run_id, future = self._submit(machine, effects)
-        return self._wait(run_id, future, timeout)
+        return self._wait(*self._start(prompt, state), timeout)
 
     def resume(self, suspended: Suspended, answer: Any, *,
                timeout: float | None = None) -> RunOutcome:
@@ -198,35 +195,33 @@ class Agent:
         the store's latest checkpoint; calls waiting on completion keys are not answered here
         but resolved with :meth:`resolve`.
         """
-        if self._store is not None and suspended.run_id is not None:
-            return self._wait(suspended.run_id, self._answer_run(suspended, answer), timeout)
-        machine = TurnMachine.restore(self._config, suspended.checkpoint)
-        effects = machine.resume(self._answers(suspended, answer))
-        run_id, future = self._submit(machine, effects)
-        return self._wait(run_id, future, timeout)
+        return self._wait(*self._continue(suspended, answer), timeout)
 
     async def arun(self, prompt: str | Sequence[Message], *,
                    state: Mapping[str, Any] | None = None) -> RunOutcome:
         """``run`` for asyncio: awaiting does not block the event loop; cancelling the
         awaiting task cancels the run."""
-        machine = TurnMachine(self._config)
-        effects = machine.start(prompt, state=state)
-        return await self._await(*self._submit(machine, effects))
+        return await self._await(*self._start(prompt, state))
 
     async def aresume(self, suspended: Suspended, answer: Any) -> RunOutcome:
         """``resume`` for asyncio."""
-        if self._store is not None and suspended.run_id is not None:
-            return await self._await(suspended.run_id, self._answer_run(suspended, answer))
-        machine = TurnMachine.restore(self._config, suspended.checkpoint)
-        effects = machine.resume(self._answers(suspended, answer))
-        return await self._await(*self._submit(machine, effects))
+        return await self._await(*self._continue(suspended, answer))
 
-    def _answer_run(self, suspended: Suspended, answer: Any) -> Future[Any]:
-        assert suspended.run_id is not None
-        future: Future[Any] = Future()
-        answers = dict(self._answers(suspended, answer))
-        self._orchestrator().tell(AnswerRun(suspended.run_id, answers, future))
-        return future
+    def _start(self, prompt: str | Sequence[Message],
+               state: Mapping[str, Any] | None) -> tuple[str, Future[Any]]:
+        machine = TurnMachine(self._config)
+        return self._submit(machine, machine.start(prompt, state=state))
+
+    def _continue(self, suspended: Suspended, answer: Any) -> tuple[str, Future[Any]]:
+        """With a store the run keeps its id and the orchestrator resumes it from the store;
+        without one, the checkpoint in ``suspended`` is all there is."""
+        answers = self._answers(suspended, answer)
+        if self._store is not None and suspended.run_id is not None:
+            future: Future[Any] = Future()
+            self._orchestrator().tell(AnswerRun(suspended.run_id, dict(answers), future))
+            return suspended.run_id, future
+        machine = TurnMachine.restore(self._config, suspended.checkpoint)
+        return self._submit(machine, machine.resume(answers))
 
     @staticmethod
     def _answers(suspended: Suspended, answer: Any) -> Mapping[str, Any]:
