@@ -214,6 +214,8 @@ class _Run:
     waiters: dict[str, KeyWaiter] = field(default_factory=dict)  # by key
     suspended: bool = False  # the machine's last effect was Done(Suspended)
     failing: str | None = None  # fail_turn: the next waiting effect fails with this
+    parked: tuple[int, dict[str, _Parked]] | None = None  # (Done effect id, its pending calls
+    # by key): the keys of one suspension never change, so they are issued once
 
 
 @dataclass(frozen=True, slots=True)
@@ -413,6 +415,8 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
         store, done = self._store, run.machine.outstanding
         if store is None or not isinstance(done, Done) or not isinstance(done.outcome, Suspended):
             return {}
+        if run.parked is not None and run.parked[0] == done.id:
+            return run.parked[1]
         suspended = done.outcome
         records = {r.call.id: r for r in suspended.checkpoint.run.calls}
         parked: dict[str, _Parked] = {}
@@ -421,6 +425,7 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
             key = store.issue_key(run.run_id, durable_call_id(suspended.checkpoint.run.turns,
                                                           record.attempt, pending.call_id))
             parked[key] = _Parked(record.call, pending, key)
+        run.parked = (done.id, parked)
         return parked
 
     def _park(self, key: str, pending: Pending | PendingCall) -> Wait:
