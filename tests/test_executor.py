@@ -1,4 +1,5 @@
-"""Conformance of ``execute`` with DESIGN.md section 2: every legal shape, every reason."""
+"""Conformance of ``execute`` with docs/design.md, "The executor contract": every legal shape,
+every reason."""
 
 from __future__ import annotations
 

@@ -350,3 +350,112 @@ def test_invalid_configuration_is_a_clear_error(overrides: dict[str, Any], error
 def test_turn_machine_needs_a_machine_config() -> None:
     with pytest.raises(TypeError, match="MachineConfig"):
         TurnMachine({})  # type: ignore[arg-type]
+
+
+def host_view(machine: TurnMachine) -> tuple[int, int]:
+    """The turn and last effect id as a host read them from a checkpoint before the API."""
+    run = machine.checkpoint().run
+    return run.turns, run.next_effect_id - 1
+
+
+def test_turn_and_last_effect_id_match_the_checkpoint_after_every_step() -> None:
+    machine = TurnMachine(config())
+    assert (machine.turn, machine.last_effect_id, machine.status) == (0, 0, "running")
+
+    def waiting() -> int:
+        effect = machine.outstanding
+        assert effect is not None
+        return effect.id
+
+    steps = [
+        lambda: machine.start("hi"),
+        lambda: machine.send(ModelReplied(waiting(), asks(call("c1"), call("c2")))),
+        lambda: machine.send(ToolResults(waiting(), (CallOutcome("c2", Ok(2)),))),
+        lambda: machine.send(ToolResults(waiting(), (CallOutcome("c1", Ok(1)),))),
+        lambda: machine.send(ModelReplied(waiting(), asks(call("c3")))),
+    ]
+    for step in steps:
+        effects = step()
+        assert (machine.turn, machine.last_effect_id) == host_view(machine)
+        assert machine.last_effect_id == effects[-1].id
+    assert machine.turn == 2
+
+
+def ended(how: str) -> TurnMachine:
+    machine, llm = started()
+    tools = last(machine.send(ModelReplied(llm.id, asks(call("c1")))))
+    if how == "completed":
+        llm2 = last(machine.send(ToolResults(tools.id, (CallOutcome("c1", Ok(1)),))))
+        machine.send(ModelReplied(llm2.id, ModelResponse(text="bye")))
+    elif how == "halted":
+        machine.send(ToolResults(tools.id, (CallOutcome("c1", Halt("enough")),)))
+    elif how == "failed":
+        machine.send(EffectFailed(tools.id, "pool gone"))
+    elif how == "cancelled":
+        machine.cancel()
+    elif how == "suspended":
+        machine.send(ToolResults(tools.id, (CallOutcome("c1", AskUser("ok?")),)))
+    else:
+        assert how == "running"
+    return machine
+
+
+@pytest.mark.parametrize("how", ["running", "suspended", "completed", "halted", "failed",
+                                 "cancelled"])
+def test_status_says_where_the_run_stands(how: str) -> None:
+    machine = ended(how)
+    assert machine.status == how
+    assert (machine.turn, machine.last_effect_id) == host_view(machine)
+    assert TurnMachine.restore(machine.config, machine.checkpoint()).status == how
+
+
+def test_a_resumed_run_is_running_again() -> None:
+    machine = ended("suspended")
+    machine.resume({"c1": "yes"})
+    assert machine.status == "running"
+
+
+def test_tool_call_gives_the_current_turns_call_as_the_model_asked_it() -> None:
+    machine, llm = started()
+    asked = call("c1", n=1)
+    tools = last(machine.send(ModelReplied(llm.id, asks(asked, call("c2")))))
+    machine.send(ToolResults(tools.id, (CallOutcome("c1", Pending()), CallOutcome("c2", Ok(2)))))
+    assert machine.tool_call("c1") == asked
+    assert TurnMachine.restore(machine.config, machine.checkpoint()).tool_call("c1") == asked
+    with pytest.raises(KeyError, match="no tool call 'zz' in turn 1; its calls: \\['c1', 'c2'\\]"):
+        machine.tool_call("zz")
+
+
+def retried_to_pending() -> tuple[TurnMachine, list[ToolCalls]]:
+    """Turn 2 asks for a flaky call: attempt 1 crashes, attempt 2 returns ``Pending``."""
+    machine, llm = started(tool_policies={"flaky": RetryPolicy(base_delay=0)})
+    tools = last(machine.send(ModelReplied(llm.id, asks(call("c1")))))
+    llm2 = last(machine.send(ToolResults(tools.id, (CallOutcome("c1", Ok(1)),))))
+    batches = [last(machine.send(ModelReplied(llm2.id, asks(call("c1", "flaky")))))]
+    assert machine.turn == 2
+    sleep = last(machine.send(ToolResults(batches[0].id, (
+        CallOutcome("c1", Err(ToolError("timeout")), writes={"k": 1}),))))
+    assert isinstance(sleep, Sleep)
+    batches.append(last(machine.send(Slept(sleep.id))))
+    assert (machine.turn, machine.last_effect_id) == host_view(machine)
+    machine.send(ToolResults(batches[1].id, (CallOutcome("c1", Pending(deadline=3)),)))
+    return machine, batches
+
+
+def test_calls_to_run_carry_the_turn_that_asked_for_them_and_keep_it_on_a_retry() -> None:
+    machine, batches = retried_to_pending()
+    assert [(c.turn, c.attempt) for b in batches for c in b.calls] == [(2, 1), (2, 2)]
+    done = machine.outstanding
+    assert isinstance(done, Done) and isinstance(done.outcome, Suspended)
+    assert done.outcome.checkpoint.run.turns == 2
+
+
+def test_a_pending_call_carries_its_turn_and_attempt_through_a_restore() -> None:
+    machine, _ = retried_to_pending()
+    done = machine.outstanding
+    assert isinstance(done, Done) and isinstance(done.outcome, Suspended)
+    [pending] = done.outcome.pending
+    assert (pending.call_id, pending.turn, pending.attempt, pending.deadline) == ("c1", 2, 2, 3)
+    restored = TurnMachine.restore(machine.config, done.outcome.checkpoint.to_json())
+    assert restored.reemit() == [done]
+    assert (restored.turn, restored.last_effect_id) == (2, done.id)

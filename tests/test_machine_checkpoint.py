@@ -13,11 +13,13 @@ from toolvisor.contract import (
     HandlerResult,
     ModelResponse,
     Ok,
+    Pending,
     Tool,
     ToolCall,
     ToolError,
 )
 from toolvisor.machine import (
+    CHECKPOINT_VERSION,
     CallOutcome,
     Checkpoint,
     CheckpointError,
@@ -156,15 +158,56 @@ def test_a_suspended_outcome_carries_a_checkpoint_that_resumes_elsewhere() -> No
     assert effects == machine.resume({"q": "yes"})
 
 
-def test_retry_jitter_replays_identically_after_a_restore() -> None:
+def waiting_to_retry() -> tuple[TurnMachine, Sleep]:
+    """Turn 1 with every call's first result: ``f`` failed and sleeps before its retry."""
     machine = TurnMachine(CONFIG)
     llm = machine.start("begin")[-1]
     batch = machine.send(ModelReplied(llm.id, MODEL[1]))[-1]
     outcomes = tuple(CallOutcome(c.call.id, tool_result(c.call.id, 1)[0]) for c in batch.calls)
     sleep = machine.send(ToolResults(batch.id, outcomes))[-1]
-    assert isinstance(sleep, Sleep) and 0.5 <= sleep.seconds <= 1 and sleep.call_ids == ("f",)
+    assert isinstance(sleep, Sleep)
+    return machine, sleep
+
+
+def test_retry_jitter_replays_identically_after_a_restore() -> None:
+    machine, sleep = waiting_to_retry()
+    assert 0.5 <= sleep.seconds <= 1 and sleep.call_ids == ("f",)
     restored = TurnMachine.restore(CONFIG, machine.checkpoint())
     assert restored.reemit() == [sleep]
+
+
+def test_a_restored_retry_keeps_the_turn_and_attempt_of_its_calls() -> None:
+    machine, sleep = waiting_to_retry()
+    restored = TurnMachine.restore(CONFIG, machine.checkpoint().to_json())
+    retry = restored.send(Slept(sleep.id))[-1]
+    assert isinstance(retry, ToolCalls)
+    assert [(c.call.id, c.turn, c.attempt) for c in retry.calls] == [("f", 1, 2)]
+    assert restored.turn == restored.checkpoint().run.turns == 1
+    again = TurnMachine.restore(CONFIG, restored.checkpoint().to_json())
+    assert again.reemit() == [retry] and again.turn == 1
+    assert again.last_effect_id == restored.last_effect_id == retry.id
+
+
+def pending_checkpoint_data() -> dict[str, Any]:
+    machine = TurnMachine(CONFIG)
+    llm = machine.start("begin")[-1]
+    batch = machine.send(ModelReplied(llm.id, ModelResponse(
+        tool_calls=(ToolCall(id="p", name="plain"),))))[-1]
+    done = machine.send(ToolResults(batch.id, (CallOutcome("p", Pending()),)))[-1]
+    assert isinstance(done, Done) and isinstance(done.outcome, Suspended)
+    [pending] = done.outcome.pending
+    assert (pending.turn, pending.attempt) == (1, 1)
+    data: dict[str, Any] = json.loads(machine.checkpoint().to_json())
+    return data
+
+
+@pytest.mark.parametrize(("field", "value"), [("turn", 2), ("attempt", 2), ("call_id", "q")])
+def test_a_pending_call_that_contradicts_its_call_is_refused(field: str, value: Any) -> None:
+    data = pending_checkpoint_data()
+    TurnMachine.restore(CONFIG, json.dumps(data))
+    data["run"]["calls"][0]["pending"][field] = value
+    with pytest.raises(CheckpointError, match="pending call's id, turn or attempt"):
+        TurnMachine.restore(CONFIG, json.dumps(data))
 
 
 def checkpoint_data() -> dict[str, Any]:
@@ -175,12 +218,13 @@ def checkpoint_data() -> dict[str, Any]:
     return data
 
 
-def test_an_unknown_version_is_refused_clearly() -> None:
+@pytest.mark.parametrize("version", [1, CHECKPOINT_VERSION + 1])
+def test_an_older_or_unknown_version_is_refused_clearly(version: int) -> None:
     data = checkpoint_data()
-    data["version"] = 2
-    with pytest.raises(CheckpointError, match="version 2 is not supported"):
+    data["version"] = version
+    with pytest.raises(CheckpointError, match=f"version {version} is not supported"):
         Checkpoint.from_data(data)
-    with pytest.raises(CheckpointError, match="version 2 is not supported"):
+    with pytest.raises(CheckpointError, match=f"version {version} is not supported"):
         TurnMachine.restore(CONFIG, json.dumps(data))
 
 
@@ -195,6 +239,7 @@ def test_an_unknown_version_is_refused_clearly() -> None:
      d["run"]["outstanding"]["calls"].pop(), "running outside"),
     (lambda d: d["run"]["steps"][0]["calls"].append(99), "step plan"),
     (lambda d: d["run"].update(mode="sequential"), "cannot be restored in mode"),
+    (lambda d: d["run"]["outstanding"]["calls"][0].update(turn=2), "another turn than 1"),
 ])
 def test_a_tampered_checkpoint_is_refused_clearly(tamper: Any, message: str) -> None:
     data = checkpoint_data()

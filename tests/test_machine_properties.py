@@ -34,8 +34,8 @@ from toolvisor.machine import (
     Policy,
     RetryAfter,
     RetryPolicy,
+    apply_policy,
 )
-from toolvisor.machine import decide as machine_decide
 from toolvisor.testing._drive import drive
 
 RESULTS: list[HandlerResult] = [
@@ -100,7 +100,7 @@ def build(scenario: dict[str, Any], counts: Counts) -> MachineConfig:
 
     def policy(call: FailedCall, error: Any) -> Any:
         counts.consulted += 1
-        return machine_decide(base, call, error)
+        return apply_policy(base, call, error)
 
     return MachineConfig(
         tools=[Tool(name="par", handler=handler), Tool(name="ser", handler=handler,

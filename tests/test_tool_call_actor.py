@@ -13,7 +13,7 @@ from test_supervisor import Events
 from tests import _handlers as h
 from toolvisor import CallContext, Err, Ok, Tool, ToolCall, ToolError
 from toolvisor._logging import set_sink
-from toolvisor.actors import CallOutcome, ToolCallActor, ToolCallDispatcher
+from toolvisor.actors import CallReply, ToolCallActor, ToolCallDispatcher
 from toolvisor.contract import HandlerResult
 from toolvisor.executor import ToolRunner
 from toolvisor.supervisors import ToolCallSupervisor, ToolCallSupervisorRef
@@ -44,14 +44,14 @@ def call(tool: Tool, call_id: str, **arguments: Any) -> tuple[Tool, ToolCall, No
     return (tool, ToolCall(id=call_id, name=tool.name, arguments=arguments), None)
 
 
-def reason_of(outcome: CallOutcome) -> str:
+def reason_of(outcome: CallReply) -> str:
     assert isinstance(outcome.result, Err) and isinstance(outcome.result.reason, ToolError)
     return outcome.result.reason.reason
 
 
 def test_an_outcome_carries_ids_result_and_model_text(dispatcher: ToolCallDispatcher) -> None:
     [outcome] = dispatcher.dispatch([call(Tool(name="echo", handler=h.ok_echo), "c1", a=1)])
-    assert outcome == CallOutcome("c1", "echo", Ok({"a": 1}), '{"a":1}')
+    assert outcome == CallReply("c1", "echo", Ok({"a": 1}), '{"a":1}')
     assert not outcome.is_error
 
 
@@ -110,7 +110,7 @@ def test_supervisor_shutdown_cancels_a_running_call_and_replies_once(
     runner: ToolRunner,
 ) -> None:
     supervisor = ToolCallSupervisor.start(shutdown=1.0)
-    got: list[CallOutcome] = []
+    got: list[CallReply] = []
     replied = threading.Event()
     handler_running = threading.Event()
 
@@ -143,11 +143,11 @@ def test_a_full_supervisor_gives_not_started_outcomes(runner: ToolRunner) -> Non
 
     try:
         with ToolCallDispatcher(supervisor, runner) as dispatcher:
-            results: list[list[CallOutcome]] = []
+            results: list[list[CallReply]] = []
             outcomes_ready = threading.Event()
-            streamed: list[CallOutcome] = []
+            streamed: list[CallReply] = []
 
-            def on_outcome(outcome: CallOutcome) -> None:
+            def on_outcome(outcome: CallReply) -> None:
                 streamed.append(outcome)
                 release.set()  # the refused call finished: let the first one go
 
@@ -234,7 +234,7 @@ def test_shutdown_ends_a_call_whose_handler_ignores_its_token_without_waiting_th
 ) -> None:
     supervisor = ToolCallSupervisor.start(shutdown=30.0)
     running, release = threading.Event(), threading.Event()
-    got: list[CallOutcome] = []
+    got: list[CallReply] = []
 
     def stubborn(arguments: Any) -> Ok:
         running.set()
@@ -261,7 +261,7 @@ def test_stopping_a_call_actor_while_its_handler_runs_cancels_the_call(
     supervisor: ToolCallSupervisorRef, runner: ToolRunner,
 ) -> None:
     running, release = threading.Event(), threading.Event()
-    got: list[CallOutcome] = []
+    got: list[CallReply] = []
 
     def stubborn(arguments: Any) -> Ok:
         running.set()
@@ -285,7 +285,7 @@ def test_stopping_a_call_actor_while_its_handler_runs_cancels_the_call(
 def test_a_reply_to_a_dead_asker_is_logged_and_the_actor_still_ends(
     supervisor: ToolCallSupervisorRef, runner: ToolRunner, events: Events, handler: Any,
 ) -> None:
-    def dead(outcome: CallOutcome) -> None:
+    def dead(outcome: CallReply) -> None:
         raise pykka.ActorDeadError("the orchestrator stopped")
 
     with ToolCallDispatcher(supervisor, runner) as dispatcher:
@@ -303,7 +303,7 @@ def test_a_not_started_reply_to_a_dead_asker_is_logged(runner: ToolRunner,
     supervisor = ToolCallSupervisor.start()
     supervisor.stop()
 
-    def dead(outcome: CallOutcome) -> None:
+    def dead(outcome: CallReply) -> None:
         raise pykka.ActorDeadError("gone")
 
     with ToolCallDispatcher(supervisor, runner) as dispatcher:
@@ -319,7 +319,7 @@ def test_shutdown_cancels_a_cooperative_call_in_each_isolation(runner: ToolRunne
                                                                handler: Any) -> None:
     supervisor = ToolCallSupervisor.start(shutdown=30.0)
     with ToolCallDispatcher(supervisor, runner) as dispatcher:
-        got: list[CallOutcome] = []
+        got: list[CallReply] = []
         replied = threading.Event()
         dispatcher.start_call(Tool(name="hang", handler=handler), ToolCall(id="c", name="hang"),
                               None, lambda o: (got.append(o), replied.set()))

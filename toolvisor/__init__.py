@@ -14,9 +14,11 @@ from toolvisor.contract import (
     Tool,
     ToolCall,
     ToolError,
+    ToolvisorError,
     tool,
 )
 from toolvisor.executor import encode, execute
+from toolvisor.host import OrchestratorStopped
 from toolvisor.machine import Completed, Failed, Halted, Suspended
 
 __all__ = [
@@ -31,12 +33,14 @@ __all__ = [
     "InvalidArguments",
     "InvalidHandlerError",
     "Ok",
+    "OrchestratorStopped",
     "Pending",
     "RunOutcome",
     "Suspended",
     "Tool",
     "ToolCall",
     "ToolError",
+    "ToolvisorError",
     "configure_logging",
     "encode",
     "execute",

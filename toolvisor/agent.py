@@ -18,15 +18,6 @@ from types import TracebackType
 from typing import Any, TypeAlias
 
 from toolvisor.actors import ToolCallDispatcher
-from toolvisor.actors._orchestrator import (
-    AnswerRun,
-    AttachRun,
-    CancelRun,
-    OrchestratorActor,
-    OrchestratorSettings,
-    ProgressCallback,
-    StartRun,
-)
 from toolvisor.contract import Message, Model, Tool
 from toolvisor.durable import (
     UNSET,
@@ -36,6 +27,15 @@ from toolvisor.durable import (
     SqliteSessionStore,
 )
 from toolvisor.executor import OutputProjection, ToolRunner
+from toolvisor.host import (
+    AnswerRun,
+    AttachRun,
+    CancelRun,
+    OrchestratorActor,
+    OrchestratorSettings,
+    ProgressCallback,
+    StartRun,
+)
 from toolvisor.machine import (
     Completed,
     Failed,

@@ -2,12 +2,12 @@
 
 from toolvisor.actors._dispatch import BatchCall, ToolCallDispatcher
 from toolvisor.actors._pooled import ActorThreadPool, PooledThreadingActor
-from toolvisor.actors._tool_call import CallOutcome, ToolCallActor
+from toolvisor.actors._tool_call import CallReply, ToolCallActor
 
 __all__ = [
     "ActorThreadPool",
     "BatchCall",
-    "CallOutcome",
+    "CallReply",
     "PooledThreadingActor",
     "ToolCallActor",
     "ToolCallDispatcher",

@@ -11,7 +11,7 @@ from pykka import ActorDeadError
 
 from toolvisor._logging import get_event_log
 from toolvisor.actors._pooled import ActorThreadPool
-from toolvisor.actors._tool_call import CallOutcome, ToolCallActor, outcome_of
+from toolvisor.actors._tool_call import CallReply, ToolCallActor, reply_of
 from toolvisor.contract import CallContext, Err, Tool, ToolCall, ToolError
 from toolvisor.executor import ToolRunner
 from toolvisor.supervisors import ToolCallSupervisorRef
@@ -56,18 +56,18 @@ class ToolCallDispatcher:
     def dispatch(
         self,
         calls: Sequence[BatchCall],
-        on_outcome: Callable[[CallOutcome], None] | None = None,
-    ) -> list[CallOutcome]:
+        on_outcome: Callable[[CallReply], None] | None = None,
+    ) -> list[CallReply]:
         """Run ``calls`` concurrently; return their outcomes in call order.
 
         ``on_outcome`` (if given) is called in this thread as each call finishes, in finishing
         order, for streaming. A call whose actor cannot be started (the supervisor is full or
         stopped) ends as ``Err(ToolError("handler_exit", code="not_started"))``.
         """
-        finished: queue.SimpleQueue[tuple[int, CallOutcome]] = queue.SimpleQueue()
+        finished: queue.SimpleQueue[tuple[int, CallReply]] = queue.SimpleQueue()
         for index, (tool, call, ctx) in enumerate(calls):
             self.start_call(tool, call, ctx, functools.partial(_put, finished, index))
-        outcomes: list[CallOutcome | None] = [None] * len(calls)
+        outcomes: list[CallReply | None] = [None] * len(calls)
         for _ in calls:
             index, outcome = finished.get()
             outcomes[index] = outcome
@@ -80,7 +80,7 @@ class ToolCallDispatcher:
         tool: Tool,
         call: ToolCall,
         ctx: CallContext | None,
-        reply_to: Callable[[CallOutcome], None],
+        reply_to: Callable[[CallReply], None],
     ) -> None:
         """Start one call in its own ``ToolCallActor``; ``reply_to(outcome)`` is called once,
         on an actor's or a runner's thread (or here, if the actor cannot be started). What
@@ -92,7 +92,7 @@ class ToolCallDispatcher:
                 thread_pool=self._pool,
             ))
         except Exception as exc:
-            outcome = outcome_of(call, tool.name, Err(ToolError(
+            outcome = reply_of(call, tool.name, Err(ToolError(
                 "handler_exit",
                 f"tool error ({tool.name}): handler_exit: the call's actor could not be "
                 f"started: {type(exc).__name__}: {exc}",
@@ -142,6 +142,6 @@ class ToolCallDispatcher:
         self.close()
 
 
-def _put(finished: queue.SimpleQueue[tuple[int, CallOutcome]], index: int,
-         outcome: CallOutcome) -> None:
+def _put(finished: queue.SimpleQueue[tuple[int, CallReply]], index: int,
+         outcome: CallReply) -> None:
     finished.put((index, outcome))

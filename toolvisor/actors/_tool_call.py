@@ -24,8 +24,9 @@ _RESULT_WAIT = 5.0  # seconds to wait for a result the runner has claimed but no
 
 
 @dataclass(frozen=True, slots=True)
-class CallOutcome:
-    """How one tool call ended: its ids, the handler result and the text the model reads.
+class CallReply:
+    """What a ``ToolCallActor`` replies with: the call's ids, the handler result and the text
+    the model reads (the machine's own ``CallOutcome`` adds the call's state writes).
 
     ``result`` is what ``encode_checked`` returned (an unencodable result has become
     ``Err(ToolError("encoding_failed"))``), ``text`` its encoding.
@@ -49,10 +50,10 @@ class _Finished:
     result: HandlerResult
 
 
-def outcome_of(call: ToolCall, tool_name: str, result: HandlerResult) -> CallOutcome:
-    """The outcome of ``call`` with ``result``, encoded for the model."""
+def reply_of(call: ToolCall, tool_name: str, result: HandlerResult) -> CallReply:
+    """The reply for ``call`` with ``result``, encoded for the model."""
     checked, text = encode_checked(result, tool_name=tool_name, tool_call_id=call.id)
-    return CallOutcome(call.id, tool_name, checked, text)
+    return CallReply(call.id, tool_name, checked, text)
 
 
 class _CallInbox(queue.SimpleQueue[Any]):
@@ -76,7 +77,7 @@ class _CallInbox(queue.SimpleQueue[Any]):
 
 
 class ToolCallActor(SupervisedActor, PooledThreadingActor):
-    """Runs one tool call through a :class:`ToolRunner` and replies once with a CallOutcome.
+    """Runs one tool call through a :class:`ToolRunner` and replies once with a ``CallReply``.
 
     ``thread`` tools (the common case) run on this actor's own pooled thread
     (``ToolRunner.start_here``): ``on_start`` runs the handler, replies and stops the actor.
@@ -111,7 +112,7 @@ class ToolCallActor(SupervisedActor, PooledThreadingActor):
         tool: Tool,
         call: ToolCall,
         ctx: CallContext | None,
-        reply_to: Callable[[CallOutcome], None],
+        reply_to: Callable[[CallReply], None],
         thread_pool: ActorThreadPool,
     ) -> None:
         super().__init__(thread_pool=thread_pool)
@@ -240,7 +241,7 @@ class ToolCallActor(SupervisedActor, PooledThreadingActor):
             self._log.info("late_result_discarded", result_type=type(result).__name__)
             return
         self._replied = True
-        outcome = outcome_of(self._call, self._tool.name, result)
+        outcome = reply_of(self._call, self._tool.name, result)
         if isinstance(result, Err) and isinstance(result.reason, ToolError) \
                 and result.reason.reason == "timeout":
             self._log.warning("call_timed_out", timeout=result.reason.cause)

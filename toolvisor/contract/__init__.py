@@ -17,6 +17,7 @@ from toolvisor.contract._errors import (
     InvalidHandlerError,
     ToolError,
     ToolErrorReason,
+    ToolvisorError,
     Violation,
 )
 from toolvisor.contract._messages import (
@@ -90,6 +91,7 @@ __all__ = [
     "ToolErrorReason",
     "ToolResultMessage",
     "ToolSpec",
+    "ToolvisorError",
     "UserMessage",
     "Violation",
     "handler_arity",

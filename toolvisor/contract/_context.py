@@ -10,10 +10,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
+from toolvisor.contract._errors import ToolvisorError
 from toolvisor.contract._messages import ToolCall
 
 
-class CapabilityError(Exception):
+class CapabilityError(ToolvisorError):
     """A capability of the call context is missing or refused; ``code`` says which, stably.
 
     ``completion_keys_unavailable`` / ``durable_effects_unavailable``: the run has no session

@@ -1,4 +1,5 @@
-"""``ToolError`` (the closed set of crash reasons), ``InvalidArguments`` and handler errors."""
+"""``ToolvisorError`` (the base of every exception the package defines), ``ToolError`` (the
+closed set of crash reasons), ``InvalidArguments`` and handler errors."""
 
 from __future__ import annotations
 
@@ -29,7 +30,15 @@ def _plain(value: Any) -> Any:
         return repr(value)
 
 
-class ToolError(Exception):
+class ToolvisorError(Exception):
+    """The base of every exception toolvisor defines: ``except ToolvisorError`` catches them all.
+
+    Each also derives from the built-in class it refines (``ValueError``, ``LookupError``, ...),
+    so code that catches those keeps working.
+    """
+
+
+class ToolError(ToolvisorError):
     """Whatever went wrong *inside* a call, normalised to one of six reasons.
 
     ``cause`` is the exception, exit code, signal or offending value. A ``ToolError`` is
@@ -148,7 +157,7 @@ class Violation:
     validator: str
 
 
-class InvalidArguments(Exception):
+class InvalidArguments(ToolvisorError):
     """The model's arguments failed the tool's JSON schema; the handler never ran.
 
     Comes back as ``Err(InvalidArguments(...))`` listing every violation, so the model can fix
@@ -183,5 +192,5 @@ class InvalidArguments(Exception):
         }
 
 
-class InvalidHandlerError(TypeError):
+class InvalidHandlerError(ToolvisorError, TypeError):
     """A handler whose arity is not 1 or 2 (or takes ``*args``): refused when the Tool is built."""

@@ -4,7 +4,6 @@ from toolvisor.durable._effects import DurableEffects
 from toolvisor.durable._errors import DURABLE_ERROR_CODES, DurableError, DurableErrorCode
 from toolvisor.durable._issuer import CompletionKeyIssuer
 from toolvisor.durable._records import (
-    Checkpoint,
     JournalRecord,
     KeyPurpose,
     ProcessEvent,
@@ -12,6 +11,7 @@ from toolvisor.durable._records import (
     ResolutionKind,
     ResolveOutcome,
     RunRecord,
+    SavedCheckpoint,
     Wait,
 )
 from toolvisor.durable._sqlite import POLL_INTERVAL, SqliteSessionStore
@@ -21,7 +21,6 @@ __all__ = [
     "DURABLE_ERROR_CODES",
     "POLL_INTERVAL",
     "UNSET",
-    "Checkpoint",
     "CompletionKeyIssuer",
     "DurableEffects",
     "DurableError",
@@ -33,6 +32,7 @@ __all__ = [
     "ResolutionKind",
     "ResolveOutcome",
     "RunRecord",
+    "SavedCheckpoint",
     "SessionStore",
     "SqliteSessionStore",
     "UnknownRunError",

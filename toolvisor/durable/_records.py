@@ -26,8 +26,11 @@ class RunRecord:
 
 
 @dataclass(frozen=True, slots=True)
-class Checkpoint:
-    """One saved checkpoint: the machine's JSON text at ``effect_id``; ``seq`` orders saves."""
+class SavedCheckpoint:
+    """A checkpoint as the store keeps it: the machine's JSON text at ``effect_id``.
+
+    ``data`` is a :class:`~toolvisor.machine.Checkpoint` as JSON text; ``seq`` orders saves.
+    """
 
     seq: int
     run_id: str

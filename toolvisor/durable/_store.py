@@ -5,15 +5,15 @@ from __future__ import annotations
 from enum import Enum
 from typing import Any, Final, Protocol, runtime_checkable
 
-from toolvisor.contract import OnCancel, OnTimeout
+from toolvisor.contract import OnCancel, OnTimeout, ToolvisorError
 from toolvisor.durable._records import (
-    Checkpoint,
     JournalRecord,
     KeyPurpose,
     ProcessEvent,
     Resolution,
     ResolveOutcome,
     RunRecord,
+    SavedCheckpoint,
     Wait,
 )
 
@@ -26,7 +26,7 @@ UNSET: Final = _Unset.UNSET
 """Marks an argument that was not given (``None`` is a legal JSON value)."""
 
 
-class UnknownRunError(LookupError):
+class UnknownRunError(ToolvisorError, LookupError):
     """The store has no run with that id; create it with ``create_run`` first."""
 
 
@@ -54,13 +54,13 @@ class SessionStore(Protocol):
 
     def save_checkpoint(
         self, run_id: str, effect_id: int, data: str, *, status: str | None = None
-    ) -> Checkpoint: ...
+    ) -> SavedCheckpoint: ...
 
-    def latest_checkpoint(self, run_id: str) -> Checkpoint | None: ...
+    def latest_checkpoint(self, run_id: str) -> SavedCheckpoint | None: ...
 
-    def checkpoint_at(self, run_id: str, effect_id: int) -> Checkpoint | None: ...
+    def checkpoint_at(self, run_id: str, effect_id: int) -> SavedCheckpoint | None: ...
 
-    def checkpoints(self, run_id: str) -> list[Checkpoint]: ...
+    def checkpoints(self, run_id: str) -> list[SavedCheckpoint]: ...
 
     def issue_key(
         self, run_id: str, call_id: str, *, purpose: KeyPurpose = "call", name: str = ""

@@ -19,13 +19,14 @@ from toolvisor.machine._effects import (
     ToolCalls,
     WaitingEffect,
 )
-from toolvisor.machine._machine import RESERVED_HALT_REASONS, TurnMachine
+from toolvisor.machine._machine import TurnMachine
 from toolvisor.machine._outcomes import (
     Completed,
     Failed,
     Halted,
     PendingCall,
     Question,
+    RunStatus,
     StateConflict,
 )
 from toolvisor.machine._responses import (
@@ -37,6 +38,7 @@ from toolvisor.machine._responses import (
     Slept,
     ToolResults,
 )
+from toolvisor.machine._settling import RESERVED_HALT_REASONS
 from toolvisor.machine._state_view import StateView
 from toolvisor.machine.policy import (
     Continue,
@@ -47,7 +49,7 @@ from toolvisor.machine.policy import (
     PolicyFailed,
     RetryAfter,
     RetryPolicy,
-    decide,
+    apply_policy,
 )
 
 __all__ = [
@@ -84,6 +86,7 @@ __all__ = [
     "ResponseRefused",
     "RetryAfter",
     "RetryPolicy",
+    "RunStatus",
     "Sleep",
     "Slept",
     "StateConflict",
@@ -93,5 +96,5 @@ __all__ = [
     "ToolResults",
     "TurnMachine",
     "WaitingEffect",
-    "decide",
+    "apply_policy",
 ]

@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from toolvisor.contract import Message, ToolCall, ToolSpec
+from toolvisor.contract import Message, ToolCall, ToolSpec, ToolvisorError
 from toolvisor.machine._effects import EffectId, Sleep, ToolCalls
 from toolvisor.machine._outcomes import (
     Completed,
@@ -22,7 +22,8 @@ from toolvisor.machine._outcomes import (
     StateConflict,
 )
 
-CHECKPOINT_VERSION: Literal[1] = 1
+CHECKPOINT_VERSION: Literal[2] = 2
+"""2: ``CallToRun`` and ``PendingCall`` carry the turn (and ``PendingCall`` the attempt)."""
 
 Mode = Literal["sequential", "parallel_batch_approval", "parallel_streaming"]
 Phase = Literal["new", "awaiting_model", "awaiting_tools", "sleeping", "between", "suspended",
@@ -104,7 +105,7 @@ class RunState(_Record):
     final: Completed | Halted | Failed | None = Field(default=None, discriminator="kind")
 
 
-class CheckpointError(ValueError):
+class CheckpointError(ToolvisorError, ValueError):
     """A checkpoint that cannot be restored: unknown version, tampered shape, inconsistent."""
 
 
@@ -117,7 +118,7 @@ class Checkpoint(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    version: Literal[1] = CHECKPOINT_VERSION
+    version: Literal[2] = CHECKPOINT_VERSION
     run: RunState
 
     @model_validator(mode="before")
@@ -227,6 +228,11 @@ def check_restorable(run: RunState, mode: Mode) -> None:
         raise bad("the outstanding ToolCalls effect has no running call")
     if any(r.status == "queued" and r.call.id in listed for r in run.calls):
         raise bad("a call of the outstanding ToolCalls effect is queued, not running")
+    if isinstance(effect, ToolCalls) and any(c.turn != run.turns for c in effect.calls):
+        raise bad(f"the outstanding ToolCalls effect has calls of another turn than {run.turns}")
+    if any(r.pending is not None and (r.pending.call_id, r.pending.turn, r.pending.attempt)
+           != (r.call.id, run.turns, r.attempt) for r in run.calls):
+        raise bad("a pending call's id, turn or attempt does not match its call")
     indices = [i for step in run.steps for i in step.calls]
     if any(not 0 <= i < len(run.calls) for i in indices) or len(set(indices)) != len(indices) \
             or run.cursor > len(run.steps):

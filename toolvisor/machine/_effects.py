@@ -23,11 +23,14 @@ class _Frozen(BaseModel):
 class CallToRun(_Frozen):
     """One call to run now: the call, which attempt this is, and the state its ``ctx.state`` reads.
 
-    The host gives the handler ``CallContext(tool_call=call, attempt=attempt,
+    ``turn`` is the turn whose model response asked for the call (a retry keeps it), so
+    ``(turn, attempt, call.id)`` names one attempt within a run even when a model reuses call
+    ids across turns. The host gives the handler ``CallContext(tool_call=call, attempt=attempt,
     state=StateView(state))`` and reports ``StateView.writes`` back with the result.
     """
 
     call: ToolCall
+    turn: int
     attempt: int = 1
     state: dict[str, Any] = Field(default_factory=dict)
 

@@ -29,10 +29,15 @@ class Question(_Frozen):
 
 
 class PendingCall(_Frozen):
-    """A call that returned ``Pending``: the host resolves it later with a result."""
+    """A call that returned ``Pending``: the host resolves it later with a result.
+
+    ``turn`` and ``attempt`` are those of the ``CallToRun`` that returned it.
+    """
 
     call_id: str
     tool: str
+    turn: int
+    attempt: int
     deadline: float | None = None
     on_timeout: OnTimeout = "error_as_result"
     on_cancel: OnCancel = "ignore"
@@ -85,3 +90,7 @@ class Failed(_Frozen):
 
 
 FinalOutcome = Completed | Halted | Failed
+
+RunStatus = Literal["running", "suspended", "completed", "halted", "failed", "cancelled"]
+"""Where a run stands (``TurnMachine.status``): ``cancelled`` is a ``Halted`` run that was
+cancelled; ``completed``, ``halted`` and ``failed`` are the other endings."""

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
-from toolvisor.contract import HandlerResult, ModelResponse
+from toolvisor.contract import HandlerResult, ModelResponse, ToolvisorError
 from toolvisor.machine._effects import EffectId
 
 
@@ -66,5 +66,5 @@ class EffectFailed:
 Response: TypeAlias = ModelReplied | ToolResults | Slept | EffectFailed
 
 
-class ResponseRefused(ValueError):
+class ResponseRefused(ToolvisorError, ValueError):
     """A response the machine cannot take (stale id, wrong type, unknown call); nothing changed."""

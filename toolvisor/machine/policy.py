@@ -1,10 +1,11 @@
 """``on_tool_error`` policies and the decisions they make: pure, importable and testable alone.
 
 A policy is ``"continue"``, ``"halt"``, a :class:`RetryPolicy`, or a function
-``(FailedCall, error) -> Decision``. :func:`decide` applies one to one failure and never raises:
-a function that raises or returns something else becomes :class:`PolicyFailed`, which halts the
-run with ``invalid_return``. ``error`` is what the ``Err`` carried: a :class:`ToolError` when the
-call crashed, anything else when the handler reported the failure itself.
+``(FailedCall, error) -> Decision``. :func:`apply_policy` applies one to one failure and never
+raises: a function that raises or returns something else becomes :class:`PolicyFailed`, which
+halts the run with ``invalid_return``. ``error`` is what the ``Err`` carried: a
+:class:`ToolError` when the call crashed, anything else when the handler reported the failure
+itself.
 """
 
 from __future__ import annotations
@@ -170,7 +171,7 @@ def check_policy(policy: object, where: str) -> None:
                     f"(call, error) -> decision, got {type(policy).__name__}")
 
 
-def decide(policy: Policy, failed: FailedCall, error: Any, *, seed: int = 0) -> Decision:
+def apply_policy(policy: Policy, failed: FailedCall, error: Any, *, seed: int = 0) -> Decision:
     """What to do about one failure. Pure, and never raises for a policy function's sake."""
     if policy == "continue":
         return Continue()

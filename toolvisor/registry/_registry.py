@@ -4,15 +4,15 @@ Catalog membership is the execution gate: only members are offered to the model 
 members run; any other name comes back as ``Err(ToolError("not_found"))`` without its handler
 running. ``generation`` moves exactly when the tools on offer or the membership really change.
 
-Ownership and threading: the mutable fields (``_sources``, ``_owners``, ``_members``,
-``_awaited``, ``_generation``) belong to whichever thread holds ``_lock``; every write takes it
-and ends by publishing a new immutable ``_View``. Readers (tool-call threads resolving and
-executing) take the current view without locking, so the hot path is one attribute read plus a
-version check per source. A lock rather than an owning actor: catalog edits come from handlers
-running inside tool calls, which must see their edit applied when ``add`` returns, and routing
-every resolve through an actor mailbox would put a message round trip on each call. The lock is
-never held while a handler runs; under it the registry only calls providers' ``version`` and
-``manifests``, which never call back into a registry.
+Ownership and threading: the mutable catalog, a ``CatalogBook``, belongs to whichever thread
+holds ``_lock``; every write takes it and ends by publishing the book's new immutable ``View``.
+Readers (tool-call threads resolving and executing) take the current view without locking, so
+the hot path is one attribute read plus a version check per source. A lock rather than an owning
+actor: catalog edits come from handlers running inside tool calls, which must see their edit
+applied when ``add`` returns, and routing every resolve through an actor mailbox would put a
+message round trip on each call. The lock is never held while a handler runs; under it the
+registry only calls providers' ``version`` and ``manifests``, which never call back into a
+registry.
 """
 
 from __future__ import annotations
@@ -20,74 +20,22 @@ from __future__ import annotations
 import dataclasses
 import threading
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
-from types import MappingProxyType
 from typing import Any
 
 from toolvisor._logging import get_event_log
 from toolvisor.contract import CallContext, CatalogAccess, Err, HandlerResult, Tool, ToolSpec
+from toolvisor.registry._book import CatalogBook, LiveSource, View
 from toolvisor.registry._local import StaticToolProvider
 from toolvisor.registry._provider import PreparedCall, ToolManifest, ToolProvider, tool_not_found
 from toolvisor.registry._state import (
     GenerationMismatchError,
     RestoreReport,
-    SourceState,
     ToolState,
     UnknownSourceError,
     UnknownToolError,
 )
 
 _NAMES_SHOWN = 50
-
-
-class _Source:
-    """One live source as last read; owned by the holder of the registry's lock."""
-
-    __slots__ = ("join_catalog", "manifests", "provider", "version")
-
-    def __init__(self, provider: ToolProvider, join_catalog: bool) -> None:
-        self.provider = provider
-        self.join_catalog = join_catalog
-        self.version, self.manifests = _read(provider)
-
-
-@dataclass(frozen=True, slots=True)
-class _View:
-    """What readers see: an immutable snapshot published by each write."""
-
-    state: ToolState
-    providers: Mapping[str, ToolProvider]
-    owners: Mapping[str, str]
-    manifests: Mapping[str, ToolManifest]
-    catalog: tuple[ToolManifest, ...]
-    members: frozenset[str]
-    versions: tuple[tuple[ToolProvider, int], ...]
-
-
-_EMPTY_VIEW = _View(
-    state=ToolState(generation=0),
-    providers=MappingProxyType({}),
-    owners=MappingProxyType({}),
-    manifests=MappingProxyType({}),
-    catalog=(),
-    members=frozenset(),
-    versions=(),
-)
-
-
-def _read(provider: ToolProvider) -> tuple[int, dict[str, ToolManifest]]:
-    """The provider's version and manifests, in that order (a change in between only costs
-    one extra re-read later)."""
-    version = provider.version
-    manifests: dict[str, ToolManifest] = {}
-    for manifest in provider.manifests():
-        if not isinstance(manifest, ToolManifest):
-            raise TypeError(f"{provider!r}.manifests() must yield ToolManifest objects, "
-                            f"got {type(manifest).__name__}")
-        if manifest.name in manifests:
-            raise ValueError(f"{provider!r} lists two tools named {manifest.name!r}")
-        manifests[manifest.name] = manifest
-    return version, manifests
 
 
 def _shown(names: Iterable[str]) -> str:
@@ -128,13 +76,8 @@ class ToolRegistry:
     def __init__(self, sources: Mapping[str, ToolProvider] | None = None) -> None:
         self._lock = threading.Lock()
         self._log = get_event_log("registry")
-        self._sources: dict[str, _Source] = {}
-        self._owners: dict[str, str] = {}
-        self._members: set[str] = set()
-        self._awaited: dict[str, SourceState] = {}
-        self._generation = 0
-        self._fingerprint: Any = self._fingerprint_locked()
-        self._view = _EMPTY_VIEW
+        self._book = CatalogBook(self._log)
+        self._view = self._book.commit()
         self._catalog_access = _SessionCatalog(self)
         for name, provider in (sources or {}).items():
             self.add_source(name, provider)
@@ -156,22 +99,23 @@ class ToolRegistry:
             raise ValueError(f"a source name must be a non-empty str, got {name!r}")
         _check_provider(provider)
         with self._lock:
-            self._sync_locked()
-            if name in self._sources:
+            book = self._book
+            book.sync()
+            if name in book.sources:
                 raise ValueError(f"tool source {name!r} already exists; use replace_source() "
                                  "to swap its provider")
-            source = _Source(provider, join_catalog)
-            self._check_conflicts_locked(name, source)
-            self._sources[name] = source
-            self._reindex_locked()
-            known = self._awaited.pop(name, None)
-            dropped = self._settle_locked(name, known, join_catalog)
-            self._commit_locked()
+            source = LiveSource(provider, join_catalog)
+            book.check_conflicts(name, source)
+            book.sources[name] = source
+            book.reindex()
+            known = book.awaited.pop(name, None)
+            dropped = book.settle(name, known, join_catalog)
+            self._view = book.commit()
             self._log.info("tool_source_added", source=name, tools=list(source.manifests),
-                           generation=self._generation)
+                           generation=book.generation)
             if known is not None:
                 self._log.info("orphans_rebound", source=name, dropped=list(dropped),
-                               generation=self._generation)
+                               generation=book.generation)
 
     def replace_source(self, name: str, provider: ToolProvider, *,
                        join_catalog: bool | None = None) -> None:
@@ -179,33 +123,35 @@ class ToolRegistry:
         it newly provides join if ``join_catalog`` (default: as when the source was added)."""
         _check_provider(provider)
         with self._lock:
-            self._sync_locked()
-            old = self._sources.get(name)
+            book = self._book
+            book.sync()
+            old = book.sources.get(name)
             if old is None:
                 raise UnknownSourceError(f"no tool source named {name!r}; sources: "
-                                         f"{_shown(self._sources)}")
+                                         f"{_shown(book.sources)}")
             join = old.join_catalog if join_catalog is None else join_catalog
-            source = _Source(provider, join)
-            self._check_conflicts_locked(name, source)
-            known = self._source_state_locked(name)
-            self._sources[name] = source
-            self._reindex_locked()
-            dropped = self._settle_locked(name, known, join)
-            self._commit_locked()
+            source = LiveSource(provider, join)
+            book.check_conflicts(name, source)
+            known = book.source_state(name)
+            book.sources[name] = source
+            book.reindex()
+            dropped = book.settle(name, known, join)
+            self._view = book.commit()
             self._log.info("tool_source_replaced", source=name, tools=list(source.manifests),
-                           dropped=list(dropped), generation=self._generation)
+                           dropped=list(dropped), generation=book.generation)
 
     def remove_source(self, name: str) -> None:
         """Remove source ``name``; its tools leave the catalog."""
         with self._lock:
-            self._sync_locked()
-            if name not in self._sources:
+            book = self._book
+            book.sync()
+            if name not in book.sources:
                 raise UnknownSourceError(f"no tool source named {name!r}; sources: "
-                                         f"{_shown(self._sources)}")
-            del self._sources[name]
-            self._reindex_locked()
-            self._commit_locked()
-            self._log.info("tool_source_removed", source=name, generation=self._generation)
+                                         f"{_shown(book.sources)}")
+            del book.sources[name]
+            book.reindex()
+            self._view = book.commit()
+            self._log.info("tool_source_removed", source=name, generation=book.generation)
 
     def sources(self) -> tuple[str, ...]:
         """The names of the live sources, in the order they were added."""
@@ -219,29 +165,31 @@ class ToolRegistry:
         ``UnknownToolError`` if no live source provides it, ``ValueError`` if it is internal.
         """
         with self._lock:
-            self._sync_locked()
-            owner = self._owners.get(name)
+            book = self._book
+            book.sync()
+            owner = book.owners.get(name)
             if owner is None:
                 raise UnknownToolError(self._unknown_message_locked(name))
-            if self._sources[owner].manifests[name].internal:
+            if book.sources[owner].manifests[name].internal:
                 raise ValueError(f"tool {name!r} is internal: it is never offered to the model; "
                                  "the host runs it with execute_internal()")
-            if name in self._members:
+            if name in book.members:
                 return False
-            self._members.add(name)
-            self._commit_locked()
-            self._log.info("catalog_member_added", tool=name, generation=self._generation)
+            book.members.add(name)
+            self._view = book.commit()
+            self._log.info("catalog_member_added", tool=name, generation=book.generation)
             return True
 
     def remove_member(self, name: str) -> bool:
         """Take tool ``name`` out of the catalog; returns whether membership changed."""
         with self._lock:
-            self._sync_locked()
-            if name not in self._members:
+            book = self._book
+            book.sync()
+            if name not in book.members:
                 return False
-            self._members.discard(name)
-            self._commit_locked()
-            self._log.info("catalog_member_removed", tool=name, generation=self._generation)
+            book.members.discard(name)
+            self._view = book.commit()
+            self._log.info("catalog_member_removed", tool=name, generation=book.generation)
             return True
 
     def members(self) -> frozenset[str]:
@@ -350,28 +298,29 @@ class ToolRegistry:
         if not isinstance(state, ToolState):
             raise TypeError(f"apply_state takes a ToolState, got {type(state).__name__}")
         with self._lock:
-            self._sync_locked()
-            if state.generation != self._generation:
-                raise GenerationMismatchError(self._generation, state.generation)
-            if set(state.sources) != set(self._sources):
+            book = self._book
+            book.sync()
+            if state.generation != book.generation:
+                raise GenerationMismatchError(book.generation, state.generation)
+            if set(state.sources) != set(book.sources):
                 raise ValueError(f"tool state lists sources {_shown(state.sources)} but the "
-                                 f"registry has {_shown(self._sources)}")
-            live_orphans = set(state.orphans) & set(self._sources)
+                                 f"registry has {_shown(book.sources)}")
+            live_orphans = set(state.orphans) & set(book.sources)
             if live_orphans:
                 raise ValueError(f"tool state lists live source(s) {_shown(live_orphans)} "
                                  "as orphans")
             members: set[str] = set()
             for name, known in state.sources.items():
-                offered = set(self._offered_locked(name))
+                offered = set(book.offered(name))
                 bad = set(known.members) - offered
                 if bad:
                     raise ValueError(f"tool state puts {_shown(bad)} in the catalog but source "
                                      f"{name!r} offers no such tool (only {_shown(offered)})")
                 members |= set(known.members)
-            self._members = members
-            self._awaited = dict(state.orphans)
-            self._commit_locked()
-            self._log.info("tool_state_applied", generation=self._generation)
+            book.members = members
+            book.awaited = dict(state.orphans)
+            self._view = book.commit()
+            self._log.info("tool_state_applied", generation=book.generation)
 
     def restore_state(self, snapshot: ToolState) -> RestoreReport:
         """Rebuild the catalog from ``snapshot`` over the live sources (any generation).
@@ -389,140 +338,46 @@ class ToolRegistry:
             raise ValueError(f"tool state lists {_shown(both)} both as live and orphaned")
         known_all = {**snapshot.orphans, **snapshot.sources}
         with self._lock:
-            self._sync_locked()
+            book = self._book
+            book.sync()
             dropped: dict[str, tuple[str, ...]] = {}
-            for name, source in self._sources.items():
+            for name, source in book.sources.items():
                 if name in known_all:
-                    lost = self._settle_locked(name, known_all[name], source.join_catalog)
+                    lost = book.settle(name, known_all[name], source.join_catalog)
                     if lost:
                         dropped[name] = lost
-            self._awaited = {name: known for name, known in known_all.items()
-                             if name not in self._sources}
-            self._commit_locked()
+            book.awaited = {name: known for name, known in known_all.items()
+                            if name not in book.sources}
+            self._view = book.commit()
             report = RestoreReport(
-                members=tuple(sorted(self._members)),
-                orphans={name: known.members for name, known in self._awaited.items()},
+                members=tuple(sorted(book.members)),
+                orphans={name: known.members for name, known in book.awaited.items()},
                 dropped=dropped,
             )
-            self._log.info("tool_state_restored", generation=self._generation,
+            self._log.info("tool_state_restored", generation=book.generation,
                            orphans=report.orphans, dropped=dropped)
             return report
 
     # -- internals (callers hold _lock unless noted) ----------------------------------------
 
-    def _current(self) -> _View:
+    def _current(self) -> View:
         """The current view, re-read first if a provider's version moved (lock-free otherwise)."""
         view = self._view
         for provider, seen in view.versions:
             if provider.version != seen:
                 with self._lock:
-                    self._sync_locked()
-                    self._commit_locked()
+                    self._book.sync()
+                    self._view = self._book.commit()
                     return self._view
         return view
 
-    def _sync_locked(self) -> None:
-        """Re-read every source whose provider's version moved and settle its membership."""
-        changed: dict[str, SourceState] = {}
-        for name, source in self._sources.items():
-            if source.provider.version != source.version:
-                changed[name] = self._source_state_locked(name)
-                source.version, source.manifests = _read(source.provider)
-        if not changed:
-            return
-        self._reindex_locked()
-        for name, known in changed.items():
-            self._settle_locked(name, known, self._sources[name].join_catalog)
-            self._log.info("tool_source_changed", source=name,
-                           tools=list(self._sources[name].manifests))
-
-    def _check_conflicts_locked(self, name: str, source: _Source) -> None:
-        for tool_name in source.manifests:
-            owner = self._owners.get(tool_name)
-            if owner is not None and owner != name:
-                raise ValueError(f"tool {tool_name!r} is already provided by source {owner!r}; "
-                                 "tool names must be unique across sources")
-
-    def _reindex_locked(self) -> None:
-        """Give every tool name one owning source; a name keeps the owner it had."""
-        owners = {tool: owner for tool, owner in self._owners.items()
-                  if owner in self._sources and tool in self._sources[owner].manifests}
-        for name, source in self._sources.items():
-            for tool_name in source.manifests:
-                owner = owners.setdefault(tool_name, name)
-                if owner != name:
-                    self._log.warning("tool_shadowed", tool=tool_name, source=name, owner=owner)
-        self._owners = owners
-        self._members = {m for m in self._members if m in owners
-                         and not self._sources[owners[m]].manifests[m].internal}
-
-    def _offered_locked(self, name: str) -> list[str]:
-        """The tools source ``name`` owns that may be members (not internal), in its order."""
-        source = self._sources[name]
-        return [t for t, m in source.manifests.items()
-                if self._owners.get(t) == name and not m.internal]
-
-    def _source_state_locked(self, name: str) -> SourceState:
-        source = self._sources[name]
-        owned = [t for t in source.manifests if self._owners.get(t) == name]
-        return SourceState(tools=tuple(owned),
-                           members=tuple(t for t in owned if t in self._members))
-
-    def _settle_locked(self, name: str, known: SourceState | None, join: bool
-                       ) -> tuple[str, ...]:
-        """Set source ``name``'s members from what was known of it; returns the known
-        members it no longer offers."""
-        known_tools = set(known.tools) if known is not None else set()
-        known_members = set(known.members) if known is not None else set()
-        offered = self._offered_locked(name)
-        for tool_name in offered:
-            if tool_name in known_members or (join and tool_name not in known_tools):
-                self._members.add(tool_name)
-            else:
-                self._members.discard(tool_name)
-        return tuple(sorted(known_members - set(offered)))
-
     def _unknown_message_locked(self, name: str) -> str:
-        for source, known in self._awaited.items():
+        book = self._book
+        for source, known in book.awaited.items():
             if name in known.tools:
                 return (f"tool {name!r} belongs to source {source!r}, which is missing; "
                         "add the source back first")
-        return f"no live source provides a tool named {name!r}; tools: {_shown(self._owners)}"
-
-    def _fingerprint_locked(self) -> Any:
-        return (
-            tuple((name, tuple(s.manifests.values())) for name, s in self._sources.items()),
-            tuple(sorted(self._owners.items())),
-            frozenset(self._members),
-            tuple(sorted(self._awaited.items())),
-        )
-
-    def _commit_locked(self) -> None:
-        """Move the generation if anything really changed, and publish a new view."""
-        fingerprint = self._fingerprint_locked()
-        if fingerprint != self._fingerprint:
-            self._fingerprint = fingerprint
-            self._generation += 1
-        catalog: list[ToolManifest] = []
-        manifests: dict[str, ToolManifest] = {}
-        sources: dict[str, SourceState] = {}
-        for name, source in self._sources.items():
-            sources[name] = self._source_state_locked(name)
-            for tool_name, manifest in source.manifests.items():
-                if self._owners.get(tool_name) == name:
-                    manifests[tool_name] = manifest
-                    if tool_name in self._members:
-                        catalog.append(manifest)
-        self._view = _View(
-            state=ToolState(generation=self._generation, sources=sources,
-                            orphans=dict(self._awaited)),
-            providers=MappingProxyType({n: s.provider for n, s in self._sources.items()}),
-            owners=MappingProxyType(dict(self._owners)),
-            manifests=MappingProxyType(manifests),
-            catalog=tuple(catalog),
-            members=frozenset(self._members),
-            versions=tuple((s.provider, s.version) for s in self._sources.values()),
-        )
+        return f"no live source provides a tool named {name!r}; tools: {_shown(book.owners)}"
 
     def __repr__(self) -> str:
         view = self._view

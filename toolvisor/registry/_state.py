@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from toolvisor.contract import ToolvisorError
+
 
 class SourceState(BaseModel):
     """One source as a snapshot saw it: every tool it provided, and those in the catalog."""
@@ -46,7 +48,7 @@ class RestoreReport(BaseModel):
     dropped: dict[str, tuple[str, ...]]
 
 
-class GenerationMismatchError(ValueError):
+class GenerationMismatchError(ToolvisorError, ValueError):
     """``apply_state`` was given a state made from another generation of the registry."""
 
     def __init__(self, expected: int, given: int) -> None:
@@ -59,14 +61,14 @@ class GenerationMismatchError(ValueError):
         )
 
 
-class UnknownToolError(LookupError):
+class UnknownToolError(ToolvisorError, LookupError):
     """A catalog edit named a tool that no live source provides."""
 
     def __str__(self) -> str:
         return str(self.args[0]) if self.args else "unknown tool"
 
 
-class UnknownSourceError(LookupError):
+class UnknownSourceError(ToolvisorError, LookupError):
     """A source operation named a source the registry does not have."""
 
     def __str__(self) -> str:

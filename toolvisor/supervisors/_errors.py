@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Hashable
 
+from toolvisor.contract import ToolvisorError
 
-class ChildSpecError(ValueError):
+
+class ChildSpecError(ToolvisorError, ValueError):
     """A child spec, or a supervisor's own settings, are invalid."""
 
 
-class ChildStartError(RuntimeError):
+class ChildStartError(ToolvisorError, RuntimeError):
     """A child's start function raised, or returned something that is not a supervisable ref.
 
     ``child_id`` names the child (``None`` for a dynamic one); ``__cause__`` is what the start
@@ -23,17 +25,17 @@ class ChildStartError(RuntimeError):
         self.detail = message
 
 
-class UnknownChildError(LookupError):
+class UnknownChildError(ToolvisorError, LookupError):
     """No child with that id is known to the supervisor."""
 
 
-class ChildRunningError(RuntimeError):
+class ChildRunningError(ToolvisorError, RuntimeError):
     """The operation needs the child stopped (``restart_child``, ``delete_child``)."""
 
 
-class DuplicateChildError(ValueError):
+class DuplicateChildError(ToolvisorError, ValueError):
     """``start_child`` was given an id that the supervisor already has."""
 
 
-class TooManyChildrenError(RuntimeError):
+class TooManyChildrenError(ToolvisorError, RuntimeError):
     """A dynamic supervisor already has ``max_children`` children: the start is refused."""

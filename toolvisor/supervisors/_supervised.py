@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 import pykka
 from pykka import ActorDeadError, ActorRef, ActorRegistry
 
+from toolvisor.contract import ToolvisorError
+
 if TYPE_CHECKING:
     from types import TracebackType
 
@@ -29,7 +31,7 @@ def describe(reason: ExitReason) -> str:
     return reason if isinstance(reason, str) else repr(reason)
 
 
-class ActorExit(Exception):
+class ActorExit(ToolvisorError):
     """What an ``ask`` caller gets when the handler ended the actor with a ``BaseException``.
 
     The actor itself ends with the original ``BaseException`` (``__cause__``) as its reason.

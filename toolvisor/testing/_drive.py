@@ -22,6 +22,7 @@ from toolvisor.contract import (
     Pending,
     Tool,
     ToolCall,
+    ToolvisorError,
 )
 from toolvisor.executor import encode_checked, execute
 from toolvisor.machine import (
@@ -54,7 +55,7 @@ Answers: TypeAlias = Mapping[str, Any] | Callable[[Question | PendingCall], Any]
 Delivery: TypeAlias = Literal["together", "one_by_one", "reversed"]
 
 
-class DriveScriptError(AssertionError):
+class DriveScriptError(ToolvisorError, AssertionError):
     """The script does not cover the run: no model response or tool outcome left for a step."""
 
 

@@ -8,17 +8,17 @@ from collections.abc import Callable, Iterable
 from types import TracebackType
 from typing import Any
 
-from toolvisor.contract import ModelRequest, ModelResponse, ToolCall
+from toolvisor.contract import ModelRequest, ModelResponse, ToolCall, ToolvisorError
 
 Step = ModelResponse | str
 """A scripted response: a ``ModelResponse``, or a ``str`` meaning "answer with this text"."""
 
 
-class ScriptExhaustedError(AssertionError):
+class ScriptExhaustedError(ToolvisorError, AssertionError):
     """The run asked the model for more responses than the script has."""
 
 
-class ScriptNotFinishedError(AssertionError):
+class ScriptNotFinishedError(ToolvisorError, AssertionError):
     """The run ended with scripted responses left unused."""
 
 

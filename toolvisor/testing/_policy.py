@@ -5,8 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from toolvisor.contract import Err, ToolCall
-from toolvisor.machine.policy import Decision, FailedCall, Policy, check_policy
-from toolvisor.machine.policy import decide as _decide
+from toolvisor.machine.policy import Decision, FailedCall, Policy, apply_policy, check_policy
 
 
 def decide(
@@ -32,4 +31,4 @@ def decide(
         call = ToolCall(id="call_1", name=call)
     failed = call if isinstance(call, FailedCall) else FailedCall(
         call=call, attempt=attempt, retryable=retryable, known=known)
-    return _decide(policy, failed, error, seed=seed)
+    return apply_policy(policy, failed, error, seed=seed)

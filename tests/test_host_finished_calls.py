@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 from toolvisor import Ok
-from toolvisor.actors._orchestrator import _CallDone, _FinishedCalls
+from toolvisor.executor import OutputProjection
+from toolvisor.host._finished_calls import CallDone, FinishedCalls
 from toolvisor.machine import CallOutcome
+from toolvisor.registry import ToolRegistry
 
 
-def done(call_id: str) -> _CallDone:
-    return _CallDone("run", 3, CallOutcome(call_id, Ok(1), "1"), None)
+def done(call_id: str) -> CallDone:
+    return CallDone("run", 3, CallOutcome(call_id, Ok(1), "1"), None)
 
 
 def test_only_the_add_that_finds_the_buffer_empty_asks_for_a_message() -> None:
-    finished = _FinishedCalls()
+    finished = FinishedCalls(OutputProjection(), ToolRegistry.from_tools([]))
     assert [finished.add(done(c)) for c in "abc"] == [True, False, False]
     assert [d.outcome.call_id for d in finished.drain()] == ["a", "b", "c"]
     assert finished.drain() == []

@@ -1,7 +1,7 @@
 """``KeyWaiter``: a thread that waits for one parked completion key to resolve.
 
-The orchestrator owns its waiters (it starts, stops and joins them); a waiter only blocks on the
-store and tells the orchestrator once, so the orchestrator's mailbox never waits on a key.
+The orchestrator's thread owns its waiters (starts, stops and joins them); a waiter only blocks
+on the store and tells the orchestrator once, so the orchestrator's mailbox never waits on a key.
 """
 
 from __future__ import annotations

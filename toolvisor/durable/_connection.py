@@ -1,0 +1,129 @@
+"""The SQLite file of a store: opening it (private file, pragmas, schema, secret), its transactions.
+
+A :class:`SqliteConnection` owns ONE connection and uses it only under its ``_lock``, so any
+thread may call it; other connections on the same file (other processes, other store objects)
+are serialized by SQLite's file locks.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import sqlite3
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from toolvisor.durable._schema import SCHEMA, SCHEMA_VERSION
+
+_SECRET_NAME = "hmac_secret"
+
+
+class SqliteConnection:
+    """The store's connection, opened in ``__init__`` and closed by :meth:`close`.
+
+    The file is in WAL mode with ``synchronous=FULL``: a commit that returned survives a power
+    cut. Every write is ``BEGIN IMMEDIATE`` with a busy timeout and every read is one snapshot
+    transaction, each holding ``_lock`` from start to end (calls serialize within the object).
+    The file (created mode 0600) holds the HMAC secret that signs completion keys.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], busy_timeout: float) -> None:
+        resolved = Path(path).resolve()
+        if resolved.is_dir():
+            raise ValueError(f"session store path {str(resolved)!r} is a directory; give a file")
+        self.path = str(resolved)
+        self._lock = threading.Lock()  # owns _connection: held for every use of it
+        self._create_private(resolved)
+        self._connection: sqlite3.Connection | None = sqlite3.connect(
+            self.path, timeout=busy_timeout, isolation_level=None, check_same_thread=False
+        )
+        try:
+            self._secret = self._open(busy_timeout)
+        except BaseException:
+            self.close()
+            raise
+
+    @staticmethod
+    def _create_private(path: Path) -> None:
+        """Create the file readable by its owner only, before SQLite opens it."""
+        try:
+            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+        except FileExistsError:
+            return
+        os.close(fd)
+
+    def _open(self, busy_timeout: float) -> bytes:
+        """Set the pragmas, create the schema in a new file, and return the file's secret."""
+        connection = self._conn()
+        connection.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
+        mode = connection.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+        if mode != "wal":
+            raise RuntimeError(
+                f"session store {self.path!r} could not switch to WAL mode (got {mode!r}); "
+                "put it on a local file system"
+            )
+        connection.execute("PRAGMA synchronous = FULL")
+        connection.execute("PRAGMA foreign_keys = ON")
+        with self._write() as conn:
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            if version == 0:
+                for statement in SCHEMA.split(";"):
+                    if statement.strip():
+                        conn.execute(statement)
+                conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            elif version != SCHEMA_VERSION:
+                raise RuntimeError(
+                    f"session store {self.path!r} has schema version {version}; this toolvisor "
+                    f"reads version {SCHEMA_VERSION}"
+                )
+            conn.execute(
+                "INSERT OR IGNORE INTO meta (name, value) VALUES (?, ?)",
+                (_SECRET_NAME, secrets.token_hex(32)),
+            )
+            secret_hex = conn.execute(
+                "SELECT value FROM meta WHERE name = ?", (_SECRET_NAME,)
+            ).fetchone()[0]
+        return bytes.fromhex(secret_hex)
+
+    def _conn(self) -> sqlite3.Connection:
+        if self._connection is None:
+            raise RuntimeError(f"session store {self.path!r} is closed")
+        return self._connection
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction: all of it commits, or (on any exception) none of it.
+
+        ``BEGIN IMMEDIATE`` takes the file's write lock up front, so a read-then-write cannot
+        be overtaken by another connection's write.
+        """
+        with self._lock:
+            conn = self._conn()
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+
+    @contextmanager
+    def _read(self) -> Iterator[sqlite3.Connection]:
+        """One read snapshot."""
+        with self._lock:
+            conn = self._conn()
+            conn.execute("BEGIN")
+            try:
+                yield conn
+            finally:
+                conn.execute("COMMIT")
+
+    def close(self) -> None:
+        """Close the connection (and with it the ``-wal``/``-shm`` files); idempotent."""
+        with self._lock:
+            if self._connection is not None:
+                self._connection.close()
+                self._connection = None

@@ -1,0 +1,30 @@
+"""The run host: ``OrchestratorActor`` hosts each run's ``TurnMachine`` and performs its effects.
+
+The ``Agent`` tells it the commands here; a run's future fails with ``OrchestratorStopped`` if
+the orchestrator stops before the run ends.
+"""
+
+from toolvisor.host._commands import (
+    AnswerRun,
+    AttachRun,
+    CancelRun,
+    OrchestratorSettings,
+    OrchestratorStopped,
+    ProgressCallback,
+    StartRun,
+)
+from toolvisor.host._durable_waits import PENDING_TIMEOUT_CODE, durable_call_id
+from toolvisor.host._orchestrator import OrchestratorActor
+
+__all__ = [
+    "PENDING_TIMEOUT_CODE",
+    "AnswerRun",
+    "AttachRun",
+    "CancelRun",
+    "OrchestratorActor",
+    "OrchestratorSettings",
+    "OrchestratorStopped",
+    "ProgressCallback",
+    "StartRun",
+    "durable_call_id",
+]

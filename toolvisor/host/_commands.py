@@ -1,0 +1,85 @@
+"""What the orchestrator receives from the ``Agent`` and what every run it hosts shares.
+
+Commands are frozen messages told to the ``OrchestratorActor``; each carries the ``Future`` the
+run's next outcome is delivered to. ``OrchestratorStopped`` is what such a future fails with when
+the orchestrator stops or crashes before the run ends.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass
+from typing import Any
+
+from toolvisor.actors import ToolCallDispatcher
+from toolvisor.contract import Model, ToolvisorError
+from toolvisor.durable import SessionStore
+from toolvisor.executor import OutputProjection
+from toolvisor.machine import Effect, MachineConfig, TurnMachine
+from toolvisor.registry import ToolRegistry
+
+ProgressCallback = Callable[[str, str, dict[str, Any]], None]
+"""``(run_id, event, data)``: called on the orchestrator's thread; keep it quick."""
+
+
+class OrchestratorStopped(ToolvisorError, RuntimeError):
+    """The orchestrator stopped (the agent was closed, or it crashed) before the run ended."""
+
+
+@dataclass(frozen=True, slots=True)
+class StartRun:
+    """Host ``machine`` from here on: perform ``effects``, then whatever follows."""
+
+    run_id: str
+    machine: TurnMachine
+    effects: list[Effect]
+    reply: Future[Any]
+
+
+@dataclass(frozen=True, slots=True)
+class AnswerRun:
+    """Resume a suspended run with ``answers``; reply with its next outcome.
+
+    A run hosted here (waiting on keys) is resumed in place; otherwise it is restored from the
+    store's latest checkpoint.
+    """
+
+    run_id: str
+    answers: dict[str, Any]
+    reply: Future[Any]
+
+
+@dataclass(frozen=True, slots=True)
+class AttachRun:
+    """Reply with the run's next outcome; a run not hosted here is restored from the store."""
+
+    run_id: str
+    reply: Future[Any]
+
+
+@dataclass(frozen=True, slots=True)
+class CancelRun:
+    """Cancel the run: its waits resolve as cancelled, the machine ends it
+    ``Halted("cancelled")``; ``reply`` (if given) gets that outcome."""
+
+    run_id: str
+    reply: Future[Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class OrchestratorSettings:
+    """What every run hosted by one orchestrator shares.
+
+    ``store`` makes runs durable; ``config`` is needed to restore runs from it.
+    """
+
+    model: Model
+    registry: ToolRegistry
+    dispatcher: ToolCallDispatcher
+    projection: OutputProjection
+    context: Any = None
+    on_progress: ProgressCallback | None = None
+    store: SessionStore | None = None
+    config: MachineConfig | None = None
+    key_poll_interval: float = 0.05

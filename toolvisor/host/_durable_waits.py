@@ -1,0 +1,201 @@
+"""``DurableWaits``: the durable side of the runs an orchestrator hosts.
+
+It gives each call of a durable run its completion-key issuer, durable effects and cancel token;
+parks the keys of ``Pending`` calls (issued once per suspension) and starts one ``KeyWaiter``
+per open wait; turns resolutions into the results the machine resumes with; revokes the keys
+that calls took but did not use; and calls the tools' ``on_cancel`` hooks when a run is
+cancelled. It never steps a machine: the orchestrator does, with what this returns. Every method
+runs on the orchestrator's thread, which owns the ``HostedRun`` state it touches.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from toolvisor._logging import get_event_log
+from toolvisor.contract import Err, HandlerResult, Ok, Pending, ToolError
+from toolvisor.durable import (
+    CompletionKeyIssuer,
+    DurableEffects,
+    Resolution,
+    SessionStore,
+    Wait,
+)
+from toolvisor.host._key_waiter import KeyWaiter
+from toolvisor.host._run import HostedRun, ParkedCall
+from toolvisor.machine import CallOutcome, CallToRun, Done, PendingCall, Suspended
+from toolvisor.registry import ToolRegistry
+
+PENDING_TIMEOUT_CODE = "pending_deadline_exceeded"
+"""The ``ToolError`` code a ``Pending`` call gets when its deadline passes unresolved."""
+
+Ready = dict[str, tuple[ParkedCall, Resolution]]
+"""The resolved waits of a suspension, by call id."""
+
+
+@dataclass(frozen=True, slots=True)
+class KeyResolved:
+    """A key waiter's word to the orchestrator: ``key`` resolved or its deadline passed."""
+
+    run_id: str
+    key: str
+
+
+def durable_call_id(turn: int, attempt: int, call_id: str) -> str:
+    """The id a call's keys and journal are filed under: unique within a run even when a
+    model reuses call ids across turns, and the same when a restored run re-runs the call."""
+    return f"{turn}.{attempt}.{call_id}"
+
+
+class DurableWaits:
+    """Completion keys, waits and cancel hooks for the durable runs of one orchestrator.
+
+    ``tell`` delivers a message to the orchestrator from a key waiter's thread.
+    """
+
+    def __init__(self, store: SessionStore, registry: ToolRegistry, poll_interval: float,
+                 tell: Callable[[Any], None]) -> None:
+        self._store = store
+        self._registry = registry
+        self._poll_interval = poll_interval
+        self._tell = tell
+        self._log = get_event_log("orchestrator")
+
+    def capabilities(self, run: HostedRun, effect_id: int, planned: CallToRun
+                     ) -> tuple[threading.Event, CompletionKeyIssuer, DurableEffects]:
+        """A call's cancel token (kept in ``run.tokens``), key issuer and durable effects."""
+        token = run.tokens[effect_id, planned.call.id] = threading.Event()
+        durable_id = durable_call_id(planned.turn, planned.attempt, planned.call.id)
+        return (token, CompletionKeyIssuer(self._store, run.run_id, durable_id),
+                DurableEffects(self._store, run.run_id, durable_id, cancelled=token))
+
+    def settle_key(self, run_id: str, outcome: CallOutcome, key: str | None) -> None:
+        """A call that took a key: park it if the call is ``Pending``, else revoke it."""
+        if key is None:
+            return
+        if isinstance(outcome.result, Pending):
+            self._park(key, outcome.result)
+        elif self._store.revoke(key):
+            self._log.info("completion_key_revoked", run_id=run_id, call_id=outcome.call_id)
+
+    def wait(self, run: HostedRun, outcome: Suspended) -> Ready:
+        """Park every key of the suspension; return the waits already resolved, and start a
+        waiter for each of the others."""
+        run.suspended = True
+        ready: Ready = {}
+        for key, entry in self.parked(run).items():
+            wait = self._park(key, entry.pending)
+            if wait.resolution is not None:
+                ready[entry.call.id] = (entry, wait.resolution)
+            elif key not in run.waiters:
+                run.waiters[key] = KeyWaiter(
+                    self._store, wait, self._poll_interval,
+                    functools.partial(self._tell, KeyResolved(run.run_id, key)))
+        return ready
+
+    def waiting_keys(self, run: HostedRun) -> dict[str, str]:
+        """The keys the run waits on, by call id."""
+        return {entry.call.id: key for key, entry in self.parked(run).items()}
+
+    def key_resolved(self, run: HostedRun, key: str) -> Suspended | None:
+        """Join the key's waiter; the suspension to look at again, if the run still waits."""
+        waiter = run.waiters.pop(key, None)
+        if waiter is not None:
+            waiter.join()  # it has told us; its thread is ending
+        done = run.machine.outstanding
+        if run.suspended and isinstance(done, Done) and isinstance(done.outcome, Suspended):
+            return done.outcome
+        return None
+
+    def answers(self, run: HostedRun, outcome: Suspended,
+                ready: Ready) -> dict[str, HandlerResult] | None:
+        """The results to resume the machine with; ``None`` when a wait was cancelled from
+        elsewhere (another process), after calling the cancel hooks it asked for: the run
+        is to be cancelled."""
+        answers: dict[str, HandlerResult] = {}
+        for call_id, (entry, resolution) in ready.items():
+            if resolution.kind == "cancelled":
+                self.cancel_external_work(run, {
+                    e.key for e, r in ready.values()
+                    if r.kind == "cancelled" and e.pending.on_cancel == "cancel_external_work"})
+                return None
+            answers[call_id] = _result_of(entry, resolution)
+            if resolution.kind == "timeout" and entry.pending.on_timeout == "fail_turn":
+                run.failing = (f"tool call {call_id!r} ({entry.call.name}) was not resolved "
+                               f"before its deadline (on_timeout='fail_turn')")
+        if run.failing is not None:
+            for call_id in outcome.call_ids:  # the turn is over: nothing else is awaited
+                answers.setdefault(call_id, Err(ToolError(
+                    "handler_exit", f"tool error: handler_exit: {run.failing}",
+                    tool_call_id=call_id, code="turn_failed")))
+            keys = list(run.waiters)
+            run.stop_waiters()
+            for key in keys:
+                self._store.revoke(key)
+        self._log.info("keys_delivered", run_id=run.run_id, call_ids=sorted(ready))
+        return answers
+
+    def cancel(self, run: HostedRun) -> None:
+        """Resolve the run's waits as cancelled and call the cancel hooks they asked for."""
+        cancelled = self._store.cancel_run(run.run_id)
+        self.cancel_external_work(run, {w.key for w in cancelled if w.needs_external_cancel})
+
+    def cancel_external_work(self, run: HostedRun, keys: set[str]) -> None:
+        """Call the tool's cancel hook for each cancelled key whose wait asked for it."""
+        for key, entry in self.parked(run).items():
+            if key not in keys:
+                continue
+            tool = self._registry.resolve(entry.call.name)
+            hook = None if isinstance(tool, Err) else tool.on_cancel
+            if hook is None:
+                self._log.warning("cancel_hook_missing", tool=entry.call.name,
+                                  call_id=entry.call.id)
+                continue
+            try:
+                hook(entry.call, key)
+            except Exception as exc:
+                self._log.error("cancel_hook_failed", tool=entry.call.name,
+                                call_id=entry.call.id, error=f"{type(exc).__name__}: {exc}")
+            else:
+                self._log.info("external_work_cancelled", tool=entry.call.name,
+                               call_id=entry.call.id)
+
+    def parked(self, run: HostedRun) -> dict[str, ParkedCall]:
+        """The pending calls of the run's current suspension by key, their keys issued (once
+        per suspension, written to the store); none if the run is not suspended."""
+        done = run.machine.outstanding
+        if not isinstance(done, Done) or not isinstance(done.outcome, Suspended):
+            return {}
+        if run.parked is not None and run.parked[0] == done.id:
+            return run.parked[1]
+        parked: dict[str, ParkedCall] = {}
+        for pending in done.outcome.pending:
+            key = self._store.issue_key(run.run_id, durable_call_id(
+                pending.turn, pending.attempt, pending.call_id))
+            parked[key] = ParkedCall(run.machine.tool_call(pending.call_id), pending, key)
+        run.parked = (done.id, parked)
+        return parked
+
+    def _park(self, key: str, pending: Pending | PendingCall) -> Wait:
+        """Record the wait (the first park wins: a restart does not move the deadline)."""
+        deadline_at = None if pending.deadline is None else self._store.now() + pending.deadline
+        return self._store.park(key, deadline_at=deadline_at, on_timeout=pending.on_timeout,
+                                on_cancel=pending.on_cancel)
+
+
+def _result_of(entry: ParkedCall, resolution: Resolution) -> HandlerResult:
+    call = entry.call
+    if resolution.kind == "ok":
+        return Ok(resolution.value)
+    if resolution.kind == "error":
+        return Err(resolution.value)
+    return Err(ToolError(
+        "timeout",
+        f"tool error ({call.name}): timeout: the call's completion key was not resolved "
+        f"within its deadline of {entry.pending.deadline} s",
+        tool_name=call.name, tool_call_id=call.id, cause=entry.pending.deadline,
+        code=PENDING_TIMEOUT_CODE))

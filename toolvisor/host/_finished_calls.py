@@ -1,0 +1,107 @@
+"""Finished tool calls on their way from the call actors' threads to the orchestrator.
+
+A call actor's reply is bounded by the output budget on the call's own thread, then kept in
+``FinishedCalls`` until the orchestrator drains it. Only the call that finds the buffer empty
+tells the orchestrator, so calls that finish together reach the machine as one ``ToolResults``:
+one message, one machine step and one checkpoint instead of one per call.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+from pykka import ActorDeadError, ActorRef
+
+from toolvisor.actors import CallReply
+from toolvisor.contract import CallContext, Err
+from toolvisor.executor import OutputProjection, ProjectionPoint
+from toolvisor.machine import CallOutcome, StateView
+from toolvisor.registry import ToolRegistry
+
+
+@dataclass(frozen=True, slots=True)
+class CallDone:
+    """One finished call, as the machine will take it, and where it belongs."""
+
+    run_id: str
+    effect_id: int
+    outcome: CallOutcome
+    key: str | None  # the completion key the call's handler took, if any
+
+
+@dataclass(frozen=True, slots=True)
+class OutcomesReady:
+    """Calls finished since the orchestrator last drained its ``FinishedCalls``."""
+
+
+@dataclass(frozen=True, slots=True)
+class CallTarget:
+    """Where a call's reply goes, and the call's context and durable cancel token."""
+
+    me: ActorRef[Any]
+    run_id: str
+    effect_id: int
+    view: StateView
+    ctx: CallContext
+    token: threading.Event | None  # only in durable runs: there is nothing to cancel else
+
+
+def tell(me: ActorRef[Any], message: Any) -> None:
+    """Tell ``me``, unless it has stopped (then nobody waits for the message)."""
+    with contextlib.suppress(ActorDeadError):
+        me.tell(message)
+
+
+def output_window(registry: ToolRegistry, tool_name: str) -> Any:
+    """Which end of a tool's text the output budget keeps (``head`` for a tool gone)."""
+    tool = registry.resolve(tool_name)
+    return "head" if isinstance(tool, Err) else tool.output_window
+
+
+class FinishedCalls:
+    """Outcomes that call threads finished and the orchestrator has not taken yet.
+
+    Call threads ``add`` (through :meth:`on_reply`); the orchestrator ``drain``s. The lock
+    guards only the list.
+    """
+
+    def __init__(self, projection: OutputProjection, registry: ToolRegistry) -> None:
+        self._projection = projection
+        self._registry = registry
+        self._lock = threading.Lock()
+        self._items: list[CallDone] = []
+
+    def add(self, done: CallDone) -> bool:
+        """Keep ``done``; ``True`` if the orchestrator must be told."""
+        with self._lock:
+            self._items.append(done)
+            return len(self._items) == 1
+
+    def drain(self) -> list[CallDone]:
+        with self._lock:
+            items, self._items = self._items, []
+        return items
+
+    def on_reply(self, target: CallTarget, reply: CallReply) -> None:
+        """On the call actor's thread: bound the text, keep the outcome, tell if needed.
+
+        The call is over for the host, so its durable effects' cancel token is set: a handler
+        the runner gave up on (timeout) stops awaiting external events.
+        """
+        if target.token is not None:
+            target.token.set()
+        text = reply.text
+        projection = self._projection
+        if projection.applies_at("dispatch") or projection.applies_at("history"):
+            point: ProjectionPoint = "dispatch" if projection.applies_at("dispatch") else "history"
+            text = projection.project(point, text,
+                                      window=output_window(self._registry, reply.tool_name),
+                                      is_error=reply.is_error)
+        done = CallOutcome(reply.tool_call_id, reply.result, text, writes=target.view.writes)
+        keys = target.ctx.completion_keys
+        if self.add(CallDone(target.run_id, target.effect_id, done,
+                             None if keys is None else keys.issued)):
+            tell(target.me, OutcomesReady())

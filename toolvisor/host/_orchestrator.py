@@ -1,0 +1,377 @@
+"""``OrchestratorActor``: hosts ``TurnMachine`` runs and performs their effects.
+
+The machine decides; this actor only does what the effects say: it calls the model, hands each
+tool call to its own ``ToolCallActor`` (through the dispatcher), sleeps before retries, and logs.
+Tool outcomes come back as messages (``_finished_calls``), so the actor never blocks waiting for
+a call and several runs can share it.
+
+With a session store it also makes runs durable: it saves the machine's checkpoint after every
+machine step (before performing the step's effects, so no effect is ever performed that a
+restart would not know about), and its ``DurableWaits`` gives each call a completion-key issuer
+and durable effects, parks the keys of ``Pending`` calls and says when a run can continue.
+
+State: every ``HostedRun`` (its machine, watchers, timers, key waiters, cancel tokens) belongs
+to this actor's thread. Other threads only ``tell`` it messages: tool-call actors report
+outcomes, timers and key waiters report wake-ups, the ``Agent`` starts, answers, attaches and
+cancels runs.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from collections import deque
+from collections.abc import Callable, Iterable
+from concurrent.futures import Future
+from dataclasses import dataclass
+from typing import Any
+
+import pykka
+from pykka import ActorRef
+
+from toolvisor._logging import get_event_log
+from toolvisor.actors import CallReply
+from toolvisor.contract import CallContext, Err, ModelRequest, ToolResultMessage
+from toolvisor.durable import UnknownRunError
+from toolvisor.executor import encode_checked
+from toolvisor.host._commands import (
+    AnswerRun,
+    AttachRun,
+    CancelRun,
+    OrchestratorSettings,
+    OrchestratorStopped,
+    StartRun,
+)
+from toolvisor.host._durable_waits import DurableWaits, KeyResolved, Ready
+from toolvisor.host._finished_calls import (
+    CallTarget,
+    FinishedCalls,
+    OutcomesReady,
+    output_window,
+    tell,
+)
+from toolvisor.host._run import HostedRun
+from toolvisor.machine import (
+    CallOutcome,
+    Done,
+    Effect,
+    EffectFailed,
+    LlmCall,
+    LogEvent,
+    ModelReplied,
+    Progress,
+    ResponseRefused,
+    Sleep,
+    Slept,
+    StateView,
+    Suspended,
+    ToolCalls,
+    ToolResults,
+    TurnMachine,
+)
+from toolvisor.supervisors import SupervisedActor
+
+
+@dataclass(frozen=True, slots=True)
+class _Woke:
+    run_id: str
+    effect_id: int
+
+
+class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
+    """Performs the effects of the runs it hosts; one actor serves all runs of an ``Agent``."""
+
+    def __init__(self, settings: OrchestratorSettings) -> None:
+        super().__init__()
+        self._settings = settings
+        self._store = settings.store
+        self._runs: dict[str, HostedRun] = {}
+        self._finished = FinishedCalls(settings.projection, settings.registry)
+        me: ActorRef[Any] = self.actor_ref
+        self._waits = None if settings.store is None else DurableWaits(
+            settings.store, settings.registry, settings.key_poll_interval,
+            functools.partial(tell, me))
+        self._log = get_event_log("orchestrator")
+
+    # --- messages ---------------------------------------------------------------------------
+
+    def on_receive(self, message: Any) -> Any:
+        match message:
+            case StartRun(run_id, machine, effects, reply):
+                if self._store is not None and self._store.get_run(run_id) is None:
+                    self._store.create_run(run_id)
+                started = self._runs[run_id] = HostedRun(run_id, machine, [reply])
+                self._log.info("run_started", run_id=run_id)
+                self._perform(run_id, self._checkpointed(started, effects))
+            case AnswerRun(run_id, answers, reply):
+                self._answer(run_id, answers, reply)
+            case AttachRun(run_id, reply):
+                self._attach(run_id, reply)
+            case OutcomesReady():
+                self._take_finished_calls()
+            case _Woke(run_id, effect_id):
+                run = self._runs.get(run_id)
+                timer = run.timers.pop(effect_id, None) if run is not None else None
+                if timer is not None:
+                    timer.join()  # it has told us; its thread is ending
+                self._respond(run_id, lambda m: m.send(Slept(effect_id)))
+            case KeyResolved(run_id, key):
+                self._key_resolved(run_id, key)
+            case CancelRun(run_id, reply):
+                self._cancel(run_id, reply)
+            case _:
+                return super().on_receive(message)
+        return None
+
+    def _respond(self, run_id: str, step: Callable[[TurnMachine], list[Effect]]) -> None:
+        run = self._runs.get(run_id)
+        if run is None:
+            self._log.debug("response_for_finished_run", run_id=run_id)
+            return
+        try:
+            effects = step(run.machine)
+        except ResponseRefused as exc:
+            self._log.warning("response_refused", run_id=run_id, detail=str(exc))
+            return
+        self._perform(run_id, self._checkpointed(run, effects))
+
+    def _checkpointed(self, run: HostedRun, effects: list[Effect]) -> list[Effect]:
+        """After every machine step: save its checkpoint (one atomic write), then go on."""
+        run.suspended = False
+        machine = run.machine
+        if self._store is not None:
+            self._store.save_checkpoint(run.run_id, machine.last_effect_id,
+                                        machine.checkpoint().to_json(), status=machine.status)
+        return effects
+
+    # --- runs the store knows ---------------------------------------------------------------
+
+    def _adopt(self, run_id: str, reply: Future[Any]) -> HostedRun | None:
+        """Host the run from the store's latest checkpoint; ``None`` (reply failed) if we can't."""
+        store, config = self._store, self._settings.config
+        try:
+            if store is None or config is None:
+                raise LookupError(f"run {run_id!r} is not running here and there is no session "
+                                  "store to restore it from; give the agent a store")
+            if store.get_run(run_id) is None:
+                raise UnknownRunError(f"the session store has no run {run_id!r}")
+            saved = store.latest_checkpoint(run_id)
+            if saved is None:
+                raise LookupError(f"run {run_id!r} stopped before its first checkpoint, before "
+                                  "any effect was performed; start it again")
+            machine = TurnMachine.restore(config, saved.data)
+        except Exception as exc:
+            reply.set_exception(exc)
+            return None
+        run = self._runs[run_id] = HostedRun(run_id, machine, [reply])
+        self._log.info("run_restored", run_id=run_id, effect_id=saved.effect_id)
+        return run
+
+    def _attach(self, run_id: str, reply: Future[Any]) -> None:
+        run = self._runs.get(run_id)
+        if run is not None:
+            run.watchers.append(reply)
+            return
+        run = self._adopt(run_id, reply)
+        if run is not None:
+            self._perform(run_id, run.machine.reemit())
+
+    def _answer(self, run_id: str, answers: dict[str, Any], reply: Future[Any]) -> None:
+        hosted = self._runs.get(run_id)
+        adopted = hosted is None
+        run = self._adopt(run_id, reply) if hosted is None else hosted
+        if run is None:
+            return
+        if not adopted:
+            run.watchers.append(reply)
+        try:
+            effects = run.machine.resume(answers)
+        except ResponseRefused as exc:
+            run.watchers.remove(reply)
+            reply.set_exception(exc)
+            if adopted:
+                self._drop(run)
+            return
+        self._perform(run_id, self._checkpointed(run, effects))
+
+    def _cancel(self, run_id: str, reply: Future[Any] | None) -> None:
+        run = self._runs.get(run_id)
+        if run is None:
+            if reply is None or self._store is None:
+                self._log.debug("response_for_finished_run", run_id=run_id)
+                return
+            run = self._adopt(run_id, reply)
+            if run is None:
+                return
+            if run.machine.finished:  # nothing to cancel: report how it ended
+                self._perform(run_id, run.machine.reemit())
+                return
+        elif reply is not None:
+            run.watchers.append(reply)
+        if self._waits is not None:
+            self._waits.cancel(run)
+        run.release()
+        self._respond(run_id, lambda m: m.cancel())
+
+    # --- deferred completion ----------------------------------------------------------------
+
+    def _suspended(self, run: HostedRun, outcome: Suspended) -> list[Effect]:
+        """The run waits on keys: deliver those already resolved, else wait for them."""
+        assert self._waits is not None
+        ready = self._waits.wait(run, outcome)
+        if ready:
+            return self._deliver(run, outcome, ready)
+        keys = self._waits.waiting_keys(run)
+        self._log.info("run_waiting_on_keys", run_id=run.run_id, call_ids=sorted(keys))
+        run.reply(outcome.model_copy(update={"run_id": run.run_id, "keys": keys}))
+        return []
+
+    def _key_resolved(self, run_id: str, key: str) -> None:
+        run = self._runs.get(run_id)
+        if run is None or self._waits is None:
+            return
+        suspended = self._waits.key_resolved(run, key)
+        if suspended is not None:
+            self._perform(run_id, self._suspended(run, suspended))
+
+    def _deliver(self, run: HostedRun, outcome: Suspended, ready: Ready) -> list[Effect]:
+        """Resume the machine with the resolved calls' results (or cancel it)."""
+        assert self._waits is not None
+        answers = self._waits.answers(run, outcome, ready)
+        if answers is None:  # a wait was cancelled from elsewhere (another process)
+            run.release()
+            return self._checkpointed(run, run.machine.cancel())
+        return self._checkpointed(run, run.machine.resume(answers))
+
+    # --- effects ----------------------------------------------------------------------------
+
+    def _perform(self, run_id: str, effects: Iterable[Effect]) -> None:
+        """Perform effects in id order; a model call's reply is performed right after it."""
+        queue = deque(effects)
+        while queue:
+            effect = queue.popleft()
+            run = self._runs.get(run_id)
+            if run is None:  # finished by an earlier effect of this queue
+                return
+            if run.failing is not None and isinstance(effect, LlmCall | ToolCalls | Sleep):
+                failed = run.machine.send(EffectFailed(effect.id, run.failing))
+                queue.extend(self._checkpointed(run, failed))
+                continue
+            match effect:
+                case LlmCall():
+                    queue.extend(self._checkpointed(run, self._call_model(run, effect)))
+                case ToolCalls():
+                    self._start_calls(run, effect)
+                case Sleep(id=effect_id, seconds=seconds):
+                    self._sleep(run, effect_id, seconds)
+                case Progress(event=event, data=data):
+                    self._log.debug("run_progress", run_id=run_id, progress=event, **data)
+                    if self._settings.on_progress is not None:
+                        self._settings.on_progress(run_id, event, dict(data))
+                case LogEvent(level=level, event=event, fields=fields):
+                    getattr(self._log, level)(event, run_id=run_id, **fields)
+                case Done(outcome=Suspended() as outcome) if (
+                        outcome.pending and self._store is not None):
+                    queue.extend(self._suspended(run, outcome))
+                case Done(outcome=outcome):
+                    if isinstance(outcome, Suspended) and self._store is not None:
+                        outcome = outcome.model_copy(update={"run_id": run_id})
+                    self._finish(run, outcome)
+
+    def _call_model(self, run: HostedRun, effect: LlmCall) -> list[Effect]:
+        request = self._request_for_model(effect.request)
+        try:
+            response = self._settings.model.respond(request)
+        except Exception as exc:
+            self._log.error("model_call_failed", error=f"{type(exc).__name__}: {exc}")
+            return run.machine.send(EffectFailed(effect.id, exc))
+        return run.machine.send(ModelReplied(effect.id, response))
+
+    def _request_for_model(self, request: ModelRequest) -> ModelRequest:
+        """The catalog decides which tools the model sees; the budget may bound tool texts."""
+        registry, projection = self._settings.registry, self._settings.projection
+        messages = request.messages
+        if projection.applies_at("request"):
+            messages = tuple(
+                m.model_copy(update={"content": projection.project(
+                    "request", m.content, window=output_window(registry, m.name),
+                    is_error=m.is_error)})
+                if isinstance(m, ToolResultMessage) else m
+                for m in messages
+            )
+        # Every part is a validated model already: validating them again costs ~1 ms a turn.
+        return ModelRequest.model_construct(messages=messages, tools=registry.specs())
+
+    def _start_calls(self, run: HostedRun, effect: ToolCalls) -> None:
+        me: ActorRef[Any] = self.actor_ref
+        registry = self._settings.registry
+        for planned in effect.calls:
+            view = StateView(planned.state)
+            token = keys = durable = None
+            if self._waits is not None:
+                token, keys, durable = self._waits.capabilities(run, effect.id, planned)
+            ctx = CallContext(
+                session_id=run.run_id,
+                request_id=f"{run.run_id}/{planned.call.id}/{planned.attempt}",
+                tool_call=planned.call,
+                context=self._settings.context,
+                attempt=planned.attempt,
+                state=view,
+                catalog=registry.catalog_access,
+                completion_keys=keys,
+                durable=durable,
+            )
+            reply = functools.partial(self._finished.on_reply,
+                                      CallTarget(me, run.run_id, effect.id, view, ctx, token))
+            tool = registry.resolve(planned.call.name, ctx)
+            if isinstance(tool, Err):  # left the catalog: not_found, the handler never runs
+                reply(CallReply(planned.call.id, planned.call.name, tool,
+                                encode_checked(tool)[1]))
+                continue
+            self._settings.dispatcher.start_call(tool, planned.call, ctx, reply)
+
+    def _take_finished_calls(self) -> None:
+        """Hand every finished call to its machine: one ``ToolResults`` per run and effect."""
+        groups: dict[tuple[str, int], list[CallOutcome]] = {}
+        for done in self._finished.drain():
+            run = self._runs.get(done.run_id)
+            if run is not None:
+                run.tokens.pop((done.effect_id, done.outcome.call_id), None)
+                if self._waits is not None:
+                    self._waits.settle_key(done.run_id, done.outcome, done.key)
+            groups.setdefault((done.run_id, done.effect_id), []).append(done.outcome)
+        for (run_id, effect_id), outcomes in groups.items():
+            results = ToolResults(effect_id, tuple(outcomes))
+            self._respond(run_id, functools.partial(TurnMachine.send, response=results))
+
+    def _sleep(self, run: HostedRun, effect_id: int, seconds: float) -> None:
+        me: ActorRef[Any] = self.actor_ref
+        timer = threading.Timer(seconds, functools.partial(tell, me, _Woke(run.run_id, effect_id)))
+        timer.name = f"toolvisor-sleep-{run.run_id[:8]}"
+        run.timers[effect_id] = timer
+        timer.start()
+
+    def _finish(self, run: HostedRun, outcome: Any) -> None:
+        self._drop(run)
+        self._log.info("run_finished", run_id=run.run_id, outcome=type(outcome).__name__)
+        run.reply(outcome)
+
+    def _drop(self, run: HostedRun) -> None:
+        del self._runs[run.run_id]
+        run.release()
+
+    # --- lifecycle --------------------------------------------------------------------------
+
+    def on_stop(self) -> None:
+        self._abort_runs("the orchestrator was stopped before the run ended")
+
+    def on_failure(self, *exc_info: Any) -> None:
+        self._abort_runs(f"the orchestrator crashed: {exc_info[1]!r}")
+
+    def _abort_runs(self, why: str) -> None:
+        for run_id, run in list(self._runs.items()):
+            run.release()
+            for watcher in run.watchers:
+                if not watcher.done():
+                    watcher.set_exception(OrchestratorStopped(f"run {run_id}: {why}"))
+        self._runs.clear()

@@ -1,0 +1,68 @@
+"""``HostedRun``: what the orchestrator keeps for one run it hosts.
+
+Every field belongs to the orchestrator's thread. The one exception is a cancel token (an
+``Event``), which the call actor's thread also sets when its call ends.
+"""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Any
+
+from toolvisor.contract import ToolCall
+from toolvisor.host._key_waiter import KeyWaiter
+from toolvisor.machine import PendingCall, TurnMachine
+
+
+@dataclass(frozen=True, slots=True)
+class ParkedCall:
+    """A ``Pending`` call of the current suspension and the completion key it waits on."""
+
+    call: ToolCall
+    pending: PendingCall
+    key: str
+
+
+@dataclass(eq=False)
+class HostedRun:
+    """A run's machine and everything the host started for it."""
+
+    run_id: str
+    machine: TurnMachine
+    watchers: list[Future[Any]]  # answered with the run's next outcome
+    timers: dict[int, threading.Timer] = field(default_factory=dict)  # by Sleep effect id
+    tokens: dict[tuple[int, str], threading.Event] = field(default_factory=dict)  # by
+    # (effect id, call id): the durable cancel token of each running call
+    waiters: dict[str, KeyWaiter] = field(default_factory=dict)  # by key
+    suspended: bool = False  # the machine's last effect was Done(Suspended)
+    failing: str | None = None  # fail_turn: the next waiting effect fails with this
+    parked: tuple[int, dict[str, ParkedCall]] | None = None  # (Done effect id, its pending
+    # calls by key): the keys of one suspension never change, so they are issued once
+
+    def reply(self, outcome: Any) -> None:
+        """Give ``outcome`` to everyone waiting for the run's next outcome."""
+        watchers, self.watchers = self.watchers, []
+        for watcher in watchers:
+            if not watcher.done():
+                watcher.set_result(outcome)
+
+    def stop_waiters(self) -> None:
+        """Stop and join the run's key waiters."""
+        for waiter in self.waiters.values():
+            waiter.stop()
+        for waiter in self.waiters.values():
+            waiter.join()
+        self.waiters.clear()
+
+    def release(self) -> None:
+        """Stop the run's timers and key waiters; tell its running calls to stop."""
+        for timer in self.timers.values():
+            timer.cancel()
+            timer.join()
+        self.timers.clear()
+        self.stop_waiters()
+        for token in self.tokens.values():
+            token.set()
+        self.tokens.clear()

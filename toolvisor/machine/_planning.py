@@ -1,0 +1,120 @@
+"""A batch of tool calls in the run state, from the model's response to its result messages.
+
+Plain functions over ``RunState``: plan the calls into steps, start a step (its ``CallToRun``
+list, re-emitted with only the calls still running), queue retries again, commit a settled
+step's state writes, and close the batch with one result message per call. The machine
+decides when; these say what changes.
+"""
+
+from __future__ import annotations
+
+import copy
+
+from toolvisor.contract import Err, ModelResponse, ToolResultMessage
+from toolvisor.executor import encode
+from toolvisor.machine._checkpoint import CallRecord, RunState, StepRecord
+from toolvisor.machine._config import MachineConfig
+from toolvisor.machine._effects import CallToRun, ToolCalls
+from toolvisor.machine._outcomes import StateConflict
+
+
+def plan_batch(run: RunState, config: MachineConfig, response: ModelResponse) -> None:
+    """Group the calls into steps: parallel ones together first, then each serial one."""
+    run.calls = []
+    for call in response.tool_calls:
+        tool = config.tool_named(call.name)
+        run.calls.append(CallRecord(call=call, step=-1, known=tool is not None,
+                                    retryable=tool is not None and tool.retryable))
+    known = [i for i, r in enumerate(run.calls) if r.known]
+    if config.mode == "sequential":
+        groups = [[i] for i in known]
+    else:
+        parallel = [i for i in known if _scheduling(config, run.calls[i].call.name) == "parallel"]
+        serial = [[i] for i in known if i not in parallel]
+        groups = ([parallel] if parallel else []) + serial
+    run.steps = [StepRecord(calls=group) for group in groups]
+    run.cursor = 0
+    for index, group in enumerate(groups):
+        for i in group:
+            run.calls[i].step = index
+
+
+def _scheduling(config: MachineConfig, name: str) -> str:
+    tool = config.tool_named(name)
+    return tool.scheduling if tool is not None else "parallel"
+
+
+def start_step(run: RunState, step: StepRecord, records: list[CallRecord]) -> tuple[CallToRun, ...]:
+    """Mark ``records`` running and say how to run each; the step's state snapshot is taken once."""
+    if step.snapshot is None:
+        step.snapshot = copy.deepcopy(run.state)
+    for record in records:
+        record.status = "running"
+    return tuple(CallToRun(call=r.call, turn=run.turns, attempt=r.attempt, state=step.snapshot)
+                 for r in records)
+
+
+def still_running(run: RunState, effect: ToolCalls) -> ToolCalls:
+    """The outstanding ``effect`` listing only its calls still running, each as first emitted."""
+    running = {r.call.id for r in run.calls if r.status == "running"}
+    calls = tuple(c for c in effect.calls if c.call.id in running)
+    return effect if len(calls) == len(effect.calls) else effect.model_copy(update={"calls": calls})
+
+
+def requeue_retries(run: RunState) -> None:
+    """After a retry's sleep: each call that waited is queued again for its next attempt."""
+    for record in run.calls:
+        if record.status == "retry_wait":
+            record.status = "queued"
+            record.attempt += 1
+            record.retry_delay = None
+
+
+def commit_step(run: RunState, step: StepRecord) -> list[StateConflict]:
+    """Apply a settled step's writes in call order; a second writer of a key is dropped.
+
+    Returns the conflicts this commit found (each also noted in the losing call's message).
+    """
+    if step.committed or step.snapshot is None:
+        step.committed = True
+        return []
+    step.committed = True
+    writers: dict[str, str] = {}
+    found: list[StateConflict] = []
+    for record in (run.calls[i] for i in step.calls):
+        for key, value in record.writes.items():
+            first = writers.get(key)
+            if first is None:
+                writers[key] = record.call.id
+                run.state[key] = value
+                continue
+            found.append(StateConflict(key=key, kept_call_id=first,
+                                       dropped_call_id=record.call.id, turn=run.turns))
+            record.notes.append(
+                f"[toolvisor: this call's write to state key {key!r} was discarded: call "
+                f"{first!r}, earlier in the same parallel step, wrote it first]")
+    run.conflicts.extend(found)
+    return found
+
+
+def close_batch(run: RunState, why: str) -> None:
+    """Append one result message per call of the batch, in the order the model asked."""
+    for record in run.calls:
+        text, is_error = record.text, record.is_error
+        if record.status == "queued":
+            text, is_error = _unresolved_text("not_run", f"not run: {why}"), True
+        elif record.status == "running":
+            text, is_error = _unresolved_text("not_completed", f"did not complete: {why}"), True
+        elif record.status == "suspended":
+            text, is_error = _unresolved_text("not_answered", f"no answer: {why}"), True
+        content = "\n".join([text or "", *record.notes])
+        run.messages.append(ToolResultMessage(tool_call_id=record.call.id,
+                                              name=record.call.name, content=content,
+                                              is_error=is_error))
+    run.calls = []
+    run.steps = []
+    run.cursor = 0
+
+
+def _unresolved_text(reason: str, message: str) -> str:
+    return encode(Err({"reason": reason, "message": message}))

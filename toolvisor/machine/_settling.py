@@ -1,0 +1,133 @@
+"""How one call's result, and a policy's decision about its failure, settle its record.
+
+Plain functions over a ``CallRecord``: the machine consults the policy, logs, and reports
+progress; these only set the record's status, text, question, pending wait or halt (and build
+the errors a call gets for naming an unknown tool or a reserved halt reason).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic_core import to_jsonable_python
+
+from toolvisor.contract import (
+    AskUser,
+    Err,
+    Halt,
+    HandlerResult,
+    InvalidArguments,
+    Ok,
+    Pending,
+    ToolCall,
+    ToolError,
+)
+from toolvisor.executor import encode, encode_checked
+from toolvisor.machine._checkpoint import CallRecord, HaltRecord
+from toolvisor.machine._config import MachineConfig
+from toolvisor.machine._outcomes import PendingCall, Question
+from toolvisor.machine.policy import Continue, Decision, HaltRun, PolicyFailed, RetryAfter
+
+RESERVED_HALT_REASONS: frozenset[str] = frozenset(
+    {"ask_user", "max_turns", "tool_error", "cancelled", "completed", "invalid_return"}
+)
+"""Halt reasons the runtime uses itself; a handler's ``Halt`` with one is ``invalid_return``."""
+
+
+def record_result(record: CallRecord, result: HandlerResult, text: str,
+                  *, turn: int) -> tuple[Any, str] | None:
+    """Set the record from what its call (of ``turn``) returned.
+
+    A failure is not recorded: it comes back as ``(error, text)`` for the policy to decide. That
+    is an ``Err``, or a ``Halt`` with a reason the runtime reserves (``invalid_return``).
+    """
+    call = record.call
+    match result:
+        case Ok():
+            _resolve(record, text, is_error=False)
+        case Err(reason):
+            return reason, text
+        case AskUser(question, options):
+            record.status = "suspended"
+            record.question = Question(call_id=call.id, tool=call.name, question=question,
+                                       options=options)
+        case Pending(deadline, on_timeout, on_cancel):
+            record.status = "suspended"
+            record.pending = PendingCall(call_id=call.id, tool=call.name, turn=turn,
+                                         attempt=record.attempt, deadline=deadline,
+                                         on_timeout=on_timeout, on_cancel=on_cancel)
+        case Halt(reason, value) if reason in RESERVED_HALT_REASONS:
+            error = ToolError(
+                "invalid_return",
+                f"tool error ({call.name}): invalid_return: Halt reason {reason!r} is "
+                f"reserved by the runtime ({sorted(RESERVED_HALT_REASONS)}); use another",
+                tool_name=call.name, tool_call_id=call.id, cause=reason)
+            return error, encode(Err(error))
+        case Halt(reason, value):
+            _resolve(record, text, is_error=False)
+            record.halt = HaltRecord(reason=reason, result=_jsonable(value))
+    return None
+
+
+def not_found(call: ToolCall, config: MachineConfig) -> ToolError:
+    """The error of a call that names a tool the catalog does not have."""
+    return ToolError(
+        "not_found",
+        f"tool error ({call.name}): not_found: the model named tool {call.name!r}, which is "
+        f"not in the catalog; known tools: {[t.name for t in config.tools]}",
+        tool_name=call.name, tool_call_id=call.id)
+
+
+def carry_out(record: CallRecord, decision: Decision, error: Any, text: str) -> None:
+    """Set a failed call's record as the policy decided; ``text`` is its error for the model."""
+    call = record.call
+    match decision:
+        case Continue(None):
+            _resolve(record, text, is_error=True)
+        case Continue(Ok() | Err() as replacement):
+            result, replaced = encode_checked(replacement, tool_name=call.name,
+                                              tool_call_id=call.id)
+            _resolve(record, replaced, is_error=isinstance(result, Err))
+        case HaltRun(result):
+            _resolve(record, text, is_error=True)
+            record.halt = HaltRecord(reason="tool_error", result=(
+                _jsonable(result) if result is not None else
+                {"tool_call_id": call.id, "tool": call.name, "error": _jsonable(error)}))
+        case RetryAfter(delay):
+            record.status = "retry_wait"
+            record.text = text
+            record.is_error = True
+            record.retry_delay = float(delay)
+            record.writes = {}
+        case PolicyFailed(detail):
+            _resolve(record, text, is_error=True)
+            record.halt = HaltRecord(reason="invalid_return", result={
+                "tool_call_id": call.id, "tool": call.name, "detail": detail})
+
+
+def _resolve(record: CallRecord, text: str, *, is_error: bool) -> None:
+    """The call is done: ``text`` is what the model reads."""
+    record.status = "done"
+    record.text = text
+    record.is_error = is_error
+
+
+def call_status(record: CallRecord) -> str:
+    """How a call came back, as ``call_finished`` progress reports it."""
+    if record.status == "done":
+        if record.halt is not None:
+            return "halt"
+        return "error" if record.is_error else "ok"
+    return "retry" if record.status == "retry_wait" else record.status
+
+
+def _jsonable(value: Any) -> Any:
+    """A JSON form of ``value`` for outcomes and checkpoints (``repr`` as a last resort)."""
+    if isinstance(value, ToolError | InvalidArguments):
+        return value.for_model()
+    if isinstance(value, BaseException):
+        return {"type": type(value).__name__, "message": str(value)}
+    try:
+        return to_jsonable_python(value)
+    except Exception:
+        return repr(value)
