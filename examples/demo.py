@@ -107,7 +107,8 @@ def main() -> None:
         if message.role == "tool":
             print(f"  {message.tool_call_id}  {message.name:<8} {message.content}")
     print(f"\nfinal answer ({outcome.turns} model turns): {outcome.text}")
-    print(f"runner: {stats.calls_started} calls, {stats.timeouts} timed out, "
+    print(f"runner: {stats.calls_started} calls ({outcome.turns} of them to the model), "
+          f"{stats.timeouts} timed out, "
           f"{stats.threads_abandoned} thread abandoned")
     model.assert_finished()
     json.dumps(outcome.model_dump(mode="json"))  # the whole outcome is plain JSON

@@ -35,7 +35,7 @@ def test_scripted_model_fails_loudly_when_steps_are_left() -> None:
 
 
 def test_a_script_step_must_be_a_response_or_text() -> None:
-    with pytest.raises(TypeError, match="a script step is a ModelResponse or a str"):
+    with pytest.raises(TypeError, match="a ModelResponse, a str, a ModelError or a function"):
         ScriptedModel([42])  # type: ignore[list-item]
 
 

@@ -119,15 +119,16 @@ def test_supervisor_shutdown_cancels_a_running_call_and_replies_once(
         ctx.cancelled.wait()
         return Ok("late")
 
-    with ToolCallDispatcher(supervisor, runner) as dispatcher:
+    # The late result is logged on the call actor's pooled thread, which the dispatcher's
+    # close joins: capture until then.
+    with capture_events() as events, ToolCallDispatcher(supervisor, runner) as dispatcher:
         tool = Tool(name="slow", handler=handler)
-        with capture_events() as events:
-            dispatcher.start_call(tool, ToolCall(id="s1", name="slow"), None,
-                                  lambda o: (got.append(o), replied.set()))
-            handler_running.wait()
-            supervisor.stop()
-            replied.wait()
-            runner.close()
+        dispatcher.start_call(tool, ToolCall(id="s1", name="slow"), None,
+                              lambda o: (got.append(o), replied.set()))
+        handler_running.wait()
+        supervisor.stop()
+        replied.wait()
+        runner.close()
     assert len(got) == 1
     assert isinstance(got[0].result, Err) and got[0].result.reason.code == "cancelled"
     assert any(e["event"] == "late_result_discarded" for e in events)

@@ -18,7 +18,7 @@ from types import TracebackType
 from typing import Any, TypeAlias
 
 from toolvisor.actors import ToolCallDispatcher
-from toolvisor.contract import Message, Model, Tool
+from toolvisor.contract import AsyncModel, Message, Model, Tool
 from toolvisor.durable import (
     UNSET,
     DurableError,
@@ -31,17 +31,20 @@ from toolvisor.host import (
     AnswerRun,
     AttachRun,
     CancelRun,
+    ModelCalls,
     OrchestratorActor,
     OrchestratorSettings,
     ProgressCallback,
     StartRun,
 )
 from toolvisor.machine import (
+    DEFAULT_MODEL_POLICY,
     Completed,
     Failed,
     Halted,
     MachineConfig,
     Mode,
+    ModelPolicy,
     Policy,
     Suspended,
     TurnMachine,
@@ -90,6 +93,8 @@ class Agent:
         mode: Mode = "parallel_batch_approval",
         max_turns: int = 8,
         tool_timeout: float = 30.0,
+        model_timeout: float = 120.0,
+        on_model_error: ModelPolicy = DEFAULT_MODEL_POLICY,
         process_workers: int = 2,
         max_concurrent_calls: int = 1024,
         output_budget: OutputProjection | None = None,
@@ -99,8 +104,13 @@ class Agent:
         store: SessionStore | str | os.PathLike[str] | None = None,
         registry: ToolRegistry | None = None,
     ) -> None:
-        if not isinstance(model, Model):
-            raise TypeError(f"model must have respond(request) -> ModelResponse, got {model!r}")
+        if not isinstance(model, Model | AsyncModel):
+            raise TypeError(f"model must have respond(request) -> ModelResponse or async "
+                            f"arespond(request) -> ModelResponse, got {model!r}")
+        if isinstance(model_timeout, bool) or not isinstance(model_timeout, int | float) \
+                or not 0 < model_timeout < float("inf"):
+            raise ValueError(f"model_timeout must be a positive, finite number of seconds, "
+                             f"got {model_timeout!r}")
         if store is not None and not isinstance(store, SessionStore | str | os.PathLike):
             raise TypeError(f"store must be a SessionStore, a path to a SQLite file, or None; "
                             f"got {type(store).__name__}")
@@ -115,7 +125,7 @@ class Agent:
         self._config = MachineConfig(
             tools=tuple(tools), system_prompt=system_prompt, on_tool_error=on_tool_error,
             tool_policies=dict(tool_policies or {}), mode=mode, max_turns=max_turns, seed=seed,
-            catalog=self._catalog_member,
+            on_model_error=on_model_error, catalog=self._catalog_member,
         )
         self._owns_store = isinstance(store, str | os.PathLike)
         self._store: SessionStore | None = (
@@ -124,7 +134,8 @@ class Agent:
         self._tool_calls: ToolCallSupervisorRef | None = None  # the current incarnation
         self._dispatcher = ToolCallDispatcher(self._current_tool_calls, self._runner)
         settings = OrchestratorSettings(
-            model=model, registry=self._registry, dispatcher=self._dispatcher,
+            models=ModelCalls(model, self._runner, float(model_timeout)),
+            registry=self._registry, dispatcher=self._dispatcher,
             projection=output_budget or OutputProjection(), context=context,
             on_progress=on_progress, store=self._store, config=self._config,
         )

@@ -22,6 +22,7 @@ from toolvisor.contract._errors import (
 )
 from toolvisor.contract._messages import (
     AssistantMessage,
+    AsyncModel,
     Message,
     Model,
     ModelRequest,
@@ -31,6 +32,12 @@ from toolvisor.contract._messages import (
     ToolResultMessage,
     ToolSpec,
     UserMessage,
+)
+from toolvisor.contract._model_errors import (
+    MODEL_ERROR_REASONS,
+    RETRYABLE_MODEL_ERRORS,
+    ModelError,
+    ModelErrorReason,
 )
 from toolvisor.contract._results import (
     LEGAL_RESULT_TYPES,
@@ -55,10 +62,13 @@ from toolvisor.contract._tool import (
 
 __all__ = [
     "LEGAL_RESULT_TYPES",
+    "MODEL_ERROR_REASONS",
     "NEVER_CANCELLED",
+    "RETRYABLE_MODEL_ERRORS",
     "TOOL_ERROR_REASONS",
     "AskUser",
     "AssistantMessage",
+    "AsyncModel",
     "CallContext",
     "CancelHook",
     "CancelToken",
@@ -75,6 +85,8 @@ __all__ = [
     "Isolation",
     "Message",
     "Model",
+    "ModelError",
+    "ModelErrorReason",
     "ModelRequest",
     "ModelResponse",
     "Ok",

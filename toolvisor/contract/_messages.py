@@ -78,6 +78,19 @@ class ModelResponse(_Frozen):
 
 @runtime_checkable
 class Model(Protocol):
-    """An LLM, as the runtime sees it: a request in, a response out (blocking)."""
+    """An LLM, as the runtime sees it: a request in, a response out (blocking).
+
+    The runtime runs it on a bounded thread pool, never on the orchestrator's thread.
+    """
 
     def respond(self, request: ModelRequest) -> ModelResponse: ...
+
+
+@runtime_checkable
+class AsyncModel(Protocol):
+    """An LLM with a coroutine: run on the runtime's one event loop, no thread per call.
+
+    A model that has both ``arespond`` and ``respond`` is called through ``arespond``.
+    """
+
+    async def arespond(self, request: ModelRequest) -> ModelResponse: ...

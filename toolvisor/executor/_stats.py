@@ -8,7 +8,8 @@ from dataclasses import dataclass, fields
 
 @dataclass(frozen=True, slots=True)
 class RunnerStats:
-    """A snapshot of what a ``ToolRunner`` has done so far.
+    """A snapshot of what a ``ToolRunner`` has done so far (an agent's model calls run through
+    its runner too, so they are counted here with its tool calls).
 
     * ``calls_started`` / ``calls_finished``: results delivered by the handler's own run
       (including failures ``execute`` normalised and deaths of worker processes);

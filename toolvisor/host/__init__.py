@@ -14,6 +14,7 @@ from toolvisor.host._commands import (
     StartRun,
 )
 from toolvisor.host._durable_waits import PENDING_TIMEOUT_CODE, durable_call_id
+from toolvisor.host._model_calls import ModelAnswer, ModelCalls
 from toolvisor.host._orchestrator import OrchestratorActor
 
 __all__ = [
@@ -21,6 +22,8 @@ __all__ = [
     "AnswerRun",
     "AttachRun",
     "CancelRun",
+    "ModelAnswer",
+    "ModelCalls",
     "OrchestratorActor",
     "OrchestratorSettings",
     "OrchestratorStopped",

@@ -13,9 +13,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from toolvisor.actors import ToolCallDispatcher
-from toolvisor.contract import Model, ToolvisorError
+from toolvisor.contract import ToolvisorError
 from toolvisor.durable import SessionStore
 from toolvisor.executor import OutputProjection
+from toolvisor.host._model_calls import ModelCalls
 from toolvisor.machine import Effect, MachineConfig, TurnMachine
 from toolvisor.registry import ToolRegistry
 
@@ -71,10 +72,11 @@ class CancelRun:
 class OrchestratorSettings:
     """What every run hosted by one orchestrator shares.
 
-    ``store`` makes runs durable; ``config`` is needed to restore runs from it.
+    ``models`` performs the model calls; ``store`` makes runs durable; ``config`` is needed
+    to restore runs from it.
     """
 
-    model: Model
+    models: ModelCalls
     registry: ToolRegistry
     dispatcher: ToolCallDispatcher
     projection: OutputProjection

@@ -1,9 +1,10 @@
 """``OrchestratorActor``: hosts ``TurnMachine`` runs and performs their effects.
 
-The machine decides; this actor only does what the effects say: it calls the model, hands each
-tool call to its own ``ToolCallActor`` (through the dispatcher), sleeps before retries, and logs.
-Tool outcomes come back as messages (``_finished_calls``), so the actor never blocks waiting for
-a call and several runs can share it.
+The machine decides; this actor only does what the effects say: it starts each model call
+(``ModelCalls``: off this thread, with a deadline), hands each tool call to its own
+``ToolCallActor`` (through the dispatcher), sleeps before retries, and logs. Model answers and
+tool outcomes come back as messages, so the actor never blocks on a model or a call and the
+runs it hosts go on concurrently.
 
 With a session store it also makes runs durable: it saves the machine's checkpoint after every
 machine step (before performing the step's effects, so no effect is ever performed that a
@@ -19,6 +20,7 @@ cancels runs.
 from __future__ import annotations
 
 import functools
+import queue
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable
@@ -31,7 +33,7 @@ from pykka import ActorRef
 
 from toolvisor._logging import get_event_log
 from toolvisor.actors import CallReply
-from toolvisor.contract import CallContext, Err, ModelRequest, ToolResultMessage
+from toolvisor.contract import CallContext, Err, ModelError, ModelRequest, ToolResultMessage
 from toolvisor.durable import UnknownRunError
 from toolvisor.executor import encode_checked
 from toolvisor.host._commands import (
@@ -50,12 +52,14 @@ from toolvisor.host._finished_calls import (
     output_window,
     tell,
 )
+from toolvisor.host._model_calls import ModelAnswer
 from toolvisor.host._run import HostedRun
 from toolvisor.machine import (
     CallOutcome,
     Done,
     Effect,
     EffectFailed,
+    Failed,
     LlmCall,
     LogEvent,
     ModelReplied,
@@ -78,6 +82,17 @@ class _Woke:
     effect_id: int
 
 
+@dataclass(frozen=True, slots=True)
+class _ModelAnswered:
+    run_id: str
+    effect_id: int
+    answer: ModelAnswer
+
+
+def _tell_answer(me: ActorRef[Any], run_id: str, effect_id: int, answer: ModelAnswer) -> None:
+    tell(me, _ModelAnswered(run_id, effect_id, answer))
+
+
 class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
     """Performs the effects of the runs it hosts; one actor serves all runs of an ``Agent``."""
 
@@ -92,6 +107,12 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
             settings.store, settings.registry, settings.key_poll_interval,
             functools.partial(tell, me))
         self._log = get_event_log("orchestrator")
+
+    @staticmethod
+    def _create_actor_inbox() -> Any:
+        # Every run's messages pass through this one mailbox: the C queue costs a fraction of
+        # pykka's default (a Condition-based queue.Queue) per message.
+        return queue.SimpleQueue()
 
     # --- messages ---------------------------------------------------------------------------
 
@@ -115,6 +136,8 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
                 if timer is not None:
                     timer.join()  # it has told us; its thread is ending
                 self._respond(run_id, lambda m: m.send(Slept(effect_id)))
+            case _ModelAnswered(run_id, effect_id, answer):
+                self._model_answered(run_id, effect_id, answer)
             case KeyResolved(run_id, key):
                 self._key_resolved(run_id, key)
             case CancelRun(run_id, reply):
@@ -138,6 +161,7 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
     def _checkpointed(self, run: HostedRun, effects: list[Effect]) -> list[Effect]:
         """After every machine step: save its checkpoint (one atomic write), then go on."""
         run.suspended = False
+        run.checkpoint_age = 0.0
         machine = run.machine
         if self._store is not None:
             self._store.save_checkpoint(run.run_id, machine.last_effect_id,
@@ -164,6 +188,7 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
             reply.set_exception(exc)
             return None
         run = self._runs[run_id] = HostedRun(run_id, machine, [reply])
+        run.checkpoint_age = max(0.0, store.now() - saved.saved_at)
         self._log.info("run_restored", run_id=run_id, effect_id=saved.effect_id)
         return run
 
@@ -173,8 +198,15 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
             run.watchers.append(reply)
             return
         run = self._adopt(run_id, reply)
-        if run is not None:
-            self._perform(run_id, run.machine.reemit())
+        if run is None:
+            return
+        failed = run.machine.outstanding
+        if isinstance(failed, Done) and isinstance(failed.outcome, Failed) \
+                and failed.outcome.model_error is not None:  # try its model again
+            self._log.info("model_retry_on_resume", run_id=run_id)
+            self._perform(run_id, self._checkpointed(run, run.machine.retry_model()))
+            return
+        self._perform(run_id, run.machine.reemit())
 
     def _answer(self, run_id: str, answers: dict[str, Any], reply: Future[Any]) -> None:
         hosted = self._runs.get(run_id)
@@ -259,7 +291,7 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
                 continue
             match effect:
                 case LlmCall():
-                    queue.extend(self._checkpointed(run, self._call_model(run, effect)))
+                    self._call_model(run, effect)
                 case ToolCalls():
                     self._start_calls(run, effect)
                 case Sleep(id=effect_id, seconds=seconds):
@@ -278,14 +310,22 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
                         outcome = outcome.model_copy(update={"run_id": run_id})
                     self._finish(run, outcome)
 
-    def _call_model(self, run: HostedRun, effect: LlmCall) -> list[Effect]:
+    def _call_model(self, run: HostedRun, effect: LlmCall) -> None:
+        me: ActorRef[Any] = self.actor_ref
         request = self._request_for_model(effect.request)
-        try:
-            response = self._settings.model.respond(request)
-        except Exception as exc:
-            self._log.error("model_call_failed", error=f"{type(exc).__name__}: {exc}")
-            return run.machine.send(EffectFailed(effect.id, exc))
-        return run.machine.send(ModelReplied(effect.id, response))
+        run.model_call = (effect.id, self._settings.models.start(
+            request, functools.partial(_tell_answer, me, run.run_id, effect.id)))
+
+    def _model_answered(self, run_id: str, effect_id: int, answer: ModelAnswer) -> None:
+        run = self._runs.get(run_id)
+        if run is not None and run.model_call is not None and run.model_call[0] == effect_id:
+            run.model_call = None
+        if isinstance(answer, ModelError):
+            self._log.warning("model_call_failed", run_id=run_id, effect_id=effect_id,
+                              reason=answer.reason, error=answer.message)
+            self._respond(run_id, lambda m: m.send(EffectFailed(effect_id, answer)))
+        else:
+            self._respond(run_id, lambda m: m.send(ModelReplied(effect_id, answer)))
 
     def _request_for_model(self, request: ModelRequest) -> ModelRequest:
         """The catalog decides which tools the model sees; the budget may bound tool texts."""
@@ -346,6 +386,7 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
 
     def _sleep(self, run: HostedRun, effect_id: int, seconds: float) -> None:
         me: ActorRef[Any] = self.actor_ref
+        seconds, run.checkpoint_age = max(0.0, seconds - run.checkpoint_age), 0.0
         timer = threading.Timer(seconds, functools.partial(tell, me, _Woke(run.run_id, effect_id)))
         timer.name = f"toolvisor-sleep-{run.run_id[:8]}"
         run.timers[effect_id] = timer

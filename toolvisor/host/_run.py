@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from toolvisor.contract import ToolCall
+from toolvisor.executor import CallHandle
 from toolvisor.host._key_waiter import KeyWaiter
 from toolvisor.machine import PendingCall, TurnMachine
 
@@ -40,6 +41,9 @@ class HostedRun:
     failing: str | None = None  # fail_turn: the next waiting effect fails with this
     parked: tuple[int, dict[str, ParkedCall]] | None = None  # (Done effect id, its pending
     # calls by key): the keys of one suspension never change, so they are issued once
+    model_call: tuple[int, CallHandle] | None = None  # (LlmCall effect id, its call)
+    checkpoint_age: float = 0.0  # seconds since the checkpoint a restored run started from:
+    # a Sleep it re-emits waits only the rest
 
     def reply(self, outcome: Any) -> None:
         """Give ``outcome`` to everyone waiting for the run's next outcome."""
@@ -57,7 +61,10 @@ class HostedRun:
         self.waiters.clear()
 
     def release(self) -> None:
-        """Stop the run's timers and key waiters; tell its running calls to stop."""
+        """Stop the run's model call, timers and key waiters; tell its running calls to stop."""
+        if self.model_call is not None:
+            self.model_call[1].cancel()
+            self.model_call = None
         for timer in self.timers.values():
             timer.cancel()
             timer.join()

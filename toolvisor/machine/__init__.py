@@ -24,6 +24,7 @@ from toolvisor.machine._outcomes import (
     Completed,
     Failed,
     Halted,
+    ModelFailure,
     PendingCall,
     Question,
     RunStatus,
@@ -40,6 +41,15 @@ from toolvisor.machine._responses import (
 )
 from toolvisor.machine._settling import RESERVED_HALT_REASONS
 from toolvisor.machine._state_view import StateView
+from toolvisor.machine.model_policy import (
+    DEFAULT_MODEL_POLICY,
+    FailRun,
+    ModelDecision,
+    ModelPolicy,
+    ModelRetryPolicy,
+    apply_model_policy,
+    check_model_policy,
+)
 from toolvisor.machine.policy import (
     Continue,
     Decision,
@@ -54,6 +64,7 @@ from toolvisor.machine.policy import (
 
 __all__ = [
     "CHECKPOINT_VERSION",
+    "DEFAULT_MODEL_POLICY",
     "MODES",
     "RESERVED_HALT_REASONS",
     "CallOutcome",
@@ -67,6 +78,7 @@ __all__ = [
     "Effect",
     "EffectFailed",
     "EffectId",
+    "FailRun",
     "Failed",
     "FailedCall",
     "HaltRun",
@@ -75,7 +87,11 @@ __all__ = [
     "LogEvent",
     "MachineConfig",
     "Mode",
+    "ModelDecision",
+    "ModelFailure",
+    "ModelPolicy",
     "ModelReplied",
+    "ModelRetryPolicy",
     "Outcome",
     "PendingCall",
     "Policy",
@@ -96,5 +112,7 @@ __all__ = [
     "ToolResults",
     "TurnMachine",
     "WaitingEffect",
+    "apply_model_policy",
     "apply_policy",
+    "check_model_policy",
 ]

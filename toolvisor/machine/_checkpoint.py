@@ -23,7 +23,8 @@ from toolvisor.machine._outcomes import (
 )
 
 CHECKPOINT_VERSION: Literal[2] = 2
-"""2: ``CallToRun`` and ``PendingCall`` carry the turn (and ``PendingCall`` the attempt)."""
+"""2: ``CallToRun`` and ``PendingCall`` carry the turn (and ``PendingCall`` the attempt); a
+model call its attempt; a run that failed on its model, the model error."""
 
 Mode = Literal["sequential", "parallel_batch_approval", "parallel_streaming"]
 Phase = Literal["new", "awaiting_model", "awaiting_tools", "sleeping", "between", "suspended",
@@ -83,6 +84,7 @@ class ModelCallRecord(_Record):
     id: EffectId
     turn: int
     tools: tuple[ToolSpec, ...]
+    attempt: int = 1
 
 
 class RunState(_Record):
@@ -93,6 +95,7 @@ class RunState(_Record):
     seed: int
     next_effect_id: EffectId = 1
     turns: int = 0
+    model_attempt: int = 1  # the attempt of this turn's model call, asked or to be asked
     messages: list[Message] = Field(default_factory=list)
     state: dict[str, Any] = Field(default_factory=dict)
     conflicts: list[StateConflict] = Field(default_factory=list)

@@ -8,6 +8,11 @@ from typing import Any, get_args
 
 from toolvisor.contract import Tool, ToolSpec
 from toolvisor.machine._checkpoint import Mode
+from toolvisor.machine.model_policy import (
+    DEFAULT_MODEL_POLICY,
+    ModelPolicy,
+    check_model_policy,
+)
 from toolvisor.machine.policy import Policy, check_policy
 
 MODES: frozenset[str] = frozenset(get_args(Mode))
@@ -27,6 +32,8 @@ class MachineConfig:
     ``tool_policies`` overrides it per tool name. ``mode`` is ``sequential``,
     ``parallel_batch_approval`` (default) or ``parallel_streaming``. ``max_turns`` bounds the
     model calls; ``max_call_attempts`` bounds the runs of one call whatever a policy says.
+    ``on_model_error`` decides about failed model calls (default: a ``ModelRetryPolicy``);
+    ``max_model_attempts`` bounds one turn's model call tries whatever it says.
     ``seed`` drives retry jitter, so a restored run waits exactly as the original would.
     ``catalog`` looks up tools beyond ``tools`` that come and go at run time (e.g. a
     ``ToolRegistry``'s members); it must be a pure lookup, and the host still gates execution.
@@ -40,6 +47,8 @@ class MachineConfig:
     max_turns: int = 8
     seed: int = 0
     max_call_attempts: int = 10
+    on_model_error: ModelPolicy = DEFAULT_MODEL_POLICY
+    max_model_attempts: int = 10
     catalog: Callable[[str], Tool | None] | None = None
     _by_name: dict[str, Tool] = field(init=False, repr=False, compare=False, default_factory=dict)
 
@@ -76,6 +85,8 @@ class MachineConfig:
                              f"got {self.mode!r}")
         _positive_int("max_turns", self.max_turns)
         _positive_int("max_call_attempts", self.max_call_attempts)
+        _positive_int("max_model_attempts", self.max_model_attempts)
+        check_model_policy(self.on_model_error, "MachineConfig.on_model_error")
         if isinstance(self.seed, bool) or not isinstance(self.seed, int):
             raise TypeError(f"MachineConfig.seed must be an int, got {self.seed!r}")
 

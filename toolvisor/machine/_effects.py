@@ -36,12 +36,14 @@ class CallToRun(_Frozen):
 
 
 class LlmCall(_Frozen):
-    """Ask the model; answer with ``ModelReplied`` (or ``EffectFailed``)."""
+    """Ask the model; answer with ``ModelReplied``, or ``EffectFailed`` with a ``ModelError``
+    (which goes to the ``on_model_error`` policy). ``attempt`` counts this turn's tries."""
 
     kind: Literal["llm_call"] = "llm_call"
     id: EffectId
     turn: int
     request: ModelRequest
+    attempt: int = 1
 
 
 class ToolCalls(_Frozen):
@@ -57,12 +59,14 @@ class ToolCalls(_Frozen):
 
 
 class Sleep(_Frozen):
-    """Wait ``seconds`` (retry backoff for ``call_ids``); answer with ``Slept``."""
+    """Wait ``seconds`` before a retry (of ``call_ids``, or of the model call for
+    ``reason="model_retry"``); answer with ``Slept``."""
 
     kind: Literal["sleep"] = "sleep"
     id: EffectId
     seconds: float
     call_ids: tuple[str, ...]
+    reason: Literal["tool_retry", "model_retry"] = "tool_retry"
 
 
 class Progress(_Frozen):

@@ -8,7 +8,6 @@ deep copy and a restored machine carries on exactly where the original stopped.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -17,9 +16,9 @@ from toolvisor.contract import (
     Err,
     HandlerResult,
     Message,
+    ModelError,
     ModelRequest,
     ModelResponse,
-    ToolCall,
     ToolError,
 )
 from toolvisor.executor import encode, encode_checked
@@ -29,20 +28,25 @@ from toolvisor.machine._checkpoint import (
     ModelCallRecord,
     RunState,
     StepRecord,
-    Suspended,
     check_restorable,
 )
 from toolvisor.machine._config import MachineConfig
-from toolvisor.machine._done import Done, Effect
+from toolvisor.machine._done import Effect
 from toolvisor.machine._effects import LlmCall, LogEvent, Progress, Sleep, ToolCalls
-from toolvisor.machine._outcomes import Completed, Failed, FinalOutcome, Halted, RunStatus
+from toolvisor.machine._model_turns import decide_model_failure, failure_text, model_failure
+from toolvisor.machine._outcomes import (
+    Completed,
+    Failed,
+    FinalOutcome,
+    Halted,
+    ModelFailure,
+)
 from toolvisor.machine._planning import (
     close_batch,
     commit_step,
     plan_batch,
     requeue_retries,
     start_step,
-    still_running,
 )
 from toolvisor.machine._response_checks import (
     check_answers,
@@ -58,18 +62,13 @@ from toolvisor.machine._responses import (
     ResponseRefused,
     ToolResults,
 )
+from toolvisor.machine._run_view import RunView, copy_run
 from toolvisor.machine._settling import call_status, carry_out, not_found, record_result
 from toolvisor.machine._state_view import json_value
 from toolvisor.machine.policy import Continue, FailedCall, PolicyFailed, RetryAfter, apply_policy
 
 
-def _copy_run(run: RunState) -> RunState:
-    """A deep copy that shares the messages: they are frozen, and most of a long run's size."""
-    memo: dict[int, Any] = {id(message): message for message in run.messages}
-    return copy.deepcopy(run, memo)
-
-
-class TurnMachine:
+class TurnMachine(RunView):
     """The sans-IO agent loop: ``start`` / ``send`` / ``resume`` / ``cancel`` return new effects.
 
     Each call returns the effects it emitted, in id order; the last one is the effect now waiting
@@ -97,7 +96,7 @@ class TurnMachine:
         if isinstance(checkpoint, str | bytes):
             run = Checkpoint.from_json(checkpoint).run  # freshly parsed: nobody else holds it
         elif isinstance(checkpoint, Checkpoint):
-            run = _copy_run(checkpoint.run)
+            run = copy_run(checkpoint.run)
         else:
             raise TypeError(f"restore() takes a Checkpoint or its JSON text, "
                             f"got {type(checkpoint).__name__}")
@@ -105,82 +104,6 @@ class TurnMachine:
         check_restorable(run, config.mode)
         machine._run = run
         return machine
-
-    # -- inspection ---------------------------------------------------------------------------
-
-    @property
-    def config(self) -> MachineConfig:
-        return self._config
-
-    @property
-    def finished(self) -> bool:
-        """Whether the run is over (suspended runs are not: they wait for ``resume``)."""
-        return self._run.phase == "done"
-
-    @property
-    def status(self) -> RunStatus:
-        """``running`` (also before ``start``), ``suspended``, or how the run ended; a cancelled
-        run is ``cancelled``, not ``halted``."""
-        run = self._run
-        if run.phase == "suspended":
-            return "suspended"
-        final = run.final
-        if final is None:
-            return "running"
-        if isinstance(final, Halted) and final.reason == "cancelled":
-            return "cancelled"
-        return final.kind
-
-    @property
-    def turn(self) -> int:
-        """The run's turn: how many model calls it has asked for (0 before ``start``)."""
-        return self._run.turns
-
-    @property
-    def last_effect_id(self) -> int:
-        """The id of the last effect emitted, fire-and-forget ones included (0 before ``start``)."""
-        return self._run.next_effect_id - 1
-
-    def tool_call(self, call_id: str) -> ToolCall:
-        """Call ``call_id`` of the current turn's open batch, as the model asked it (a host runs
-        a pending call's cancel hook with it); ``KeyError`` for any other id."""
-        for record in self._run.calls:
-            if record.call.id == call_id:
-                return record.call
-        raise KeyError(f"no tool call {call_id!r} in turn {self._run.turns}; its calls: "
-                       f"{[r.call.id for r in self._run.calls]}")
-
-    @property
-    def state(self) -> dict[str, Any]:
-        """A copy of the run's committed state."""
-        return copy.deepcopy(self._run.state)
-
-    @property
-    def outstanding(self) -> Effect | None:
-        """The effect waiting for a response, or the ``Done`` effect; ``None`` before ``start``.
-
-        For a partly answered ``ToolCalls`` only the calls still running are listed, each as
-        first emitted.
-        """
-        run = self._run
-        if run.phase in ("suspended", "done"):
-            return self._done_effect()
-        effect = run.outstanding
-        if isinstance(effect, ModelCallRecord):
-            return LlmCall(id=effect.id, turn=effect.turn,
-                           request=ModelRequest(messages=tuple(run.messages), tools=effect.tools))
-        if isinstance(effect, ToolCalls):
-            return still_running(run, effect)
-        return effect
-
-    def reemit(self) -> list[Effect]:
-        """The outstanding effect again (after a restore), same id and payload; ``[]`` if none."""
-        effect = self.outstanding
-        return [] if effect is None else [effect]
-
-    def checkpoint(self) -> Checkpoint:
-        """The whole state as versioned JSON-able data (``to_json()``); never pickled."""
-        return Checkpoint(run=_copy_run(self._run))
 
     # -- inputs -------------------------------------------------------------------------------
 
@@ -205,11 +128,16 @@ class TurnMachine:
         check_response(run, response)
         prepared = check_outcomes(response, self._running()) \
             if isinstance(response, ToolResults) else []
-        if isinstance(response, EffectFailed):
+        if isinstance(response, EffectFailed) and isinstance(response.error, ModelError) \
+                and isinstance(run.outstanding, ModelCallRecord):
+            self._on_model_error(response.error)
+        elif isinstance(response, EffectFailed):
             error = response.error
             text = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
             kind = run.outstanding.kind if run.outstanding else "effect"
             self._fail(f"{kind} effect {response.effect_id} failed: {text}")
+        elif isinstance(run.outstanding, Sleep) and run.outstanding.reason == "model_retry":
+            self._emit_llm_call(retry=True)
         elif isinstance(response, ModelReplied):
             self._on_model(response.response)
         elif isinstance(response, ToolResults):
@@ -260,6 +188,21 @@ class TurnMachine:
         run.outstanding = None
         self._commit_current()
         self._finish_halted("cancelled", None)
+        return self._take_emitted()
+
+    def retry_model(self) -> list[Effect]:
+        """Try the model again in a run that failed on it: this turn's model call from attempt
+        1, with the transcript and tool results the run had. Any other run: ``ResponseRefused``.
+        """
+        run = self._run
+        final = run.final
+        if not isinstance(final, Failed) or final.model_error is None:
+            raise ResponseRefused(f"retry_model() needs a run that failed on its model call; "
+                                  f"this one is {self.status}")
+        run.final = None
+        run.done_effect_id = None
+        run.model_attempt = 1
+        self._emit_llm_call(retry=True)
         return self._take_emitted()
 
     def _running(self) -> dict[str, CallRecord]:
@@ -405,13 +348,14 @@ class TurnMachine:
                             turns=run.turns, state=run.state,
                             state_conflicts=tuple(run.conflicts)))
 
-    def _fail(self, error: str) -> None:
+    def _fail(self, error: str, *, model_error: ModelFailure | None = None) -> None:
         run = self._run
         run.outstanding = None
         self._commit_current()
         close_batch(run, "the run failed")
-        self._finish(Failed(error=error, messages=tuple(run.messages), turns=run.turns,
-                            state=run.state, state_conflicts=tuple(run.conflicts)))
+        self._finish(Failed(error=error, model_error=model_error, messages=tuple(run.messages),
+                            turns=run.turns, state=run.state,
+                            state_conflicts=tuple(run.conflicts)))
 
     def _finish(self, final: FinalOutcome) -> None:
         run = self._run
@@ -431,20 +375,6 @@ class TurnMachine:
         run.done_effect_id = self._next_id()
         self._emitted.append(self._done_effect())
 
-    def _done_effect(self) -> Done:
-        run = self._run
-        assert run.done_effect_id is not None
-        outcome = run.final if run.final is not None else self._suspended()
-        return Done(id=run.done_effect_id, outcome=outcome)
-
-    def _suspended(self) -> Suspended:
-        calls = [r for r in self._run.calls if r.status == "suspended"]
-        return Suspended(
-            questions=tuple(r.question for r in calls if r.question is not None),
-            pending=tuple(r.pending for r in calls if r.pending is not None),
-            checkpoint=self.checkpoint(),
-        )
-
     # -- emitting -----------------------------------------------------------------------------
 
     def _next_id(self) -> int:
@@ -463,14 +393,36 @@ class TurnMachine:
         self._emitted.append(LogEvent(id=self._next_id(), level=level, event=event,
                                       fields=fields))
 
-    def _emit_llm_call(self) -> None:
+    def _emit_llm_call(self, *, retry: bool = False) -> None:
+        """Ask the model: the next turn, or this turn's call again (``retry``)."""
         run = self._run
-        run.turns += 1
-        self._progress("turn_started", turn=run.turns)
-        effect = LlmCall(id=self._next_id(), turn=run.turns,
+        if retry:
+            self._progress("model_retry", turn=run.turns, attempt=run.model_attempt)
+        else:
+            run.turns += 1
+            run.model_attempt = 1
+            self._progress("turn_started", turn=run.turns)
+        effect = LlmCall(id=self._next_id(), turn=run.turns, attempt=run.model_attempt,
                          request=ModelRequest(messages=tuple(run.messages),
                                               tools=self._config.tool_specs))
         self._wait(effect, "awaiting_model")
+
+    def _on_model_error(self, error: ModelError) -> None:
+        """Consult ``on_model_error`` once: sleep before the next attempt, or fail the run."""
+        run = self._run
+        error, decision = decide_model_failure(self._config, run, error)
+        self._log("warning", "model_call_failed", turn=run.turns, attempt=error.attempt,
+                  reason=error.reason, error=error.message, decision=type(decision).__name__)
+        self._progress("model_failed", turn=run.turns, attempt=error.attempt,
+                       reason=error.reason)
+        if isinstance(decision, RetryAfter):
+            run.model_attempt += 1
+            self._log("info", "model_retry_scheduled", turn=run.turns,
+                      attempt=run.model_attempt, seconds=decision.delay)
+            self._wait(Sleep(id=self._next_id(), seconds=decision.delay, call_ids=(),
+                             reason="model_retry"), "sleeping")
+            return
+        self._fail(failure_text(error, decision), model_error=model_failure(error, decision))
 
     def _emit_tool_calls(self, step: StepRecord, records: list[CallRecord]) -> None:
         effect = ToolCalls(id=self._next_id(), calls=start_step(self._run, step, records))
@@ -484,7 +436,8 @@ class TurnMachine:
 
     def _wait(self, effect: LlmCall | ToolCalls | Sleep, phase: Any) -> None:
         self._run.outstanding = (
-            ModelCallRecord(id=effect.id, turn=effect.turn, tools=effect.request.tools)
+            ModelCallRecord(id=effect.id, turn=effect.turn, tools=effect.request.tools,
+                            attempt=effect.attempt)
             if isinstance(effect, LlmCall) else effect
         )
         self._run.phase = phase

@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from toolvisor.contract import Message, OnCancel, OnTimeout
+from toolvisor.contract import Message, ModelErrorReason, OnCancel, OnTimeout
 
 
 class _Frozen(BaseModel):
@@ -78,11 +78,33 @@ class Halted(_Frozen):
     state_conflicts: tuple[StateConflict, ...] = ()
 
 
+class ModelFailure(_Frozen):
+    """Why the model call that failed a run failed: the last ``ModelError`` as JSON data.
+
+    ``attempts`` is how many times that turn's model call was tried; ``cause`` the error's
+    cause as JSON (an exception becomes ``{"type", "message"}``); ``policy`` the reason a
+    policy function failed, if it did.
+    """
+
+    reason: ModelErrorReason
+    message: str
+    attempts: int
+    retry_after: float | None = None
+    status: int | None = None
+    cause: Any = None
+    policy: str | None = None
+
+
 class Failed(_Frozen):
-    """The run could not go on: the model call or the host failed (``error`` says how)."""
+    """The run could not go on: the model call or the host failed (``error`` says how).
+
+    ``model_error`` says why, when the model failed; ``messages`` keeps the transcript and
+    every tool result gathered, so a durable run can be tried again (``Agent.resume_run``).
+    """
 
     kind: Literal["failed"] = "failed"
     error: str
+    model_error: ModelFailure | None = None
     messages: tuple[Message, ...]
     turns: int
     state: dict[str, Any] = Field(default_factory=dict)

@@ -11,7 +11,7 @@ from toolvisor.testing._models import (
     call,
     calls,
 )
-from toolvisor.testing._policy import decide
+from toolvisor.testing._policy import decide, decide_model
 
 __all__ = [
     "DriveResult",
@@ -25,5 +25,6 @@ __all__ = [
     "calls",
     "capture_events",
     "decide",
+    "decide_model",
     "drive",
 ]

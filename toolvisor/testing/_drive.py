@@ -17,6 +17,7 @@ from toolvisor.contract import (
     Halt,
     HandlerResult,
     Message,
+    ModelError,
     ModelResponse,
     Ok,
     Pending,
@@ -30,6 +31,7 @@ from toolvisor.machine import (
     CallToRun,
     Done,
     Effect,
+    EffectFailed,
     LlmCall,
     MachineConfig,
     ModelReplied,
@@ -80,12 +82,12 @@ class DriveResult:
 
 @dataclass
 class _Scripts:
-    responses: list[ModelResponse]
+    responses: list[ModelResponse | ModelError]
     tools: Mapping[str, ToolScript]
     config: MachineConfig
     used: dict[str, int] = field(default_factory=dict)
 
-    def next_response(self) -> ModelResponse:
+    def next_response(self) -> ModelResponse | ModelError:
         if not self.responses:
             raise DriveScriptError("the machine asked the model for a response but the script "
                                    "has none left; add ModelResponses to model=")
@@ -155,7 +157,7 @@ def drive(
     config: MachineConfig,
     prompt: str | Sequence[Message],
     *,
-    model: Sequence[ModelResponse | str],
+    model: Sequence[ModelResponse | str | ModelError],
     tools: Mapping[str, ToolScript] | None = None,
     answers: Answers | None = None,
     state: Mapping[str, Any] | None = None,
@@ -166,6 +168,8 @@ def drive(
 ) -> DriveResult:
     """Run a ``TurnMachine`` to its end with scripted model responses and tool outcomes.
 
+    ``model`` lists the model's answers in order; a ``ModelError`` among them is a failed model
+    call (it goes to ``on_model_error``, and a retry takes the next answer).
     ``tools`` maps a call id or tool name to a ``HandlerResult``, a handler run inline, or a
     list of those consumed one per run; a tool without a script runs its configured handler.
     ``answers`` (a mapping by call id, or a function of the ``Question``/``PendingCall``)
@@ -208,7 +212,9 @@ class _Driver:
                 self.record(self.machine.resume(found))
             elif isinstance(waiting, LlmCall):
                 response = self.scripts.next_response()
-                self.record(self.machine.send(ModelReplied(waiting.id, response)))
+                self.record(self.machine.send(
+                    EffectFailed(waiting.id, response) if isinstance(response, ModelError)
+                    else ModelReplied(waiting.id, response)))
             elif isinstance(waiting, Sleep):
                 self.record(self.machine.send(Slept(waiting.id)))
             elif isinstance(waiting, ToolCalls):

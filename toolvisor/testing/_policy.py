@@ -1,10 +1,17 @@
-"""Testing an ``on_tool_error`` policy in isolation: one failure in, one decision out."""
+"""Testing ``on_tool_error`` and ``on_model_error`` policies in isolation: one failure in, one
+decision out."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from toolvisor.contract import Err, ToolCall
+from toolvisor.contract import Err, ModelError, ModelErrorReason, ToolCall
+from toolvisor.machine.model_policy import (
+    ModelDecision,
+    ModelPolicy,
+    apply_model_policy,
+    check_model_policy,
+)
 from toolvisor.machine.policy import Decision, FailedCall, Policy, apply_policy, check_policy
 
 
@@ -32,3 +39,17 @@ def decide(
     failed = call if isinstance(call, FailedCall) else FailedCall(
         call=call, attempt=attempt, retryable=retryable, known=known)
     return apply_policy(policy, failed, error, seed=seed)
+
+
+def decide_model(policy: ModelPolicy, error: ModelError | ModelErrorReason, *,
+                 attempt: int = 1, retry_after: float | None = None, seed: int = 0,
+                 turn: int = 1) -> ModelDecision:
+    """What ``policy`` decides about one failed model call, exactly as the machine would ask.
+
+    ``error`` is a ``ModelError`` or just its reason (then ``retry_after`` is its own);
+    ``attempt`` says which attempt of the turn's model call failed.
+    """
+    check_model_policy(policy, "decide_model()")
+    if isinstance(error, str):
+        error = ModelError(error, retry_after=retry_after)
+    return apply_model_policy(policy, error.with_attempt(attempt), seed=seed, turn=turn)

@@ -1,0 +1,87 @@
+"""``ModelCalls``: performs ``LlmCall`` effects off the orchestrator's thread.
+
+A model call runs through the agent's ``ToolRunner`` like a tool call, so it gets the same
+guarantees: an ``arespond`` coroutine is a task on the runner's one event loop (no thread per
+call), a sync ``respond`` runs on the runner's bounded thread pool; each attempt has a deadline
+(the task is cancelled, a sync call's thread abandoned and counted); the answer is delivered
+exactly once, and a late one is discarded and logged. Whatever goes wrong becomes a
+``ModelError`` with a reason from its closed set.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from toolvisor.contract import (
+    AsyncModel,
+    Err,
+    HandlerResult,
+    Model,
+    ModelError,
+    ModelRequest,
+    ModelResponse,
+    Ok,
+    Tool,
+    ToolError,
+)
+from toolvisor.executor import CallHandle, ToolRunner
+
+ModelAnswer = ModelResponse | ModelError
+"""What one model call comes back with."""
+
+_TOOL_NAME = "model"  # how the runner's events and stats name a model call
+
+
+def _checked(response: Any) -> Ok:
+    if not isinstance(response, ModelResponse):
+        raise ModelError("invalid_response", f"the model returned a {type(response).__name__}, "
+                         "not a ModelResponse", cause=repr(response)[:200])
+    return Ok(response)
+
+
+def model_tool(model: Model | AsyncModel, timeout: float) -> Tool:
+    """``model`` as a runner-executable ``Tool``: its one argument is the request."""
+    if isinstance(model, AsyncModel):
+        async def ask_async(arguments: dict[str, Any]) -> Ok:
+            return _checked(await model.arespond(arguments["request"]))
+        return Tool(_TOOL_NAME, handler=ask_async, isolation="asyncio", timeout=timeout)
+
+    def ask(arguments: dict[str, Any]) -> Ok:
+        return _checked(model.respond(arguments["request"]))
+    return Tool(_TOOL_NAME, handler=ask, isolation="thread", timeout=timeout)
+
+
+def answer_of(result: HandlerResult, timeout: float) -> ModelAnswer:
+    """The runner's result for a model call as the answer the machine takes."""
+    if isinstance(result, Ok) and isinstance(result.value, ModelResponse):
+        return result.value
+    error = result.reason if isinstance(result, Err) else None
+    if not isinstance(error, ToolError):
+        return ModelError("invalid_response", f"the model call returned {result!r}")
+    if isinstance(error.cause, ModelError):
+        return error.cause
+    if error.reason == "timeout":
+        return ModelError("timeout", f"the model did not answer within {timeout:g} s",
+                          cause=timeout)
+    cause = error.cause
+    detail = f"{type(cause).__name__}: {cause}" if isinstance(cause, BaseException) \
+        else error.message
+    return ModelError("raised", f"the model call failed: {detail}", cause=cause)
+
+
+class ModelCalls:
+    """Starts the model calls of one agent's runs; the caller keeps each call's handle to
+    cancel it. Thread-safe: it holds no mutable state."""
+
+    def __init__(self, model: Model | AsyncModel, runner: ToolRunner, timeout: float) -> None:
+        self._tool = model_tool(model, timeout)
+        self._runner = runner
+        self._timeout = timeout
+
+    def start(self, request: ModelRequest,
+              on_answer: Callable[[ModelAnswer], None]) -> CallHandle:
+        """Ask the model; ``on_answer`` is called exactly once, on a runner thread."""
+        timeout = self._timeout
+        return self._runner.start(self._tool, {"request": request}, None,
+                                  lambda result: on_answer(answer_of(result, timeout)))
