@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import threading
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -89,8 +90,13 @@ class DurableWaits:
         ready: Ready = {}
         for key, entry in self.parked(run).items():
             wait = self._park(key, entry.pending)
-            if wait.resolution is not None:
-                ready[entry.call.id] = (entry, wait.resolution)
+            resolution = wait.resolution
+            if resolution is None and wait.deadline_at is not None:
+                now = self._store.now()
+                if now >= wait.deadline_at:  # overdue while no process hosted the run
+                    resolution = self._store.expire(key, now)
+            if resolution is not None:
+                ready[entry.call.id] = (entry, resolution)
             elif key not in run.waiters:
                 run.waiters[key] = KeyWaiter(
                     self._store, wait, self._poll_interval,
@@ -159,7 +165,8 @@ class DurableWaits:
                 hook(entry.call, key)
             except Exception as exc:
                 self._log.error("cancel_hook_failed", tool=entry.call.name,
-                                call_id=entry.call.id, error=f"{type(exc).__name__}: {exc}")
+                                call_id=entry.call.id, error=f"{type(exc).__name__}: {exc}",
+                                traceback="".join(traceback.format_exception(exc)))
             else:
                 self._log.info("external_work_cancelled", tool=entry.call.name,
                                call_id=entry.call.id)

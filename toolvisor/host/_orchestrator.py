@@ -22,6 +22,7 @@ from __future__ import annotations
 import functools
 import queue
 import threading
+import traceback
 from collections import deque
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future
@@ -117,19 +118,30 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
     # --- messages ---------------------------------------------------------------------------
 
     def on_receive(self, message: Any) -> Any:
+        if isinstance(message, OutcomesReady):
+            self._take_finished_calls()
+            return None
+        run_id = getattr(message, "run_id", None)
+        if not isinstance(run_id, str):
+            return super().on_receive(message)
+        try:
+            self._handle(message)
+        except Exception as exc:  # one run's failure ends that run, never the host
+            self._crash(run_id, exc, getattr(message, "reply", None))
+        return None
+
+    def _handle(self, message: Any) -> None:
         match message:
             case StartRun(run_id, machine, effects, reply):
+                started = self._runs[run_id] = HostedRun(run_id, machine, [reply])
                 if self._store is not None and self._store.get_run(run_id) is None:
                     self._store.create_run(run_id)
-                started = self._runs[run_id] = HostedRun(run_id, machine, [reply])
                 self._log.info("run_started", run_id=run_id)
                 self._perform(run_id, self._checkpointed(started, effects))
             case AnswerRun(run_id, answers, reply):
                 self._answer(run_id, answers, reply)
             case AttachRun(run_id, reply):
                 self._attach(run_id, reply)
-            case OutcomesReady():
-                self._take_finished_calls()
             case _Woke(run_id, effect_id):
                 run = self._runs.get(run_id)
                 timer = run.timers.pop(effect_id, None) if run is not None else None
@@ -142,9 +154,34 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
                 self._key_resolved(run_id, key)
             case CancelRun(run_id, reply):
                 self._cancel(run_id, reply)
-            case _:
-                return super().on_receive(message)
-        return None
+
+    def _crash(self, run_id: str, exc: Exception, reply: Future[Any] | None = None) -> None:
+        """End run ``run_id`` alone, ``Failed`` with what went wrong (logged with its traceback):
+        whatever one run's input or callbacks do, the other runs go on."""
+        error = (f"the host could not go on with the run: {type(exc).__name__}: {exc}; the run "
+                 "was ended, other runs were not affected")
+        self._log.error("run_crashed", run_id=run_id, error=f"{type(exc).__name__}: {exc}",
+                        traceback="".join(traceback.format_exception(exc)))
+        run = self._runs.get(run_id)
+        if run is None:
+            if reply is not None and not reply.done():
+                reply.set_exception(exc)
+            return
+        if reply is not None and reply not in run.watchers:
+            run.watchers.append(reply)
+        machine = run.machine
+        try:
+            done = machine.abort(error)[-1]
+            outcome: Any = done.outcome if isinstance(done, Done) else None
+            if self._store is not None:
+                self._store.save_checkpoint(run_id, machine.last_effect_id,
+                                            machine.checkpoint().to_json(), status="failed")
+        except Exception as again:  # the run's state itself is broken: say so, keep nothing
+            self._log.error("run_abort_failed", run_id=run_id, error=repr(again))
+            outcome = None
+        if not isinstance(outcome, Failed):
+            outcome = Failed(error=error, messages=(), turns=machine.turn)
+        self._finish(run, outcome)
 
     def _respond(self, run_id: str, step: Callable[[TurnMachine], list[Effect]]) -> None:
         run = self._runs.get(run_id)
@@ -299,7 +336,7 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
                 case Progress(event=event, data=data):
                     self._log.debug("run_progress", run_id=run_id, progress=event, **data)
                     if self._settings.on_progress is not None:
-                        self._settings.on_progress(run_id, event, dict(data))
+                        self._progress(run_id, event, data)
                 case LogEvent(level=level, event=event, fields=fields):
                     getattr(self._log, level)(event, run_id=run_id, **fields)
                 case Done(outcome=Suspended() as outcome) if (
@@ -309,6 +346,16 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
                     if isinstance(outcome, Suspended) and self._store is not None:
                         outcome = outcome.model_copy(update={"run_id": run_id})
                     self._finish(run, outcome)
+
+    def _progress(self, run_id: str, event: str, data: dict[str, Any]) -> None:
+        """Tell ``on_progress``; what it raises is logged with its traceback and ignored."""
+        assert self._settings.on_progress is not None
+        try:
+            self._settings.on_progress(run_id, event, dict(data))
+        except Exception as exc:
+            self._log.error("progress_callback_failed", run_id=run_id, progress=event,
+                            error=f"{type(exc).__name__}: {exc}",
+                            traceback="".join(traceback.format_exception(exc)))
 
     def _call_model(self, run: HostedRun, effect: LlmCall) -> None:
         me: ActorRef[Any] = self.actor_ref
@@ -368,7 +415,9 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
                 reply(CallReply(planned.call.id, planned.call.name, tool,
                                 encode_checked(tool)[1]))
                 continue
-            self._settings.dispatcher.start_call(tool, planned.call, ctx, reply)
+            actor = self._settings.dispatcher.start_call(tool, planned.call, ctx, reply)
+            if actor is not None:
+                run.calls[effect.id, planned.call.id] = actor
 
     def _take_finished_calls(self) -> None:
         """Hand every finished call to its machine: one ``ToolResults`` per run and effect."""
@@ -377,12 +426,19 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
             run = self._runs.get(done.run_id)
             if run is not None:
                 run.tokens.pop((done.effect_id, done.outcome.call_id), None)
+                run.calls.pop((done.effect_id, done.outcome.call_id), None)
                 if self._waits is not None:
-                    self._waits.settle_key(done.run_id, done.outcome, done.key)
+                    try:
+                        self._waits.settle_key(done.run_id, done.outcome, done.key)
+                    except Exception as exc:
+                        self._crash(done.run_id, exc)
             groups.setdefault((done.run_id, done.effect_id), []).append(done.outcome)
         for (run_id, effect_id), outcomes in groups.items():
             results = ToolResults(effect_id, tuple(outcomes))
-            self._respond(run_id, functools.partial(TurnMachine.send, response=results))
+            try:
+                self._respond(run_id, functools.partial(TurnMachine.send, response=results))
+            except Exception as exc:  # one run's failure ends that run, never the host
+                self._crash(run_id, exc)
 
     def _sleep(self, run: HostedRun, effect_id: int, seconds: float) -> None:
         me: ActorRef[Any] = self.actor_ref
