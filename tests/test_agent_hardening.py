@@ -144,3 +144,21 @@ def test_a_wait_overdue_while_no_process_hosted_the_run_resolves_on_resume(
         outcome = agent.resume_run(suspended.run_id, timeout=10)
     assert isinstance(outcome, Completed), outcome
     assert "pending_deadline_exceeded" in (outcome.text or "")
+
+
+def test_the_agent_is_usable_and_closable_inside_a_running_event_loop() -> None:
+    @tool
+    async def pause(arguments: dict[str, Any]) -> Ok:
+        """Awaits."""
+        await asyncio.sleep(0)
+        return Ok("paused")
+
+    async def main() -> list[Any]:
+        outcomes = []
+        async with Agent(ScriptedModel([calls(call("pause")), "done"]), [pause]) as agent:
+            outcomes.append(await agent.arun("go"))
+        with Agent(ScriptedModel([calls(call("pause")), "done"]), [pause]) as agent:
+            outcomes.append(await agent.arun("go"))  # and closed by a plain with, in the loop
+        return outcomes
+
+    assert [type(o) for o in asyncio.run(main())] == [Completed, Completed]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import secrets
 import uuid
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future
@@ -22,8 +23,11 @@ from toolvisor.contract import AsyncModel, Message, Model, Tool
 from toolvisor.durable import (
     UNSET,
     DurableError,
+    KeyRing,
     ResolveOutcome,
     SessionStore,
+    SignatureError,
+    Signer,
     SqliteSessionStore,
 )
 from toolvisor.executor import OutputProjection, ToolRunner
@@ -103,6 +107,7 @@ class Agent:
         seed: int = 0,
         store: SessionStore | str | os.PathLike[str] | None = None,
         registry: ToolRegistry | None = None,
+        signing_keys: Sequence[bytes] | None = None,
     ) -> None:
         if not isinstance(model, Model | AsyncModel):
             raise TypeError(f"model must have respond(request) -> ModelResponse or async "
@@ -133,8 +138,12 @@ class Agent:
         self._runner = ToolRunner(tool_timeout=tool_timeout, process_workers=process_workers)
         self._tool_calls: ToolCallSupervisorRef | None = None  # the current incarnation
         self._dispatcher = ToolCallDispatcher(self._current_tool_calls, self._runner)
+        self._signer: Signer = (
+            KeyRing(signing_keys) if signing_keys is not None
+            else self._store if self._store is not None
+            else KeyRing([secrets.token_bytes(32)]))
         settings = OrchestratorSettings(
-            models=ModelCalls(model, self._runner, float(model_timeout)),
+            models=ModelCalls(model, self._runner, float(model_timeout)), signer=self._signer,
             registry=self._registry, dispatcher=self._dispatcher,
             projection=output_budget or OutputProjection(), context=context,
             on_progress=on_progress, store=self._store, config=self._config,
@@ -232,6 +241,14 @@ class Agent:
     def _continue(self, suspended: Suspended, answer: Any) -> tuple[str, Future[Any]]:
         """With a store the run keeps its id and the orchestrator resumes it from the store;
         without one, the checkpoint in ``suspended`` is all there is."""
+        if not isinstance(suspended, Suspended):
+            raise TypeError(f"resume() takes the Suspended outcome a run returned, got "
+                            f"{type(suspended).__name__}")
+        if suspended.signature is None or not self._signer.verify(suspended.signed_text(),
+                                                                   suspended.signature):
+            raise SignatureError(
+                "this Suspended is unsigned or was altered since an agent gave it out; only "
+                "what an agent with the same signing keys (or store) returned is resumed")
         answers = self._answers(suspended, answer)
         if self._store is not None and suspended.run_id is not None:
             future: Future[Any] = Future()
@@ -377,6 +394,14 @@ class Agent:
 
     def __enter__(self) -> Agent:
         return self
+
+    async def __aenter__(self) -> Agent:
+        return self
+
+    async def __aexit__(self, exc_type: type[BaseException] | None,
+                        exc: BaseException | None, tb: TracebackType | None) -> None:
+        """``close()`` on a worker thread, so the event loop goes on while the tree stops."""
+        await asyncio.to_thread(self.close)
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:

@@ -14,6 +14,7 @@ from toolvisor.durable._records import (
     SavedCheckpoint,
     Wait,
 )
+from toolvisor.durable._signing import KeyRing, SignatureError, Signer
 from toolvisor.durable._sqlite import POLL_INTERVAL, SqliteSessionStore
 from toolvisor.durable._store import UNSET, SessionStore, UnknownRunError
 
@@ -27,6 +28,7 @@ __all__ = [
     "DurableErrorCode",
     "JournalRecord",
     "KeyPurpose",
+    "KeyRing",
     "ProcessEvent",
     "Resolution",
     "ResolutionKind",
@@ -34,6 +36,8 @@ __all__ = [
     "RunRecord",
     "SavedCheckpoint",
     "SessionStore",
+    "SignatureError",
+    "Signer",
     "SqliteSessionStore",
     "UnknownRunError",
     "Wait",

@@ -25,6 +25,7 @@ from toolvisor.durable._rows import (
     process_event_from_row,
     run_from_row,
 )
+from toolvisor.durable._signing import SignatureError, sign_text, verify_text
 from toolvisor.durable._store import UnknownRunError
 
 
@@ -33,6 +34,11 @@ def require_id(value: object, what: str) -> str:
     if not isinstance(value, str) or not value:
         raise ValueError(f"{what} must be a non-empty str, got {value!r}")
     return value
+
+
+def _signed_checkpoint(run_id: str, effect_id: int, data: str) -> str:
+    """What a checkpoint's signature covers: a checkpoint cannot move to another run or step."""
+    return f"checkpoint\n{run_id}\n{effect_id}\n{data}"
 
 
 class RunTables(SqliteConnection):
@@ -134,11 +140,13 @@ class RunTables(SqliteConnection):
         if status is not None:
             require_id(status, "status")
         now = self.now()
+        signature = sign_text(self._secret, _signed_checkpoint(run_id, effect_id, data))
         with self._write() as conn:
             self._require_run(conn, run_id)
             cursor = conn.execute(
-                "INSERT INTO checkpoints (run_id, effect_id, data, saved_at) VALUES (?,?,?,?)",
-                (run_id, effect_id, data, now),
+                "INSERT INTO checkpoints (run_id, effect_id, data, saved_at, signature) "
+                "VALUES (?,?,?,?,?)",
+                (run_id, effect_id, data, now, signature),
             )
             conn.execute(
                 "UPDATE runs SET updated_at = ?, status = coalesce(?, status) WHERE run_id = ?",
@@ -146,9 +154,8 @@ class RunTables(SqliteConnection):
             )
         seq = cursor.lastrowid
         assert seq is not None
-        return SavedCheckpoint(
-            seq=seq, run_id=run_id, effect_id=effect_id, data=data, saved_at=now
-        )
+        return SavedCheckpoint(seq=seq, run_id=run_id, effect_id=effect_id, data=data,
+                               saved_at=now, signature=signature)
 
     def latest_checkpoint(self, run_id: str) -> SavedCheckpoint | None:
         """The run's most recently saved checkpoint, or ``None``."""
@@ -164,7 +171,7 @@ class RunTables(SqliteConnection):
                 f"SELECT {CHECKPOINT_COLUMNS} FROM checkpoints {where} ORDER BY seq DESC LIMIT 1",
                 params,
             ).fetchone()
-        return None if row is None else checkpoint_from_row(row)
+        return None if row is None else self._verified(checkpoint_from_row(row))
 
     def checkpoints(self, run_id: str) -> list[SavedCheckpoint]:
         """Every checkpoint of the run, in the order they were saved."""
@@ -173,7 +180,26 @@ class RunTables(SqliteConnection):
                 f"SELECT {CHECKPOINT_COLUMNS} FROM checkpoints WHERE run_id = ? ORDER BY seq",
                 (run_id,),
             ).fetchall()
-        return [checkpoint_from_row(row) for row in rows]
+        return [self._verified(checkpoint_from_row(row)) for row in rows]
+
+    def _verified(self, saved: SavedCheckpoint) -> SavedCheckpoint:
+        """``saved`` if this store signed it as it is; a ``SignatureError`` otherwise."""
+        if not verify_text((self._secret,), _signed_checkpoint(
+                saved.run_id, saved.effect_id, saved.data), saved.signature):
+            raise SignatureError(
+                f"checkpoint {saved.seq} of run {saved.run_id!r} (effect {saved.effect_id}) "
+                "was altered, or not written by this store: it is not restored")
+        return saved
+
+    # -- signatures --------------------------------------------------------------------------
+
+    def sign(self, text: str) -> str:
+        """``text``'s signature under this store's secret (a store is a ``Signer``)."""
+        return sign_text(self._secret, text)
+
+    def verify(self, text: str, signature: str) -> bool:
+        """Whether this store signed ``text`` with ``signature``."""
+        return verify_text((self._secret,), text, signature)
 
     # -- journal -----------------------------------------------------------------------------
 

@@ -60,7 +60,17 @@ class SessionStore(Protocol):
 
     def checkpoint_at(self, run_id: str, effect_id: int) -> SavedCheckpoint | None: ...
 
-    def checkpoints(self, run_id: str) -> list[SavedCheckpoint]: ...
+    def checkpoints(self, run_id: str) -> list[SavedCheckpoint]:
+        """Every checkpoint of the run. Checkpoints (here and from ``latest_checkpoint`` and
+        ``checkpoint_at``) come back only as the store signed them: any other raises
+        ``SignatureError``."""
+        ...
+
+    def sign(self, text: str) -> str:
+        """``text``'s signature under the store's secret (a store is a ``Signer``)."""
+        ...
+
+    def verify(self, text: str, signature: str) -> bool: ...
 
     def issue_key(
         self, run_id: str, call_id: str, *, purpose: KeyPurpose = "call", name: str = ""

@@ -292,7 +292,7 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
             return self._deliver(run, outcome, ready)
         keys = self._waits.waiting_keys(run)
         self._log.info("run_waiting_on_keys", run_id=run.run_id, call_ids=sorted(keys))
-        run.reply(outcome.model_copy(update={"run_id": run.run_id, "keys": keys}))
+        run.reply(self._signed(outcome.model_copy(update={"run_id": run.run_id, "keys": keys})))
         return []
 
     def _key_resolved(self, run_id: str, key: str) -> None:
@@ -343,9 +343,16 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
                         outcome.pending and self._store is not None):
                     queue.extend(self._suspended(run, outcome))
                 case Done(outcome=outcome):
-                    if isinstance(outcome, Suspended) and self._store is not None:
-                        outcome = outcome.model_copy(update={"run_id": run_id})
+                    if isinstance(outcome, Suspended):
+                        if self._store is not None:
+                            outcome = outcome.model_copy(update={"run_id": run_id})
+                        outcome = self._signed(outcome)
                     self._finish(run, outcome)
+
+    def _signed(self, outcome: Suspended) -> Suspended:
+        """``outcome`` as it leaves the process: signed, so a forged one is never resumed."""
+        return outcome.model_copy(update={
+            "signature": self._settings.signer.sign(outcome.signed_text())})
 
     def _progress(self, run_id: str, event: str, data: dict[str, Any]) -> None:
         """Tell ``on_progress``; what it raises is logged with its traceback and ignored."""
