@@ -209,6 +209,14 @@ class RunTables(SqliteConnection):
             row = self._select_step(conn, run_id, call_id, step_id)
         return None if row is None else journal_from_row(row)
 
+    def journaled(self, run_id: str, call_id: str) -> bool:
+        """Whether the call recorded any step: its side effects are journaled, so running it
+        again after a crash replays them instead of repeating them."""
+        with self._read() as conn:
+            row = conn.execute("SELECT 1 FROM journal WHERE run_id = ? AND call_id = ? LIMIT 1",
+                               (run_id, call_id)).fetchone()
+        return row is not None
+
     def record_step(
         self, run_id: str, call_id: str, step_id: str, input: str, output: str
     ) -> JournalRecord:

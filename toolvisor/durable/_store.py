@@ -103,6 +103,10 @@ class SessionStore(Protocol):
 
     def journal_record(self, run_id: str, call_id: str, step_id: str) -> JournalRecord | None: ...
 
+    def journaled(self, run_id: str, call_id: str) -> bool:
+        """Whether the call recorded any journal step."""
+        ...
+
     def record_step(
         self, run_id: str, call_id: str, step_id: str, input: str, output: str
     ) -> JournalRecord: ...

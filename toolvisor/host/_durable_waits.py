@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from toolvisor._logging import get_event_log
-from toolvisor.contract import Err, HandlerResult, Ok, Pending, ToolError
+from toolvisor.contract import Err, HandlerResult, Ok, Pending, Tool, ToolCall, ToolError
 from toolvisor.durable import (
     CompletionKeyIssuer,
     DurableEffects,
@@ -73,6 +73,15 @@ class DurableWaits:
         durable_id = durable_call_id(planned.turn, planned.attempt, planned.call.id)
         return (token, CompletionKeyIssuer(self._store, run.run_id, durable_id),
                 DurableEffects(self._store, run.run_id, durable_id, cancelled=token))
+
+    def may_run_again(self, run: HostedRun, tool: Tool, planned: CallToRun) -> bool:
+        """At most once across a crash: a call a restored run finds unfinished may have run
+        already, so it runs again only if its tool is ``retryable`` or it journaled its steps
+        (``run_json`` replays them instead of repeating them)."""
+        if tool.retryable:
+            return True
+        durable_id = durable_call_id(planned.turn, planned.attempt, planned.call.id)
+        return self._store.journaled(run.run_id, durable_id)
 
     def settle_key(self, run_id: str, outcome: CallOutcome, key: str | None) -> None:
         """A call that took a key: park it if the call is ``Pending``, else revoke it."""
@@ -192,6 +201,16 @@ class DurableWaits:
         deadline_at = None if pending.deadline is None else self._store.now() + pending.deadline
         return self._store.park(key, deadline_at=deadline_at, on_timeout=pending.on_timeout,
                                 on_cancel=pending.on_cancel)
+
+
+def interrupted_error(call: ToolCall) -> ToolError:
+    """What an unfinished call of a non-retryable, unjournaled tool gets after a crash."""
+    return ToolError(
+        "handler_exit",
+        f"tool error ({call.name}): handler_exit: the call was interrupted by a crash of the "
+        "process hosting the run and is not run again (at most once: the tool is not "
+        "retryable and journaled no steps)",
+        tool_name=call.name, tool_call_id=call.id, cause="interrupted", code="interrupted")
 
 
 def _result_of(entry: ParkedCall, resolution: Resolution) -> HandlerResult:

@@ -33,10 +33,9 @@ import pykka
 from pykka import ActorRef
 
 from toolvisor._logging import get_event_log
-from toolvisor.actors import CallReply
-from toolvisor.contract import CallContext, Err, ModelError, ModelRequest, ToolResultMessage
+from toolvisor.contract import ModelError
 from toolvisor.durable import UnknownRunError
-from toolvisor.executor import encode_checked
+from toolvisor.host._call_starter import CallStarter, request_for_model
 from toolvisor.host._commands import (
     AnswerRun,
     AttachRun,
@@ -45,12 +44,14 @@ from toolvisor.host._commands import (
     OrchestratorStopped,
     StartRun,
 )
-from toolvisor.host._durable_waits import DurableWaits, KeyResolved, Ready
+from toolvisor.host._durable_waits import (
+    DurableWaits,
+    KeyResolved,
+    Ready,
+)
 from toolvisor.host._finished_calls import (
-    CallTarget,
     FinishedCalls,
     OutcomesReady,
-    output_window,
     tell,
 )
 from toolvisor.host._model_calls import ModelAnswer
@@ -68,7 +69,6 @@ from toolvisor.machine import (
     ResponseRefused,
     Sleep,
     Slept,
-    StateView,
     Suspended,
     ToolCalls,
     ToolResults,
@@ -107,6 +107,7 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
         self._waits = None if settings.store is None else DurableWaits(
             settings.store, settings.registry, settings.key_poll_interval,
             functools.partial(tell, me))
+        self._calls = CallStarter(settings, self._waits, self._finished, me)
         self._log = get_event_log("orchestrator")
 
     @staticmethod
@@ -226,6 +227,9 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
             return None
         run = self._runs[run_id] = HostedRun(run_id, machine, [reply])
         run.checkpoint_age = max(0.0, store.now() - saved.saved_at)
+        outstanding = machine.outstanding
+        if isinstance(outstanding, ToolCalls):
+            run.interrupted = outstanding.id
         self._log.info("run_restored", run_id=run_id, effect_id=saved.effect_id)
         return run
 
@@ -330,7 +334,7 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
                 case LlmCall():
                     self._call_model(run, effect)
                 case ToolCalls():
-                    self._start_calls(run, effect)
+                    self._calls.start(run, effect)
                 case Sleep(id=effect_id, seconds=seconds):
                     self._sleep(run, effect_id, seconds)
                 case Progress(event=event, data=data):
@@ -366,7 +370,8 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
 
     def _call_model(self, run: HostedRun, effect: LlmCall) -> None:
         me: ActorRef[Any] = self.actor_ref
-        request = self._request_for_model(effect.request)
+        settings = self._settings
+        request = request_for_model(settings.registry, settings.projection, effect.request)
         run.model_call = (effect.id, self._settings.models.start(
             request, functools.partial(_tell_answer, me, run.run_id, effect.id)))
 
@@ -380,51 +385,6 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
             self._respond(run_id, lambda m: m.send(EffectFailed(effect_id, answer)))
         else:
             self._respond(run_id, lambda m: m.send(ModelReplied(effect_id, answer)))
-
-    def _request_for_model(self, request: ModelRequest) -> ModelRequest:
-        """The catalog decides which tools the model sees; the budget may bound tool texts."""
-        registry, projection = self._settings.registry, self._settings.projection
-        messages = request.messages
-        if projection.applies_at("request"):
-            messages = tuple(
-                m.model_copy(update={"content": projection.project(
-                    "request", m.content, window=output_window(registry, m.name),
-                    is_error=m.is_error)})
-                if isinstance(m, ToolResultMessage) else m
-                for m in messages
-            )
-        # Every part is a validated model already: validating them again costs ~1 ms a turn.
-        return ModelRequest.model_construct(messages=messages, tools=registry.specs())
-
-    def _start_calls(self, run: HostedRun, effect: ToolCalls) -> None:
-        me: ActorRef[Any] = self.actor_ref
-        registry = self._settings.registry
-        for planned in effect.calls:
-            view = StateView(planned.state)
-            token = keys = durable = None
-            if self._waits is not None:
-                token, keys, durable = self._waits.capabilities(run, effect.id, planned)
-            ctx = CallContext(
-                session_id=run.run_id,
-                request_id=f"{run.run_id}/{planned.call.id}/{planned.attempt}",
-                tool_call=planned.call,
-                context=self._settings.context,
-                attempt=planned.attempt,
-                state=view,
-                catalog=registry.catalog_access,
-                completion_keys=keys,
-                durable=durable,
-            )
-            reply = functools.partial(self._finished.on_reply,
-                                      CallTarget(me, run.run_id, effect.id, view, ctx, token))
-            tool = registry.resolve(planned.call.name, ctx)
-            if isinstance(tool, Err):  # left the catalog: not_found, the handler never runs
-                reply(CallReply(planned.call.id, planned.call.name, tool,
-                                encode_checked(tool)[1]))
-                continue
-            actor = self._settings.dispatcher.start_call(tool, planned.call, ctx, reply)
-            if actor is not None:
-                run.calls[effect.id, planned.call.id] = actor
 
     def _take_finished_calls(self) -> None:
         """Hand every finished call to its machine: one ``ToolResults`` per run and effect."""

@@ -47,6 +47,8 @@ class HostedRun:
     parked: tuple[int, dict[str, ParkedCall]] | None = None  # (Done effect id, its pending
     # calls by key): the keys of one suspension never change, so they are issued once
     model_call: tuple[int, CallHandle] | None = None  # (LlmCall effect id, its call)
+    interrupted: int | None = None  # the ToolCalls effect a restored run re-emits: its calls
+    # may have run before the crash, so only retryable or journaled ones run again
     checkpoint_age: float = 0.0  # seconds since the checkpoint a restored run started from:
     # a Sleep it re-emits waits only the rest
 
