@@ -108,14 +108,16 @@ class Agent:
         store: SessionStore | str | os.PathLike[str] | None = None,
         registry: ToolRegistry | None = None,
         signing_keys: Sequence[bytes] | None = None,
+        lease_ttl: float = 30.0,
     ) -> None:
         if not isinstance(model, Model | AsyncModel):
             raise TypeError(f"model must have respond(request) -> ModelResponse or async "
                             f"arespond(request) -> ModelResponse, got {model!r}")
-        if isinstance(model_timeout, bool) or not isinstance(model_timeout, int | float) \
-                or not 0 < model_timeout < float("inf"):
-            raise ValueError(f"model_timeout must be a positive, finite number of seconds, "
-                             f"got {model_timeout!r}")
+        for name, seconds in (("model_timeout", model_timeout), ("lease_ttl", lease_ttl)):
+            if isinstance(seconds, bool) or not isinstance(seconds, int | float) \
+                    or not 0 < seconds < float("inf"):
+                raise ValueError(f"{name} must be a positive, finite number of seconds, "
+                                 f"got {seconds!r}")
         if store is not None and not isinstance(store, SessionStore | str | os.PathLike):
             raise TypeError(f"store must be a SessionStore, a path to a SQLite file, or None; "
                             f"got {type(store).__name__}")
@@ -147,6 +149,7 @@ class Agent:
             registry=self._registry, dispatcher=self._dispatcher,
             projection=output_budget or OutputProjection(), context=context,
             on_progress=on_progress, store=self._store, config=self._config,
+            lease_ttl=lease_ttl,
         )
 
         def start_tool_calls() -> ToolCallSupervisorRef:

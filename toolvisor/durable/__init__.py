@@ -6,6 +6,7 @@ from toolvisor.durable._issuer import CompletionKeyIssuer
 from toolvisor.durable._records import (
     JournalRecord,
     KeyPurpose,
+    Lease,
     ProcessEvent,
     Resolution,
     ResolutionKind,
@@ -29,6 +30,7 @@ __all__ = [
     "JournalRecord",
     "KeyPurpose",
     "KeyRing",
+    "Lease",
     "ProcessEvent",
     "Resolution",
     "ResolutionKind",

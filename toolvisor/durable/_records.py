@@ -26,6 +26,15 @@ class RunRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class Lease:
+    """Who hosts a run, until when (store clock); renewed while the holder drives it."""
+
+    run_id: str
+    holder: str
+    expires_at: float
+
+
+@dataclass(frozen=True, slots=True)
 class SavedCheckpoint:
     """A checkpoint as the store keeps it: the machine's JSON text at ``effect_id``.
 

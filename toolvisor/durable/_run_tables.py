@@ -1,4 +1,4 @@
-"""The store's methods on runs and what each run appends: checkpoints, journal, process events.
+"""The store's methods on runs and what each run appends: leases, checkpoints, journal, events.
 
 :class:`RunTables` adds the store clock to its connection and no other state; every method is
 one transaction of the connection it inherits.
@@ -6,6 +6,7 @@ one transaction of the connection it inherits.
 
 from __future__ import annotations
 
+import math
 import os
 import sqlite3
 import uuid
@@ -14,7 +15,13 @@ from typing import Any
 
 from toolvisor.durable import _json
 from toolvisor.durable._connection import SqliteConnection
-from toolvisor.durable._records import JournalRecord, ProcessEvent, RunRecord, SavedCheckpoint
+from toolvisor.durable._records import (
+    JournalRecord,
+    Lease,
+    ProcessEvent,
+    RunRecord,
+    SavedCheckpoint,
+)
 from toolvisor.durable._rows import (
     CHECKPOINT_COLUMNS,
     JOURNAL_COLUMNS,
@@ -115,6 +122,44 @@ class RunTables(SqliteConnection):
         with self._read() as conn:
             rows = conn.execute(query + " ORDER BY created_at, run_id", params).fetchall()
         return [run_from_row(row) for row in rows]
+
+    # -- leases: one host per run ------------------------------------------------------------
+
+    def acquire_lease(self, run_id: str, holder: str, ttl: float, *,
+                      replacing: str | None = None) -> Lease | None:
+        """Take the run's lease for ``ttl`` seconds: ``None`` when taken (or renewed), else the
+        lease that stands (another holder's, not yet expired). ``replacing`` names a holder
+        whose lease is taken over whatever its expiry (a host known to be dead)."""
+        if not (isinstance(ttl, int | float) and 0 < ttl < math.inf):
+            raise ValueError(f"a lease ttl must be a positive, finite number, got {ttl!r}")
+        now = self.now()
+        with self._write() as conn:
+            self._require_run(conn, run_id)
+            row = conn.execute("SELECT holder, expires_at FROM leases WHERE run_id = ?",
+                               (run_id,)).fetchone()
+            if row is not None and row[0] not in (holder, replacing) and row[1] > now:
+                return Lease(run_id, row[0], row[1])
+            conn.execute("INSERT INTO leases (run_id, holder, expires_at) VALUES (?,?,?) "
+                         "ON CONFLICT (run_id) DO UPDATE SET holder = excluded.holder, "
+                         "expires_at = excluded.expires_at", (run_id, holder, now + ttl))
+        return None
+
+    def renew_leases(self, holder: str, run_ids: list[str], ttl: float) -> list[str]:
+        """Extend ``holder``'s leases on ``run_ids``; the ids whose lease it no longer holds."""
+        expires_at = self.now() + ttl
+        lost = []
+        with self._write() as conn:
+            for run_id in run_ids:
+                cursor = conn.execute("UPDATE leases SET expires_at = ? WHERE run_id = ? AND "
+                                      "holder = ?", (expires_at, run_id, holder))
+                if cursor.rowcount != 1:
+                    lost.append(run_id)
+        return lost
+
+    def release_lease(self, run_id: str, holder: str) -> None:
+        """Give the run's lease up, if ``holder`` holds it (another host may take it at once)."""
+        with self._write() as conn:
+            conn.execute("DELETE FROM leases WHERE run_id = ? AND holder = ?", (run_id, holder))
 
     # -- checkpoints -----------------------------------------------------------------------
 

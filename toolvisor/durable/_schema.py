@@ -1,4 +1,4 @@
-"""The SQLite schema of :class:`SqliteSessionStore`, version 2 (checkpoints are signed).
+"""The SQLite schema of :class:`SqliteSessionStore`, version 2 (signed checkpoints, leases).
 
 Every value column holds JSON text written by the store itself. ``keys`` holds one row per
 issued completion key together with its (first and only) resolution, so a resolution that
@@ -28,6 +28,11 @@ CREATE TABLE checkpoints (
     data TEXT NOT NULL,
     saved_at REAL NOT NULL,
     signature TEXT NOT NULL
+);
+CREATE TABLE leases (
+    run_id TEXT PRIMARY KEY REFERENCES runs(run_id),
+    holder TEXT NOT NULL,
+    expires_at REAL NOT NULL
 );
 CREATE INDEX checkpoints_by_run ON checkpoints(run_id, effect_id, seq);
 CREATE TABLE keys (

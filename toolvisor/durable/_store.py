@@ -9,6 +9,7 @@ from toolvisor.contract import OnCancel, OnTimeout, ToolvisorError
 from toolvisor.durable._records import (
     JournalRecord,
     KeyPurpose,
+    Lease,
     ProcessEvent,
     Resolution,
     ResolveOutcome,
@@ -51,6 +52,15 @@ class SessionStore(Protocol):
     def set_run_status(self, run_id: str, status: str) -> RunRecord: ...
 
     def runs(self, *, status: str | None = None) -> list[RunRecord]: ...
+
+    def acquire_lease(self, run_id: str, holder: str, ttl: float, *,
+                      replacing: str | None = None) -> Lease | None:
+        """Take the run's lease (one host per run); the standing lease if another holds it."""
+        ...
+
+    def renew_leases(self, holder: str, run_ids: list[str], ttl: float) -> list[str]: ...
+
+    def release_lease(self, run_id: str, holder: str) -> None: ...
 
     def save_checkpoint(
         self, run_id: str, effect_id: int, data: str, *, status: str | None = None

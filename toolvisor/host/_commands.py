@@ -73,7 +73,8 @@ class OrchestratorSettings:
     """What every run hosted by one orchestrator shares.
 
     ``models`` performs the model calls; ``signer`` signs the ``Suspended`` outcomes given
-    out; ``store`` makes runs durable; ``config`` is needed to restore runs from it.
+    out; ``store`` makes runs durable; ``config`` is needed to restore runs from it;
+    ``lease_ttl`` is how long a run's lease outlives this host's last renewal.
     """
 
     models: ModelCalls
@@ -86,3 +87,4 @@ class OrchestratorSettings:
     store: SessionStore | None = None
     config: MachineConfig | None = None
     key_poll_interval: float = 0.05
+    lease_ttl: float = 30.0

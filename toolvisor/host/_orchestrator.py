@@ -54,6 +54,7 @@ from toolvisor.host._finished_calls import (
     OutcomesReady,
     tell,
 )
+from toolvisor.host._leases import RenewLeases, RunLeasedError, RunLeases
 from toolvisor.host._model_calls import ModelAnswer
 from toolvisor.host._run import HostedRun
 from toolvisor.machine import (
@@ -108,6 +109,8 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
             settings.store, settings.registry, settings.key_poll_interval,
             functools.partial(tell, me))
         self._calls = CallStarter(settings, self._waits, self._finished, me)
+        self._leases = None if settings.store is None else RunLeases(
+            settings.store, settings.lease_ttl, functools.partial(tell, me))
         self._log = get_event_log("orchestrator")
 
     @staticmethod
@@ -121,6 +124,9 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
     def on_receive(self, message: Any) -> Any:
         if isinstance(message, OutcomesReady):
             self._take_finished_calls()
+            return None
+        if isinstance(message, RenewLeases):
+            self._renew_leases()
             return None
         run_id = getattr(message, "run_id", None)
         if not isinstance(run_id, str):
@@ -137,6 +143,8 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
                 started = self._runs[run_id] = HostedRun(run_id, machine, [reply])
                 if self._store is not None and self._store.get_run(run_id) is None:
                     self._store.create_run(run_id)
+                if self._leases is not None:
+                    self._leases.take(run_id)
                 self._log.info("run_started", run_id=run_id)
                 self._perform(run_id, self._checkpointed(started, effects))
             case AnswerRun(run_id, answers, reply):
@@ -217,12 +225,16 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
                                   "store to restore it from; give the agent a store")
             if store.get_run(run_id) is None:
                 raise UnknownRunError(f"the session store has no run {run_id!r}")
+            if self._leases is not None:
+                self._leases.take(run_id)
             saved = store.latest_checkpoint(run_id)
             if saved is None:
                 raise LookupError(f"run {run_id!r} stopped before its first checkpoint, before "
                                   "any effect was performed; start it again")
             machine = TurnMachine.restore(config, saved.data)
         except Exception as exc:
+            if self._leases is not None:
+                self._leases.release(run_id)
             reply.set_exception(exc)
             return None
         run = self._runs[run_id] = HostedRun(run_id, machine, [reply])
@@ -423,6 +435,23 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
     def _drop(self, run: HostedRun) -> None:
         del self._runs[run.run_id]
         run.release()
+        if self._leases is not None:
+            self._leases.release(run.run_id)
+
+    def _renew_leases(self) -> None:
+        """Keep hosting only the runs whose lease this host still holds."""
+        assert self._leases is not None
+        for run_id in self._leases.renew():
+            run = self._runs.pop(run_id, None)
+            if run is None:
+                continue
+            self._log.error("lease_lost", run_id=run_id)
+            run.release()
+            for watcher in run.watchers:
+                if not watcher.done():
+                    watcher.set_exception(RunLeasedError(
+                        f"run {run_id!r} was taken over by another host: its lease was not "
+                        "renewed in time"))
 
     # --- lifecycle --------------------------------------------------------------------------
 
@@ -439,3 +468,5 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
                 if not watcher.done():
                     watcher.set_exception(OrchestratorStopped(f"run {run_id}: {why}"))
         self._runs.clear()
+        if self._leases is not None:
+            self._leases.close()
