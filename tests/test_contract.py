@@ -185,6 +185,18 @@ def test_bad_tool_configuration_is_a_clear_error(kwargs: dict[str, Any], message
         Tool(**kwargs)
 
 
+@pytest.mark.parametrize("name", ["weather\n", "a" * 65, "dotted.name", "café", "\tx", "tab\t"])
+def test_a_tool_name_outside_the_providers_rule_is_refused_naming_the_rule(name: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(f"tool name {name!r} is invalid: a name "
+                                                   "must match [A-Za-z0-9_-]{1,64}")):
+        Tool(name=name)
+
+
+@pytest.mark.parametrize("name", ["a", "a" * 64, "get_weather-2", "X_9"])
+def test_names_within_the_providers_rule_are_accepted(name: str) -> None:
+    assert Tool(name=name).name == name
+
+
 async def async_handler(arguments: Any) -> Ok:
     return Ok(1)
 

@@ -23,7 +23,9 @@ Handler: TypeAlias = Callable[..., Any]
 CancelHook: TypeAlias = Callable[[ToolCall, str], None]
 """``on_cancel(call, completion_key)``: stop the external work a ``Pending`` call started."""
 
-_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+"""What model providers accept as a tool name; matched with ``fullmatch`` (``$`` would also
+accept a trailing newline)."""
 _OPEN_OBJECT: dict[str, Any] = {"type": "object"}
 _UNTYPED = (inspect.Parameter.empty, Any, dict, Mapping, typing.Mapping, typing.Dict)  # noqa: UP006
 
@@ -59,9 +61,11 @@ class Tool:
     is_async: bool = field(init=False, default=False)
 
     def __post_init__(self) -> None:
-        if not isinstance(self.name, str) or not _NAME.match(self.name):
+        if not isinstance(self.name, str) or not _NAME.fullmatch(self.name):
             raise ValueError(
-                f"tool name {self.name!r} is invalid: use 1-64 letters, digits, '_' or '-'"
+                f"tool name {self.name!r} is invalid: a name must match {_NAME.pattern} "
+                "(1 to 64 ASCII letters, digits, '_' or '-', nothing else), as model "
+                "providers require"
             )
         self._check_schema()
         if self.scheduling not in ("parallel", "serial"):
