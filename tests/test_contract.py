@@ -197,6 +197,52 @@ def test_names_within_the_providers_rule_are_accepted(name: str) -> None:
     assert Tool(name=name).name == name
 
 
+class Inner(BaseModel):
+    n: int
+
+
+class Outer(BaseModel):
+    inner: Inner
+    items: list[Inner]
+
+
+@pytest.mark.parametrize(("schema", "dangling"), [
+    ({"type": "object", "properties": {"a": {"$ref": "#/$defs/missing"}}}, "'#/$defs/missing'"),
+    ({"type": "object", "$defs": {"A": {"$ref": "#/$defs/B"}}}, "'#/$defs/B'"),
+    ({"type": "object", "properties": {"a": {"$ref": "#nowhere"}}}, "'#nowhere'"),
+    ({"type": "object", "properties": {"a": {"$dynamicRef": "other.json"}}}, "'other.json'"),
+    ({"type": "object", "allOf": [{"$ref": "https://example.com/s.json"}]},
+     "'https://example.com/s.json'"),
+])
+def test_a_schema_with_a_ref_that_resolves_to_nothing_is_refused_naming_the_ref(
+        schema: dict[str, Any], dangling: str) -> None:
+    with pytest.raises(ValueError, match=f"tool 't': input_schema has 1 \\$ref.* resolve to "
+                                         f"nothing: {re.escape(dangling)}; a ref must point"):
+        Tool(name="t", input_schema=schema, handler=one)
+
+
+def test_refs_into_the_schema_itself_are_accepted() -> None:
+    schema = {
+        "type": "object",
+        "$defs": {"A": {"type": "string"}, "B": {"$anchor": "b", "type": "integer"}},
+        "properties": {
+            "a": {"$ref": "#/$defs/A"},
+            "b": {"$ref": "#b"},
+            "self": {"$ref": "#"},
+            "scoped": {"$id": "https://example.com/scoped", "$defs": {"C": {"type": "null"}},
+                       "properties": {"c": {"$ref": "#/$defs/C"}}},
+            "by_id": {"$ref": "https://example.com/scoped#/$defs/C"},
+            "data": {"const": {"$ref": "#/not/a/schema/keyword"}},
+        },
+    }
+    assert Tool(name="t", input_schema=schema, handler=one).input_schema is schema
+
+    def nested(arguments: Outer) -> Ok:
+        return Ok(arguments)
+
+    assert "$defs" in tool(nested).input_schema  # pydantic's refs resolve
+
+
 async def async_handler(arguments: Any) -> Ok:
     return Ok(1)
 

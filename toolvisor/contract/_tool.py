@@ -9,12 +9,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias, overload
 
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError
 from pydantic import TypeAdapter
 
 from toolvisor.contract._arity import handler_arity
 from toolvisor.contract._messages import ToolCall, ToolSpec
+from toolvisor.contract._schema import check_input_schema
 
 Scheduling: TypeAlias = Literal["parallel", "serial"]
 Isolation: TypeAlias = Literal["thread", "process", "asyncio"]
@@ -67,7 +66,7 @@ class Tool:
                 "(1 to 64 ASCII letters, digits, '_' or '-', nothing else), as model "
                 "providers require"
             )
-        self._check_schema()
+        check_input_schema(self.input_schema, self.name)
         if self.scheduling not in ("parallel", "serial"):
             raise ValueError(
                 f"tool {self.name!r}: scheduling must be 'parallel' or 'serial', "
@@ -120,21 +119,6 @@ class Tool:
                 "qualified name (a module-level function), not a nested one"
             )
         object.__setattr__(self, "isolation", isolation)
-
-    def _check_schema(self) -> None:
-        schema = self.input_schema
-        if not isinstance(schema, Mapping):
-            raise TypeError(f"tool {self.name!r}: input_schema must be a JSON schema object")
-        try:
-            Draft202012Validator.check_schema(schema)
-        except SchemaError as exc:
-            raise ValueError(f"tool {self.name!r}: input_schema is not a valid JSON schema "
-                             f"(Draft 2020-12): {exc.message}") from exc
-        if schema.get("type", "object") != "object":
-            raise ValueError(
-                f"tool {self.name!r}: input_schema must describe an object (\"type\": "
-                f"\"object\"), got type {schema.get('type')!r}"
-            )
 
     @property
     def spec(self) -> ToolSpec:
