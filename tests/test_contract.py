@@ -152,10 +152,13 @@ def test_a_handler_of_the_wrong_arity_is_refused_when_the_tool_is_built(handler:
         tool(name="bad")(handler)
 
 
-@pytest.mark.parametrize(("handler", "arity"), [(one, 1), (defaulted, 1), (two, 2),
-                                               (two_and_kw, 2), (lambda a: a, 1)])
-def test_only_positional_parameters_without_defaults_count(handler: Any, arity: int) -> None:
-    assert Tool(name="t", handler=handler).arity == arity
+def all_defaulted(a: Any = None) -> None: ...
+
+
+@pytest.mark.parametrize(("handler", "arity"), [(one, 1), (all_defaulted, 1), (defaulted, 2),
+                                               (two, 2), (two_and_kw, 2), (lambda a: a, 1)])
+def test_positional_parameters_up_to_two_are_the_arity(handler: Any, arity: int) -> None:
+    assert Tool(name="t", handler=handler).arity == arity  # a defaulted second one gets ctx
 
 
 def test_callable_objects_and_bound_methods_have_an_arity() -> None:

@@ -57,6 +57,7 @@ from toolvisor.contract._tool import (
     OutputWindow,
     Scheduling,
     Tool,
+    ToolMethod,
     tool,
 )
 
@@ -101,6 +102,7 @@ __all__ = [
     "ToolCall",
     "ToolError",
     "ToolErrorReason",
+    "ToolMethod",
     "ToolResultMessage",
     "ToolSpec",
     "ToolvisorError",
