@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
-import pytest
+from collections.abc import Iterator
 
+import pytest
+from test_supervisor import Events
+
+from toolvisor._logging import set_sink
 from toolvisor.executor import prepare_process_isolation
 
 
@@ -17,3 +21,12 @@ def _process_isolation_helpers() -> None:
 @pytest.fixture(autouse=True)
 def _no_leaks(toolvisor_no_leaks: object) -> None:
     """Apply the plugin's leak check to every test."""
+
+
+@pytest.fixture
+def events() -> Iterator[Events]:
+    """Records toolvisor's events for one test (see ``test_supervisor.Events``)."""
+    recorder = Events()
+    previous = set_sink(recorder.sink)
+    yield recorder
+    set_sink(previous)
