@@ -91,3 +91,17 @@ def test_a_policy_function_that_raises_halts_its_run_alone() -> None:
         bad, good = agent.run("bad"), agent.run("good")
     assert isinstance(bad, Halted) and bad.reason == "invalid_return"
     assert isinstance(good, Completed)
+
+
+def test_a_huge_error_is_capped_in_a_halted_runs_stored_outcome_too() -> None:
+    @tool
+    def loud(arguments: dict[str, Any]) -> Ok:
+        """Fails loudly."""
+        raise RuntimeError("x" * 1_000_000)
+
+    model = FunctionModel(lambda r: "done" if len(r.messages) > 1 else calls(call("loud")))
+    with Agent(model, [loud], on_tool_error="halt") as agent:
+        outcome = agent.run("go")
+    assert isinstance(outcome, Halted) and outcome.reason == "tool_error"
+    assert len(outcome.model_dump_json()) < 200_000
+    assert "bytes truncated" in outcome.result["error"]["detail"]
