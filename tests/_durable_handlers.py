@@ -42,9 +42,12 @@ def fast(arguments: dict[str, Any], ctx: CallContext) -> Ok:
 
 
 class Gate:
-    """Where ``slow`` blocks in the first phase: after its first step, until killed."""
+    """Where ``slow`` waits: after its first step, until ``fast``'s outcome is checkpointed
+    (``ordered``: so a crashed and an uninterrupted run take the same steps), and in the first
+    phase until killed (``block``)."""
 
-    def __init__(self, block: bool) -> None:
+    def __init__(self, *, ordered: bool, block: bool) -> None:
+        self.ordered = ordered
         self.block = block
         self.fast_saved = threading.Event()  # set once fast's outcome is checkpointed
 
@@ -52,8 +55,9 @@ class Gate:
         log = arguments["log"]
         effects = ctx.durable_effects()
         effects.run_json("slow-before", log, lambda p: append_line(p, "slow-before"))
-        if self.block:
+        if self.ordered:
             self.fast_saved.wait()
+        if self.block:
             emit({"blocked": "slow"})
             threading.Event().wait()  # until the test SIGKILLs this process
         effects.run_json("slow-after", log, lambda p: append_line(p, "slow-after"))
@@ -160,7 +164,8 @@ def describe(outcome: Any) -> dict[str, Any]:
 def main(scenario: str, phase: str, store: str, workdir: str, run_id: str | None = None) -> None:
     """Run (``first``: until killed; ``straight``: uninterrupted) or resume (``resume``)."""
     log = str(Path(workdir) / "steps.log")
-    gate = Gate(block=phase == "first" and scenario == "batch")
+    gate = Gate(ordered=phase in ("first", "straight") and scenario == "batch",
+                block=phase == "first" and scenario == "batch")
 
     def on_progress(started: str, event: str, data: dict[str, Any]) -> None:
         if event == "turn_started" and data.get("turn") == 1:
