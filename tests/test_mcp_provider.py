@@ -179,3 +179,18 @@ def test_a_server_that_keeps_dying_is_given_up_and_the_rest_goes_on(events: Even
                                                                       "orchestrator"]
     assert crash_of(policy.errors["gone"]).reason == "not_found"
     assert results(outcome)["mine"].content == "local ok"
+
+
+def test_the_sdk_is_an_extra_named_when_missing(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delitem(sys.modules, "toolvisor.mcp._session", raising=False)
+    monkeypatch.setitem(sys.modules, "mcp", None)
+    with pytest.raises(ImportError, match=r"toolvisor\[mcp\]"):
+        McpToolProvider.stdio("x", ["true"])
+
+
+def test_the_example_shows_a_crash_and_a_restart() -> None:
+    shown = subprocess.run([sys.executable, "-m", "examples.mcp_tools"], cwd=ROOT,
+                           capture_output=True, text=True, timeout=120, check=True).stdout
+    assert "crash failed -> crash: handler_exit (mcp_transport_closed)" in shown
+    assert "[child_restarted] connection" in shown
+    assert "run 2: {\"result\":\"Lima: 21 C, clear\"}" in shown
