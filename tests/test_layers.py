@@ -26,10 +26,11 @@ MAY_IMPORT: dict[str, set[str]] = {
     "machine": _BASE | {"executor"},
     "registry": _BASE | {"executor"},
     "actors": _BASE | {"executor", "supervisors"},
+    "mcp": _SERVICES | {"registry", "actors"},
     "host": _LOOP | {"actors"},
-    "agent": _LOOP | {"actors", "host"},
+    "agent": _LOOP | {"actors", "host", "mcp"},
     "testing": _LOOP | {"actors", "host", "agent"},
-    "cli": _SERVICES,
+    "cli": _SERVICES | {"mcp"},
 }
 
 

@@ -10,6 +10,8 @@ the session store when the agent opened it from a path.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
 import os
 import secrets
 import uuid
@@ -53,7 +55,8 @@ from toolvisor.machine import (
     Suspended,
     TurnMachine,
 )
-from toolvisor.registry import StaticToolProvider, ToolRegistry
+from toolvisor.mcp import McpToolProvider
+from toolvisor.registry import StaticToolProvider, ToolRegistry, UnknownSourceError
 from toolvisor.supervisors import (
     ChildSpec,
     Supervisor,
@@ -78,6 +81,10 @@ class Agent:
     ``registry`` (a :class:`~toolvisor.registry.ToolRegistry`) is the catalog to use, for tools
     that come and go at run time; ``tools`` are then added to it as the source ``"agent"``.
     Only catalog members are offered to the model and only members run.
+
+    ``mcp`` (:class:`~toolvisor.mcp.McpToolProvider` objects) are MCP servers whose tools join
+    the catalog as sources ``mcp:<name>``; each connection is a supervised child of the tree,
+    restarted within its intensity, past which its tools leave the catalog (orphaned).
 
     ``store`` (a :class:`~toolvisor.durable.SessionStore`, or a path to a SQLite file the agent
     opens and closes) makes runs durable: every run gets a ``run_id`` in the store and a
@@ -109,6 +116,7 @@ class Agent:
         registry: ToolRegistry | None = None,
         signing_keys: Sequence[bytes] | None = None,
         lease_ttl: float = 30.0,
+        mcp: Sequence[McpToolProvider] = (),
     ) -> None:
         if not isinstance(model, Model | AsyncModel):
             raise TypeError(f"model must have respond(request) -> ModelResponse or async "
@@ -128,6 +136,10 @@ class Agent:
             registry = ToolRegistry.from_tools(tools)
         elif tools:
             registry.add_source("agent", StaticToolProvider(tools))
+        for server in mcp:
+            if not isinstance(server, McpToolProvider):
+                raise TypeError(f"mcp takes McpToolProvider objects, got {type(server).__name__}")
+            registry.add_source(server.source, server)
         self._registry = registry
         self._config = MachineConfig(
             tools=tuple(tools), system_prompt=system_prompt, on_tool_error=on_tool_error,
@@ -160,12 +172,19 @@ class Agent:
         try:
             self._tree: SupervisorRef = Supervisor.start([
                 ChildSpec("tool_calls", start_tool_calls, type="supervisor"),
+                *(server.child_spec(functools.partial(self._orphan, server.source))
+                  for server in mcp),
                 ChildSpec("orchestrator", lambda: OrchestratorActor.start(settings)),
             ], strategy="one_for_one", name="agent")
         except BaseException:
             self._close_resources()
             raise
         self._closed = False
+
+    def _orphan(self, source: str) -> None:
+        """A supervised source gave up: its tools leave the catalog, kept as orphans."""
+        with contextlib.suppress(UnknownSourceError):
+            self._registry.orphan_source(source)
 
     def _catalog_member(self, name: str) -> Tool | None:
         """The machine's view of the catalog: members only, whichever source provides them."""

@@ -38,6 +38,8 @@ class Tool:
     """One tool: what the model is told (name, description, input schema) and how it runs.
 
     ``handler`` is ``None`` for a tool declared for manual use: calling it is ``not_found``.
+    ``manual=True`` (only without a handler) marks such a tool as run by the caller: a run
+    suspends on the model's calls to it (``Suspended.manual``) until the caller answers them.
     ``timeout`` ``None`` means the runner's default. ``isolation`` ``None`` picks ``asyncio``
     for ``async def`` handlers and ``thread`` otherwise. ``arguments_type`` (set by ``@tool``)
     is the type the validated arguments are converted to before the handler sees them.
@@ -60,6 +62,7 @@ class Tool:
     internal: bool = False
     output_window: OutputWindow = "head"
     on_cancel: CancelHook | None = None
+    manual: bool = False
     arity: int = field(init=False, default=0)
     is_async: bool = field(init=False, default=False)
 
@@ -97,6 +100,11 @@ class Tool:
             )
         if self.on_cancel is not None and not callable(self.on_cancel):
             raise TypeError(f"tool {self.name!r}: on_cancel must be callable (call, key) or None")
+        if not isinstance(self.manual, bool):
+            raise TypeError(f"tool {self.name!r}: manual must be a bool, got {self.manual!r}")
+        if self.manual and self.handler is not None:
+            raise ValueError(f"tool {self.name!r}: manual=True declares a tool the caller runs, "
+                             "so it takes no handler (handler=None)")
         if self.handler is None:
             return
         if not callable(self.handler):

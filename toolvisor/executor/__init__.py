@@ -15,6 +15,7 @@ from toolvisor.executor._process_isolation import prepare_process_isolation
 from toolvisor.executor._runner import ToolRunner
 from toolvisor.executor._stats import RunnerStats
 from toolvisor.executor._thread_pool import ElasticThreadPool, PoolThread
+from toolvisor.executor._validation import prepare_arguments
 
 __all__ = [
     "MAX_ERROR_BYTES",
@@ -32,5 +33,6 @@ __all__ = [
     "encode_checked",
     "execute",
     "keep_ends",
+    "prepare_arguments",
     "prepare_process_isolation",
 ]

@@ -18,6 +18,7 @@ from toolvisor.machine._outcomes import (
     Completed,
     Failed,
     Halted,
+    ManualCall,
     PendingCall,
     Question,
     StateConflict,
@@ -61,6 +62,7 @@ class CallRecord(_Record):
     text: str | None = None
     is_error: bool = False
     question: Question | None = None
+    manual: ManualCall | None = None
     pending: PendingCall | None = None
     writes: dict[str, Any] = Field(default_factory=dict)
     halt: HaltRecord | None = None
@@ -69,11 +71,15 @@ class CallRecord(_Record):
 
 
 class StepRecord(_Record):
-    """Calls run together in one step; ``snapshot`` is the state they read (set when started)."""
+    """Calls run together in one step; ``snapshot`` is the state they read (set when started).
+
+    A ``manual`` step, always a batch's last, holds the calls the caller runs: they are never
+    emitted, only checked and suspended."""
 
     calls: list[int]
     snapshot: dict[str, Any] | None = None
     committed: bool = False
+    manual: bool = False
 
 
 class ModelCallRecord(_Record):
@@ -169,7 +175,8 @@ def _explain(exc: ValidationError) -> str:
 
 
 class Suspended(BaseModel):
-    """The run waits for answers (``questions``) or deferred results (``pending``).
+    """The run waits for answers (``questions``), the caller's results of ``manual`` tools
+    (each call with its arguments), or deferred results (``pending``).
 
     ``checkpoint`` is everything needed to go on: ``TurnMachine.restore(config, checkpoint)``
     then ``resume({call_id: answer, ...})``, in this process or another one. A host with a
@@ -182,6 +189,7 @@ class Suspended(BaseModel):
 
     kind: Literal["suspended"] = "suspended"
     questions: tuple[Question, ...]
+    manual: tuple[ManualCall, ...] = ()
     pending: tuple[PendingCall, ...] = ()
     checkpoint: Checkpoint
     run_id: str | None = None
@@ -196,7 +204,8 @@ class Suspended(BaseModel):
     @property
     def call_ids(self) -> tuple[str, ...]:
         """The ids of every call waiting for an answer or a result, in call order."""
-        ids = {q.call_id for q in self.questions} | {p.call_id for p in self.pending}
+        ids = {q.call_id for q in self.questions} | {m.call_id for m in self.manual} | {
+            p.call_id for p in self.pending}
         return tuple(r.call.id for r in self.checkpoint.run.calls if r.call.id in ids)
 
 

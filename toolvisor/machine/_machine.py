@@ -44,6 +44,7 @@ from toolvisor.machine._outcomes import (
 from toolvisor.machine._planning import (
     close_batch,
     commit_step,
+    hand_to_caller,
     plan_batch,
     requeue_retries,
     start_step,
@@ -170,8 +171,7 @@ class TurnMachine(RunView):
         run.done_effect_id = None
         for record in run.calls:
             if record.call.id in results:
-                record.question = None
-                record.pending = None
+                record.question = record.manual = record.pending = None
                 result, text = encode_checked(results[record.call.id],
                                               tool_name=record.call.name,
                                               tool_call_id=record.call.id)
@@ -272,7 +272,10 @@ class TurnMachine(RunView):
                     self._emit_sleep(waiting)
                     return
                 queued = [r for r in records if r.status == "queued"]
-                if queued:
+                if queued and step.manual:
+                    for record, error in hand_to_caller(run, self._config, queued):
+                        self._settle(record, error, encode(error), answered=True)
+                elif queued:
                     self._emit_tool_calls(step, queued)
                     return
                 self._commit(step)

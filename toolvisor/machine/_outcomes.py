@@ -28,6 +28,15 @@ class Question(_Frozen):
     options: tuple[str, ...] | None = None
 
 
+class ManualCall(_Frozen):
+    """A call of a ``manual=True`` tool, for the caller to run: its arguments passed the
+    tool's schema, and the result given to ``resume`` becomes the call's result."""
+
+    call_id: str
+    tool: str
+    arguments: dict[str, Any]
+
+
 class PendingCall(_Frozen):
     """A call that returned ``Pending``: the host resolves it later with a result.
 

@@ -11,21 +11,26 @@ from __future__ import annotations
 import copy
 
 from toolvisor.contract import Err, ModelResponse, ToolResultMessage
-from toolvisor.executor import encode
+from toolvisor.executor import encode, prepare_arguments
 from toolvisor.machine._checkpoint import CallRecord, RunState, StepRecord
 from toolvisor.machine._config import MachineConfig
 from toolvisor.machine._effects import CallToRun, ToolCalls
-from toolvisor.machine._outcomes import StateConflict
+from toolvisor.machine._outcomes import ManualCall, StateConflict
+from toolvisor.machine._settling import not_found
 
 
 def plan_batch(run: RunState, config: MachineConfig, response: ModelResponse) -> None:
-    """Group the calls into steps: parallel ones together first, then each serial one."""
+    """Group the calls into steps: parallel ones together first, then each serial one, then
+    one manual step with the calls the caller runs."""
     run.calls = []
-    for call in response.tool_calls:
+    manual: list[int] = []
+    for index, call in enumerate(response.tool_calls):
         tool = config.tool_named(call.name)
         run.calls.append(CallRecord(call=call, step=-1, known=tool is not None,
                                     retryable=tool is not None and tool.retryable))
-    known = [i for i, r in enumerate(run.calls) if r.known]
+        if tool is not None and tool.manual:
+            manual.append(index)
+    known = [i for i, r in enumerate(run.calls) if r.known and i not in manual]
     if config.mode == "sequential":
         groups = [[i] for i in known]
     else:
@@ -33,10 +38,32 @@ def plan_batch(run: RunState, config: MachineConfig, response: ModelResponse) ->
         serial = [[i] for i in known if i not in parallel]
         groups = ([parallel] if parallel else []) + serial
     run.steps = [StepRecord(calls=group) for group in groups]
+    if manual:
+        groups.append(manual)
+        run.steps.append(StepRecord(calls=manual, manual=True))
     run.cursor = 0
     for index, group in enumerate(groups):
         for i in group:
             run.calls[i].step = index
+
+
+def hand_to_caller(run: RunState, config: MachineConfig,
+                   records: list[CallRecord]) -> list[tuple[CallRecord, Err]]:
+    """Suspend each call of a manual step whose arguments fit its tool's schema, with them;
+    the others come back with their ``Err(InvalidArguments)``, for the policy."""
+    invalid: list[tuple[CallRecord, Err]] = []
+    for record in records:
+        call = record.call
+        tool = config.tool_named(call.name)
+        checked = prepare_arguments(tool, call.arguments) if tool is not None else Err(
+            not_found(call, config))
+        if isinstance(checked, Err):
+            invalid.append((record, checked))
+            continue
+        record.status = "suspended"
+        record.manual = ManualCall(call_id=call.id, tool=call.name,
+                                   arguments=dict(call.arguments))
+    return invalid
 
 
 def _scheduling(config: MachineConfig, name: str) -> str:

@@ -116,6 +116,7 @@ class RunView:
         calls = [r for r in self._run.calls if r.status == "suspended"]
         return Suspended(
             questions=tuple(r.question for r in calls if r.question is not None),
+            manual=tuple(r.manual for r in calls if r.manual is not None),
             pending=tuple(r.pending for r in calls if r.pending is not None),
             checkpoint=self.checkpoint(),
         )

@@ -107,6 +107,13 @@ class DynamicToolProvider(_InProcessProvider):
             self._publish({**self._tools, tool.name: tool})
             return True
 
+    def replace_all(self, tools: Iterable[Tool]) -> None:
+        """Swap the whole set for ``tools`` in one change: a source listed again from
+        elsewhere (an MCP server's tools)."""
+        by_name = _by_name(tools, type(self).__name__)
+        with self._lock:
+            self._publish(by_name)
+
     def remove(self, name: str) -> bool:
         """Remove the tool named ``name``; returns whether there was one."""
         with self._lock:

@@ -142,16 +142,28 @@ class ToolRegistry:
 
     def remove_source(self, name: str) -> None:
         """Remove source ``name``; its tools leave the catalog."""
+        self._drop_source(name, orphan=False)
+
+    def orphan_source(self, name: str) -> None:
+        """Take source ``name`` out of the catalog but keep what it had as orphans (in
+        ``state().orphans``), rebound as they were when a source of that name is added again:
+        what a supervised source that gave up leaves behind."""
+        self._drop_source(name, orphan=True)
+
+    def _drop_source(self, name: str, *, orphan: bool) -> None:
         with self._lock:
             book = self._book
             book.sync()
             if name not in book.sources:
                 raise UnknownSourceError(f"no tool source named {name!r}; sources: "
                                          f"{_shown(book.sources)}")
+            if orphan:
+                book.awaited[name] = book.source_state(name)
             del book.sources[name]
             book.reindex()
             self._view = book.commit()
-            self._log.info("tool_source_removed", source=name, generation=book.generation)
+            self._log.info("tool_source_orphaned" if orphan else "tool_source_removed",
+                           source=name, generation=book.generation)
 
     def sources(self) -> tuple[str, ...]:
         """The names of the live sources, in the order they were added."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -175,6 +175,7 @@ class Supervisor(SupervisedActor, pykka.ThreadingActor):
         max_seconds: float,
         clock: Clock,
         name: str | None,
+        on_give_up: Callable[[], None] | None,
     ) -> None:
         if strategy not in _STRATEGIES:
             raise ChildSpecError(
@@ -203,6 +204,7 @@ class Supervisor(SupervisedActor, pykka.ThreadingActor):
         self._notify = functools.partial(_tell_exited, self._actor_ref)
         self._name = name or f"supervisor-{self.actor_urn[-12:]}"
         self._log = get_event_log("supervisor", supervisor_id=self._name)
+        self._on_give_up = on_give_up
 
     @classmethod
     def start(  # OTP's start_link: keyword settings, a richer ref
@@ -214,10 +216,15 @@ class Supervisor(SupervisedActor, pykka.ThreadingActor):
         max_seconds: float = 5.0,
         clock: Clock = time.monotonic,
         name: str | None = None,
+        on_give_up: Callable[[], None] | None = None,
     ) -> SupervisorRef:
         """Start the supervisor and its children; return once they are all running (when a
         supervisor starts this one, that supervisor waits for them instead, within the spec's
         ``start_timeout``).
+
+        ``on_give_up`` is called in the supervisor's thread when it exceeds its intensity,
+        before it stops its children and exits: how whoever owns what the children served
+        learns that nothing will restart them (what it raises is logged and ignored).
 
         Raises :class:`ChildSpecError` for invalid settings and :class:`ChildStartError` if a
         child fails to start (the supervisor has then stopped its other children and exited);
@@ -231,6 +238,7 @@ class Supervisor(SupervisedActor, pykka.ThreadingActor):
             max_seconds=max_seconds,
             clock=clock,
             name=name,
+            on_give_up=on_give_up,
         )
         assert isinstance(ref, SupervisorRef)
         actor = ref._actor_weakref()
@@ -363,6 +371,12 @@ class Supervisor(SupervisedActor, pykka.ThreadingActor):
                 max_seconds=self._intensity.max_seconds,
             )
             self._record_exit_reason("shutdown")
+            if self._on_give_up is not None:
+                try:
+                    self._on_give_up()
+                except Exception as exc:
+                    self._log.error("give_up_callback_failed",
+                                    error=f"{type(exc).__name__}: {exc}")
             self._stop()
             return
         if self._strategy == "one_for_one":

@@ -34,6 +34,7 @@ from toolvisor.machine import (
     EffectFailed,
     LlmCall,
     MachineConfig,
+    ManualCall,
     ModelReplied,
     Outcome,
     PendingCall,
@@ -53,7 +54,7 @@ ToolStep: TypeAlias = HandlerResult | Callable[..., Any]
 ToolScript: TypeAlias = ToolStep | Sequence[ToolStep]
 """One step for every run, or a list consumed one step per run (attempts, later turns)."""
 
-Answers: TypeAlias = Mapping[str, Any] | Callable[[Question | PendingCall], Any]
+Answers: TypeAlias = Mapping[str, Any] | Callable[[Question | ManualCall | PendingCall], Any]
 Delivery: TypeAlias = Literal["together", "one_by_one", "reversed"]
 
 
@@ -147,7 +148,8 @@ def _answers_for(done: Done, answers: Answers | None) -> dict[str, Any]:
     outcome = done.outcome
     if answers is None or not isinstance(outcome, Suspended):
         return {}
-    waiting: list[Question | PendingCall] = [*outcome.questions, *outcome.pending]
+    waiting: list[Question | ManualCall | PendingCall] = [
+        *outcome.questions, *outcome.manual, *outcome.pending]
     if callable(answers):
         return {w.call_id: answers(w) for w in waiting}
     return {w.call_id: answers[w.call_id] for w in waiting if w.call_id in answers}
@@ -172,10 +174,11 @@ def drive(
     call (it goes to ``on_model_error``, and a retry takes the next answer).
     ``tools`` maps a call id or tool name to a ``HandlerResult``, a handler run inline, or a
     list of those consumed one per run; a tool without a script runs its configured handler.
-    ``answers`` (a mapping by call id, or a function of the ``Question``/``PendingCall``)
-    resumes suspensions; without one, the run ends ``Suspended``. ``delivery`` sends a batch's
-    outcomes together, one by one, or one by one in reverse. ``roundtrip`` checkpoints the
-    machine after every step, restores it from JSON and checks it re-emits the same effect.
+    ``answers`` (a mapping by call id, or a function of the ``Question``, ``ManualCall`` or
+    ``PendingCall``) resumes suspensions; without one, the run ends ``Suspended``.
+    ``delivery`` sends a batch's outcomes together, one by one, or one by one in reverse.
+    ``roundtrip`` checkpoints the machine after every step, restores it from JSON and checks
+    it re-emits the same effect.
     """
     scripts = _Scripts(
         responses=[ModelResponse(text=r) if isinstance(r, str) else r for r in model],

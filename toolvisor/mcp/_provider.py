@@ -1,0 +1,173 @@
+"""``McpToolProvider``: an MCP server as a supervised tool source of the catalog.
+
+The provider is what the registry reads (its ``version`` and manifests: the server's tools
+as last listed, kept while it reconnects) and what a call runs (each tool's handler submits
+the call to the current session). The session itself belongs to a supervised
+``McpConnection`` actor, under a supervisor of the provider's own (``child_spec``): a session
+that ends is that actor's exit, restarted within the provider's intensity; past it the
+supervisor gives up and ``on_give_up`` lets the owner orphan the provider's tools.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import suppress
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import pykka
+from pykka import ActorDeadError
+
+from toolvisor._logging import get_event_log
+from toolvisor.contract import CallContext, HandlerResult, Tool
+from toolvisor.mcp._errors import McpConnectionError, transport_closed
+from toolvisor.mcp._sdk import load
+from toolvisor.registry import DynamicToolProvider
+from toolvisor.supervisors import ChildSpec, SupervisedActor, Supervisor
+
+if TYPE_CHECKING:
+    import mcp_types
+
+    from toolvisor.mcp._session import McpSession, ServerAddress
+
+
+class McpToolProvider(DynamicToolProvider):
+    """The tools of one MCP server, as the catalog source ``mcp:<name>``.
+
+    Build one with :meth:`stdio` (a command to spawn) or :meth:`http` (a streamable HTTP
+    URL, with headers for auth) and give it to ``Agent(..., mcp=[provider])``, which adds it
+    to the catalog and its connection to the supervision tree. Calls run as ``asyncio`` tools
+    with the agent's tool timeout (or ``timeout``); at the deadline the call is cancelled and
+    the server gets the MCP cancellation notification. ``max_restarts`` within
+    ``max_seconds`` is the connection's intensity.
+    """
+
+    def __init__(self, name: str, server: ServerAddress, *, timeout: float | None = None,
+                 max_restarts: int = 3, max_seconds: float = 5.0,
+                 connect_timeout: float = 30.0) -> None:
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"an MCP server needs a non-empty name, got {name!r}")
+        super().__init__()
+        self.name = name
+        self._server = server
+        self._timeout = timeout
+        self._max_restarts = max_restarts
+        self._max_seconds = max_seconds
+        self._connect_timeout = connect_timeout
+        self._log = get_event_log("mcp", source=self.source)
+        self._session: McpSession | None = None
+
+    @classmethod
+    def stdio(cls, name: str, command: Sequence[str], *, env: Mapping[str, str] | None = None,
+              cwd: str | None = None, **settings: Any) -> McpToolProvider:
+        """A server spawned as ``command`` (program and arguments), spoken to over stdio."""
+        session = load("_session")
+        program, *args = command
+        return cls(name, session.StdioServer(program, tuple(args), env, cwd), **settings)
+
+    @classmethod
+    def http(cls, name: str, url: str, *, headers: Mapping[str, str] | None = None,
+             **settings: Any) -> McpToolProvider:
+        """A streamable HTTP server at ``url``; ``headers`` go with every request."""
+        session = load("_session")
+        return cls(name, session.HttpServer(url, dict(headers or {})), **settings)
+
+    @property
+    def source(self) -> str:
+        """The provider's source name in a registry: ``mcp:<name>``."""
+        return f"mcp:{self.name}"
+
+    def child_spec(self, on_give_up: Callable[[], None] | None = None) -> ChildSpec:
+        """The provider's supervisor, as a ``temporary`` child for the agent's tree: it keeps
+        the connection up within the intensity, then calls ``on_give_up`` and exits (and is
+        not restarted: the rest of the tree goes on)."""
+        connection = ChildSpec("connection", lambda: McpConnection.start(self),
+                               start_timeout=self._connect_timeout + 5.0)
+        return ChildSpec(self.source, lambda: Supervisor.start(
+            [connection], max_restarts=self._max_restarts, max_seconds=self._max_seconds,
+            name=self.source, on_give_up=on_give_up), type="supervisor", restart="temporary")
+
+    # -- the connection's side -----------------------------------------------------------------
+
+    def _attach(self, session: McpSession | None) -> None:
+        self._session = session
+
+    def _take_listing(self, listed: list[mcp_types.Tool]) -> None:
+        """Take a full listing from the server: the tools change (and ``version`` moves) only
+        if what the model is told changed."""
+        tools: dict[str, Tool] = {}
+        for item in listed:
+            try:
+                tools[item.name] = Tool(
+                    name=item.name, description=item.description or "",
+                    input_schema=item.input_schema, handler=self._handler(item.name),
+                    timeout=self._timeout, isolation="asyncio")
+            except (ValueError, TypeError) as exc:
+                self._log.warning("mcp_tool_skipped", tool=item.name, error=str(exc))
+        if [t.spec for t in tools.values()] == [m.spec for m in self.manifests()]:
+            return
+        self.replace_all(tools.values())
+        self._log.info("mcp_tools_listed", tools=list(tools), version=self.version)
+
+    def _handler(self, tool: str) -> Callable[[dict[str, Any], CallContext], Any]:
+        async def call(arguments: dict[str, Any], ctx: CallContext) -> HandlerResult:
+            session = self._session
+            if session is None:
+                return transport_closed(tool, ctx.tool_call_id,
+                                        f"the MCP server {self.name!r} is not connected")
+            return await asyncio.wrap_future(session.call(tool, arguments, ctx.tool_call_id))
+
+        call.__name__ = tool
+        return call
+
+    def __repr__(self) -> str:
+        return f"McpToolProvider({self.name!r}, tools={list(self._tools)})"
+
+
+@dataclass(frozen=True, slots=True)
+class _Lost:
+    why: str
+
+
+class McpConnection(SupervisedActor, pykka.ThreadingActor):
+    """One session of a provider, supervised: started connected (its tools listed), it exits
+    with ``McpConnectionError`` when the session ends, and its supervisor restarts it."""
+
+    def __init__(self, provider: McpToolProvider) -> None:
+        super().__init__()
+        self._provider = provider
+        self._session: McpSession | None = None
+
+    def on_start(self) -> None:
+        provider = self._provider
+        session = load("_session").McpSession(provider._server, provider.source,
+                                              provider._take_listing, self._lost)
+        try:
+            session.open(provider._connect_timeout)
+        except ConnectionError as exc:
+            raise McpConnectionError(f"{provider.source}: {exc}") from exc.__cause__
+        self._session = session
+        provider._attach(session)
+
+    def _lost(self, why: str) -> None:
+        """Told by the session's thread: end this incarnation (its supervisor decides)."""
+        with suppress(ActorDeadError):
+            self.actor_ref.tell(_Lost(why))
+
+    def on_receive(self, message: Any) -> Any:
+        if isinstance(message, _Lost):
+            raise McpConnectionError(f"{self._provider.source}: {message.why}")
+        return super().on_receive(message)
+
+    def on_stop(self) -> None:
+        self._close()
+
+    def on_failure(self, *args: Any) -> None:
+        self._close()
+
+    def _close(self) -> None:
+        session, self._session = self._session, None
+        if session is not None:
+            self._provider._attach(None)
+            session.close()
