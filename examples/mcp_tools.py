@@ -12,8 +12,7 @@ import sys
 import threading
 from typing import Any
 
-from toolvisor import Agent, ToolError
-from toolvisor._logging import set_sink
+from toolvisor import Agent, ToolError, set_event_sink
 from toolvisor.machine import Continue, Decision, FailedCall
 from toolvisor.mcp import McpToolProvider
 from toolvisor.testing import ScriptedModel, call, calls
@@ -43,7 +42,7 @@ def on_tool_error(failed: FailedCall, error: Any) -> Decision:
 
 def main() -> None:
     restarts = Restarts()
-    previous = set_sink(restarts.sink)
+    previous = set_event_sink(restarts.sink)
     weather = McpToolProvider.stdio("weather", [sys.executable, "-m", "examples.mcp_server"])
     model = ScriptedModel([
         calls(call("forecast", {"city": "Oslo"})), calls(call("crash", {})), "The server crashed.",
@@ -59,7 +58,7 @@ def main() -> None:
             second = agent.run("Weather in Lima")
             print("run 2:", second.messages[2].content, "|", getattr(second, "text", ""))
     finally:
-        set_sink(previous)
+        set_event_sink(previous)
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import pytest
 from test_supervisor import Events
 
-from toolvisor._logging import set_sink
+from toolvisor._logging import set_event_sink
 from toolvisor.executor import prepare_process_isolation
 
 
@@ -27,6 +27,6 @@ def _no_leaks(toolvisor_no_leaks: object) -> None:
 def events() -> Iterator[Events]:
     """Records toolvisor's events for one test (see ``test_supervisor.Events``)."""
     recorder = Events()
-    previous = set_sink(recorder.sink)
+    previous = set_event_sink(recorder.sink)
     yield recorder
-    set_sink(previous)
+    set_event_sink(previous)

@@ -9,8 +9,7 @@ from typing import Any
 
 import pytest
 
-from toolvisor import Agent, CallContext, Pending, RunLeasedError, Suspended, Tool
-from toolvisor._logging import set_sink
+from toolvisor import Agent, CallContext, Pending, RunLeasedError, Suspended, Tool, set_event_sink
 from toolvisor.durable import Lease, SqliteSessionStore
 from toolvisor.testing import ScriptedModel, call, calls
 
@@ -83,7 +82,7 @@ def test_a_host_that_stops_renewing_loses_the_run_to_another(
         if event == "lease_lost":
             lost.set()
 
-    previous = set_sink(sink)
+    previous = set_event_sink(sink)
     try:
         with Agent(ScriptedModel([calls(call("hook", id="c1"))]), [HOOK], store=store,
                    lease_ttl=0.3) as stalled:
@@ -94,4 +93,4 @@ def test_a_host_that_stops_renewing_loses_the_run_to_another(
                 assert isinstance(taker.resume_run(suspended.run_id), Suspended)
                 assert lost.wait(10)  # the stalled host's next renewal finds the run gone
     finally:
-        set_sink(previous)
+        set_event_sink(previous)

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 from test_supervisor import Events, FakeClock, Worker, end_child, refs
 
-from toolvisor._logging import EventSink, set_sink
+from toolvisor._logging import EventSink, set_event_sink
 from toolvisor.supervisors import ChildSpec, Supervisor, SupervisorRef
 
 MAX_RESTARTS, MAX_SECONDS = 3, 5.0
@@ -74,7 +74,7 @@ class SupervisorMatchesOtp(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.events = Events()
-        self.previous_sink: EventSink | None = set_sink(self.events.sink)
+        self.previous_sink: EventSink | None = set_event_sink(self.events.sink)
         self.clock = FakeClock()
         self.supervisor: SupervisorRef | None = None
         self.model: OtpModel | None = None
@@ -147,7 +147,7 @@ class SupervisorMatchesOtp(RuleBasedStateMachine):
                 self.supervisor.stop()
             assert pykka.ActorRegistry.get_by_class(Worker) == []
         finally:
-            set_sink(self.previous_sink)
+            set_event_sink(self.previous_sink)
 
 
 SupervisorMatchesOtp.TestCase.settings = settings(

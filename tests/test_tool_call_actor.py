@@ -12,7 +12,7 @@ from test_supervisor import Events
 
 from tests import _handlers as h
 from toolvisor import CallContext, Err, Ok, Tool, ToolCall, ToolError
-from toolvisor._logging import set_sink
+from toolvisor._logging import set_event_sink
 from toolvisor.actors import CallReply, ToolCallActor, ToolCallDispatcher
 from toolvisor.contract import HandlerResult
 from toolvisor.executor import ToolRunner
@@ -182,9 +182,9 @@ def test_a_result_is_encoded_once_and_an_unencodable_one_reported(
 @pytest.fixture
 def events() -> Iterator[Events]:
     recorder = Events()
-    previous = set_sink(recorder.sink)
+    previous = set_event_sink(recorder.sink)
     yield recorder
-    set_sink(previous)
+    set_event_sink(previous)
 
 
 def test_a_thread_handler_runs_on_its_call_actors_own_thread(

@@ -1,6 +1,6 @@
 """toolvisor: an Elixir/OTP-style supervised actor runtime for LLM tool calls."""
 
-from toolvisor._logging import configure_logging
+from toolvisor._logging import configure_logging, set_event_sink
 from toolvisor.agent import Agent, RunOutcome
 from toolvisor.contract import (
     AskUser,
@@ -47,5 +47,6 @@ __all__ = [
     "configure_logging",
     "encode",
     "execute",
+    "set_event_sink",
     "tool",
 ]

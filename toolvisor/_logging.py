@@ -58,8 +58,10 @@ def get_event_log(component: str, **bound: Any) -> EventLog:
     return EventLog({"component": component, **bound})
 
 
-def set_sink(sink: EventSink | None) -> EventSink | None:
-    """Install ``sink`` (``None``: quiet) and return the previous one."""
+def set_event_sink(sink: EventSink | None) -> EventSink | None:
+    """Send every toolvisor event to ``sink(level, event, fields)`` (``None``: quiet) and
+    return the previous sink. ``configure_logging`` and ``testing.capture_events`` install one;
+    a sink runs on the thread that emits the event, so keep it quick."""
     global _sink  # the single switch, read lock-free on the hot path
     previous, _sink = _sink, sink
     return previous
@@ -77,7 +79,7 @@ def configure_logging(
     Only toolvisor's own events are affected: the global structlog configuration is untouched.
     """
     if format is None:
-        set_sink(None)
+        set_event_sink(None)
         return
     if format not in ("json", "console"):
         raise ValueError(f"logging format must be 'json', 'console' or None, got {format!r}")
@@ -101,4 +103,4 @@ def configure_logging(
     def sink(event_level: str, event: str, fields: dict[str, Any]) -> None:
         getattr(logger, event_level)(event, **fields)
 
-    set_sink(sink)
+    set_event_sink(sink)

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from toolvisor._logging import set_sink
+from toolvisor._logging import set_event_sink
 
 
 @contextmanager
@@ -20,8 +20,8 @@ def capture_events() -> Iterator[list[dict[str, Any]]]:
     def sink(level: str, event: str, fields: dict[str, Any]) -> None:
         events.append({"event": event, "level": level, **fields})
 
-    previous = set_sink(sink)
+    previous = set_event_sink(sink)
     try:
         yield events
     finally:
-        set_sink(previous)
+        set_event_sink(previous)
