@@ -23,6 +23,7 @@ from toolvisor.contract._errors import (
 from toolvisor.contract._messages import (
     AssistantMessage,
     AsyncModel,
+    FinishReason,
     Message,
     Model,
     ModelRequest,
@@ -31,6 +32,7 @@ from toolvisor.contract._messages import (
     ToolCall,
     ToolResultMessage,
     ToolSpec,
+    Usage,
     UserMessage,
 )
 from toolvisor.contract._model_errors import (
@@ -77,6 +79,7 @@ __all__ = [
     "CompletionKeys",
     "DurableEffectsAccess",
     "Err",
+    "FinishReason",
     "Halt",
     "Handler",
     "HandlerResult",
@@ -104,6 +107,7 @@ __all__ = [
     "ToolResultMessage",
     "ToolSpec",
     "ToolvisorError",
+    "Usage",
     "UserMessage",
     "Violation",
     "handler_arity",
