@@ -49,6 +49,7 @@ from toolvisor.machine import (
     Suspended,
     TurnMachine,
 )
+from toolvisor.models import from_string
 from toolvisor.registry import StaticToolProvider, ToolRegistry
 from toolvisor.supervisors import (
     ChildSpec,
@@ -75,6 +76,12 @@ class Agent:
     that come and go at run time; ``tools`` are then added to it as the source ``"agent"``.
     Only catalog members are offered to the model and only members run.
 
+    ``model`` is a model object, or a string naming a provider's model
+    (``"openai:gpt-4.1-mini"``, ``"anthropic:claude-sonnet-4-5"``,
+    ``"openai-compatible:<model>@<base_url>"``: see :func:`toolvisor.models.from_string`). A
+    model with ``async aclose()`` (every adapter of :mod:`toolvisor.models`) is closed when the
+    agent closes, on the event loop its calls ran on, where its HTTP connections live.
+
     ``store`` (a :class:`~toolvisor.durable.SessionStore`, or a path to a SQLite file the agent
     opens and closes) makes runs durable: every run gets a ``run_id`` in the store and a
     checkpoint after every step, tools may take completion keys and return ``Pending``
@@ -84,7 +91,7 @@ class Agent:
 
     def __init__(
         self,
-        model: Model,
+        model: Model | AsyncModel | str,
         tools: Sequence[Tool] = (),
         *,
         system_prompt: str | None = None,
@@ -104,6 +111,8 @@ class Agent:
         store: SessionStore | str | os.PathLike[str] | None = None,
         registry: ToolRegistry | None = None,
     ) -> None:
+        if isinstance(model, str):
+            model = from_string(model)
         if not isinstance(model, Model | AsyncModel):
             raise TypeError(f"model must have respond(request) -> ModelResponse or async "
                             f"arespond(request) -> ModelResponse, got {model!r}")
@@ -133,8 +142,9 @@ class Agent:
         self._runner = ToolRunner(tool_timeout=tool_timeout, process_workers=process_workers)
         self._tool_calls: ToolCallSupervisorRef | None = None  # the current incarnation
         self._dispatcher = ToolCallDispatcher(self._current_tool_calls, self._runner)
+        self._models = ModelCalls(model, self._runner, float(model_timeout))
         settings = OrchestratorSettings(
-            models=ModelCalls(model, self._runner, float(model_timeout)),
+            models=self._models,
             registry=self._registry, dispatcher=self._dispatcher,
             projection=output_budget or OutputProjection(), context=context,
             on_progress=on_progress, store=self._store, config=self._config,
@@ -346,6 +356,7 @@ class Agent:
     def _close_resources(self) -> None:
         try:
             self._dispatcher.close()
+            self._models.close()
             self._runner.close()
         finally:
             if self._owns_store and self._store is not None:

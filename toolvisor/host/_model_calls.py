@@ -10,9 +10,11 @@ exactly once, and a late one is discarded and logged. Whatever goes wrong become
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from typing import Any
 
+from toolvisor._logging import get_event_log
 from toolvisor.contract import (
     AsyncModel,
     Err,
@@ -27,10 +29,13 @@ from toolvisor.contract import (
 )
 from toolvisor.executor import CallHandle, ToolRunner
 
+_log = get_event_log("model_calls")
+
 ModelAnswer = ModelResponse | ModelError
 """What one model call comes back with."""
 
 _TOOL_NAME = "model"  # how the runner's events and stats name a model call
+_CLOSE_TIMEOUT = 5.0  # seconds a model's aclose() may take when its agent closes
 
 
 def _checked(response: Any) -> Ok:
@@ -75,6 +80,7 @@ class ModelCalls:
     cancel it. Thread-safe: it holds no mutable state."""
 
     def __init__(self, model: Model | AsyncModel, runner: ToolRunner, timeout: float) -> None:
+        self._model = model
         self._tool = model_tool(model, timeout)
         self._runner = runner
         self._timeout = timeout
@@ -85,3 +91,20 @@ class ModelCalls:
         timeout = self._timeout
         return self._runner.start(self._tool, {"request": request}, None,
                                   lambda result: on_answer(answer_of(result, timeout)))
+
+    def close(self) -> None:
+        """Close the model's connections, if it has ``async aclose()``, on the event loop its
+        calls ran on (an SDK's HTTP connections belong to that loop). Call before the runner
+        closes; a failure is logged, never raised."""
+        aclose = getattr(self._model, "aclose", None)
+        if not inspect.iscoroutinefunction(aclose):
+            return
+
+        async def close_model(arguments: dict[str, Any]) -> Ok:
+            await aclose()
+            return Ok()
+
+        result = self._runner.run(Tool("model_close", handler=close_model, isolation="asyncio",
+                                       timeout=_CLOSE_TIMEOUT), {})
+        if not isinstance(result, Ok):
+            _log.warning("model_close_failed", result=repr(result))
