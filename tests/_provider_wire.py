@@ -1,9 +1,9 @@
 """Each provider's real wire format, for the scenarios the adapter tests script.
 
 A scenario is a list of model turns (text, tool calls with the arguments text the model wrote,
-why it stopped, usage); each ``Wire`` spells a turn as its provider's JSON body, spells error
-bodies, and reads back what an adapter sent (the tools offered, the arguments it echoed, the
-tool results). The shapes follow the providers'
+why it stopped, usage); each ``Wire`` spells a turn as its provider's JSON body and as its
+server-sent event stream, spells error bodies, and reads back what an adapter sent (the tools
+offered, the arguments it echoed, the tool results). The shapes follow the providers'
 references for Chat Completions, the Responses API and the Messages API.
 """
 
@@ -48,15 +48,30 @@ class Turn:
         return self.finish or ("tool_calls" if self.calls else "stop")
 
 
+def halves(text: str) -> list[str]:
+    """A text in two deltas (both non-empty when it has two characters)."""
+    cut = max(1, len(text) // 2)
+    return [text[:cut], text[cut:]] if len(text) > 1 else [text]
+
+
+def interleaved(pieces: list[list[Any]], interleave: bool) -> list[Any]:
+    """Every call's deltas, one call after another or round-robin across calls."""
+    if not interleave:
+        return [piece for call in pieces for piece in call]
+    rounds = max((len(p) for p in pieces), default=0)
+    return [p[i] for i in range(rounds) for p in pieces if i < len(p)]
+
+
 @dataclass
 class Wire:
     """A provider's wire format (subclasses), and how its adapter is built."""
 
     name: str = ""
-    sends_objects: bool = False  # tool arguments arrive as objects (Anthropic)
+    sends_objects: bool = False  # tool arguments arrive as objects in a JSON body (Anthropic)
     settings: dict[str, Any] = field(default_factory=dict)
 
-    def model(self, url: str, *, client: Any = None, **settings: Any) -> ProviderModel:
+    def model(self, url: str, *, stream: bool = False, client: Any = None,
+              **settings: Any) -> ProviderModel:
         """The adapter, on the server at ``url`` (or through ``client``, an SDK client)."""
         raise NotImplementedError
 
@@ -65,6 +80,10 @@ class Wire:
         raise NotImplementedError
 
     def reply(self, turn: Turn) -> Reply:
+        raise NotImplementedError
+
+    def stream(self, turn: Turn, *, interleave: bool = False,
+               cut_after: int | None = None) -> Reply:
         raise NotImplementedError
 
     def error(self, status: int, message: str, headers: dict[str, str] | None = None) -> Reply:
@@ -101,9 +120,10 @@ class ChatWire(Wire):
     def __init__(self) -> None:
         super().__init__(name="openai-chat")
 
-    def model(self, url: str, *, client: Any = None, **settings: Any) -> ProviderModel:
+    def model(self, url: str, *, stream: bool = False, client: Any = None,
+              **settings: Any) -> ProviderModel:
         where = {"client": client} if client else {"base_url": f"{url}/v1", "api_key": KEY}
-        return OpenAIChatModel("gpt-test", **where, **settings)
+        return OpenAIChatModel("gpt-test", stream=stream, **where, **settings)
 
     def client(self, url: str, **options: Any) -> Any:
         return openai.AsyncOpenAI(base_url=f"{url}/v1", api_key=KEY, **options)
@@ -128,6 +148,34 @@ class ChatWire(Wire):
                          "finish_reason": turn.why}],
             "usage": self._usage(turn), "service_tier": "default"})
 
+    def stream(self, turn: Turn, *, interleave: bool = False,
+               cut_after: int | None = None) -> Reply:
+        def chunk(delta: dict[str, Any], finish: str | None = None) -> tuple[None, Any]:
+            return None, {"id": turn.id, "object": "chat.completion.chunk",
+                          "created": 1767225600, "model": turn.model,
+                          "system_fingerprint": "fp_test",
+                          "choices": [{"index": 0, "delta": delta, "logprobs": None,
+                                       "finish_reason": finish}]}
+
+        events = [chunk({"role": "assistant", "content": "" if turn.text else None,
+                         "refusal": None})]
+        events += [chunk({"content": piece}) for piece in halves(turn.text or "") if piece]
+        starts = [chunk({"tool_calls": [{"index": i, "id": c.id, "type": "function",
+                                         "function": {"name": c.name, "arguments": ""}}]})
+                  for i, c in enumerate(turn.calls)]
+        deltas = [[chunk({"tool_calls": [{"index": i, "function": {"arguments": piece}}]})
+                   for piece in halves(c.arguments)] for i, c in enumerate(turn.calls)]
+        if interleave:
+            events += starts + interleaved(deltas, True)
+        else:
+            events += [e for start, ds in zip(starts, deltas, strict=True) for e in [start, *ds]]
+        events.append(chunk({}, turn.why))
+        events.append((None, {"id": turn.id, "object": "chat.completion.chunk",
+                              "created": 1767225600, "model": turn.model, "choices": [],
+                              "usage": self._usage(turn)}))
+        events.append((None, "[DONE]"))
+        return Reply(events=events, cut_after=cut_after)
+
     def error(self, status: int, message: str, headers: dict[str, str] | None = None) -> Reply:
         return _openai_error(status, message, headers)
 
@@ -149,9 +197,10 @@ class ResponsesWire(Wire):
     def __init__(self) -> None:
         super().__init__(name="openai-responses")
 
-    def model(self, url: str, *, client: Any = None, **settings: Any) -> ProviderModel:
+    def model(self, url: str, *, stream: bool = False, client: Any = None,
+              **settings: Any) -> ProviderModel:
         where = {"client": client} if client else {"base_url": f"{url}/v1", "api_key": KEY}
-        return OpenAIResponsesModel("gpt-test", **where, **settings)
+        return OpenAIResponsesModel("gpt-test", stream=stream, **where, **settings)
 
     def client(self, url: str, **options: Any) -> Any:
         return openai.AsyncOpenAI(base_url=f"{url}/v1", api_key=KEY, **options)
@@ -190,6 +239,54 @@ class ResponsesWire(Wire):
     def reply(self, turn: Turn) -> Reply:
         return Reply(body=self._response(turn))
 
+    def stream(self, turn: Turn, *, interleave: bool = False,
+               cut_after: int | None = None) -> Reply:
+        sequence = iter(range(10_000))
+
+        def event(kind: str, **fields: Any) -> tuple[str, Any]:
+            return kind, {"type": kind, "sequence_number": next(sequence), **fields}
+
+        final = self._response(turn)
+        started = self._response(turn, "in_progress", [])
+        events = [event("response.created", response=started),
+                  event("response.in_progress", response=started)]
+        items = self._items(turn)
+        for index, item in enumerate(items):
+            if item["type"] == "message":
+                text = item["content"][0]["text"]
+                events += [
+                    event("response.output_item.added", output_index=index,
+                          item={**item, "status": "in_progress", "content": []}),
+                    event("response.content_part.added", item_id=item["id"],
+                          output_index=index, content_index=0,
+                          part={"type": "output_text", "text": "", "annotations": [],
+                                "logprobs": []})]
+                events += [event("response.output_text.delta", item_id=item["id"],
+                                 output_index=index, content_index=0, delta=piece,
+                                 logprobs=[]) for piece in halves(text) if piece]
+                events += [event("response.output_text.done", item_id=item["id"],
+                                 output_index=index, content_index=0, text=text, logprobs=[]),
+                           event("response.content_part.done", item_id=item["id"],
+                                 output_index=index, content_index=0,
+                                 part=item["content"][0]),
+                           event("response.output_item.done", output_index=index, item=item)]
+        calls = [(i, item) for i, item in enumerate(items) if item["type"] == "function_call"]
+        events += [event("response.output_item.added", output_index=i,
+                         item={**item, "arguments": "", "status": "in_progress"})
+                   for i, item in calls]
+        events += interleaved([[event("response.function_call_arguments.delta",
+                                      item_id=item["id"], output_index=i, delta=piece)
+                                for piece in halves(item["arguments"])]
+                               for i, item in calls], interleave)
+        for i, item in calls:
+            events += [event("response.function_call_arguments.done", item_id=item["id"],
+                             output_index=i, arguments=item["arguments"]),
+                       event("response.output_item.done", output_index=i, item=item)]
+        ending = "response.incomplete" if final["status"] == "incomplete" \
+            else "response.completed"
+        events.append(event(ending, response=final))
+        return Reply(events=events, cut_after=cut_after)
+
     def error(self, status: int, message: str, headers: dict[str, str] | None = None) -> Reply:
         return _openai_error(status, message, headers)
 
@@ -218,9 +315,10 @@ class AnthropicWire(Wire):
     def __init__(self) -> None:
         super().__init__(name="anthropic", sends_objects=True)
 
-    def model(self, url: str, *, client: Any = None, **settings: Any) -> ProviderModel:
+    def model(self, url: str, *, stream: bool = False, client: Any = None,
+              **settings: Any) -> ProviderModel:
         where = {"client": client} if client else {"base_url": url, "api_key": KEY}
-        return AnthropicModel("claude-test", **where, **settings)
+        return AnthropicModel("claude-test", stream=stream, **where, **settings)
 
     def client(self, url: str, **options: Any) -> Any:
         return anthropic.AsyncAnthropic(base_url=url, api_key=KEY, **options)
@@ -241,6 +339,38 @@ class AnthropicWire(Wire):
         content += [{"type": "tool_use", "id": c.id, "name": c.name,
                      "input": json.loads(c.arguments)} for c in turn.calls]
         return Reply(body=self._message(turn, content, _STOPS[turn.why], self._usage(turn)))
+
+    def stream(self, turn: Turn, *, interleave: bool = False,
+               cut_after: int | None = None) -> Reply:
+        """Blocks stream one after another (the Messages API never interleaves them), so
+        ``interleave`` changes nothing here."""
+        def event(kind: str, **fields: Any) -> tuple[str, Any]:
+            return kind, {"type": kind, **fields}
+
+        usage = {**self._usage(turn), "output_tokens": 1}
+        events = [event("message_start", message=self._message(turn, [], None, usage)),
+                  event("ping")]
+        index = 0
+        if turn.text:
+            events.append(event("content_block_start", index=0,
+                                 content_block={"type": "text", "text": ""}))
+            events += [event("content_block_delta", index=0,
+                             delta={"type": "text_delta", "text": piece})
+                       for piece in halves(turn.text)]
+            events.append(event("content_block_stop", index=0))
+            index = 1
+        for i, c in enumerate(turn.calls, start=index):
+            events.append(event("content_block_start", index=i, content_block={
+                "type": "tool_use", "id": c.id, "name": c.name, "input": {}}))
+            events += [event("content_block_delta", index=i,
+                             delta={"type": "input_json_delta", "partial_json": piece})
+                       for piece in ["", *halves(c.arguments)]]
+            events.append(event("content_block_stop", index=i))
+        events += [event("message_delta", delta={"stop_reason": _STOPS[turn.why],
+                                                 "stop_sequence": None},
+                         usage={"output_tokens": turn.usage[1]}),
+                   event("message_stop")]
+        return Reply(events=events, cut_after=cut_after)
 
     def error(self, status: int, message: str, headers: dict[str, str] | None = None) -> Reply:
         kind = _ANTHROPIC_ERRORS.get(status, "api_error")

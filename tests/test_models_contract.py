@@ -1,5 +1,5 @@
 """The same scenarios over every provider adapter: its real SDK, real HTTP, the provider's real
-wire JSON from a local server (no network, no key).
+wire JSON and SSE from a local server (no network, no key).
 
 Each scenario runs a supervised ``Agent`` against the adapter and checks the outcome and the
 request bodies the server recorded: the tools offered, the tool results sent back, and the
@@ -37,21 +37,30 @@ OSLO = Call("call_b", "weather", '{ "city":"Oslo" }')  # spacing the echo must k
 FINAL = Turn(text="Sunny in Paris and Oslo.", id="answer-2")
 
 wires = pytest.mark.parametrize("wire", WIRES, ids=[w.name for w in WIRES])
+streams = pytest.mark.parametrize("stream", [False, True], ids=["json", "sse"])
 
 
-def run(provider: ProviderServer, wire: Wire, *, seen: list[str], **settings: Any) -> Any:
-    with Agent(wire.model(provider.url), [weather_tool(seen)], **settings) as agent:
+def answer(wire: Wire, turn: Turn, stream: bool) -> Any:
+    return wire.stream(turn) if stream else wire.reply(turn)
+
+
+def run(provider: ProviderServer, wire: Wire, *, stream: bool = False, seen: list[str],
+        **settings: Any) -> Any:
+    with Agent(wire.model(provider.url, stream=stream), [weather_tool(seen)],
+               **settings) as agent:
         outcome = agent.run("What is the weather in Paris and Oslo?")
     assert provider.unused == 0
     return outcome
 
 
 @wires
-def test_two_parallel_calls_then_a_final_answer(provider: ProviderServer, wire: Wire) -> None:
+@streams
+def test_two_parallel_calls_then_a_final_answer(provider: ProviderServer, wire: Wire,
+                                                stream: bool) -> None:
     turn = Turn(text="Let me check.", calls=(PARIS, OSLO))
-    provider.script(wire.reply(turn), wire.reply(FINAL))
+    provider.script(answer(wire, turn, stream), answer(wire, FINAL, stream))
     seen: list[str] = []
-    outcome = run(provider, wire, seen=seen)
+    outcome = run(provider, wire, stream=stream, seen=seen)
 
     assert isinstance(outcome, Completed)
     assert outcome.text == "Sunny in Paris and Oslo."
@@ -72,18 +81,17 @@ def test_two_parallel_calls_then_a_final_answer(provider: ProviderServer, wire: 
                for r in provider.requests)
 
 
-MALFORMED = ('{"city": "Par', "the arguments are not valid JSON")
-NOT_AN_OBJECT = ('["Paris"]', "the arguments must be a JSON object, got an array")
-
-
-@pytest.mark.parametrize(("wire", "arguments", "says"), [
-    (w, *case) for w in WIRES for case in (MALFORMED, NOT_AN_OBJECT)
-    if not (w.sends_objects and case is MALFORMED)  # Anthropic's JSON body holds objects only
-], ids=lambda v: v.name if isinstance(v, Wire) else None)
+@wires
+@pytest.mark.parametrize(("arguments", "says"), [
+    ('{"city": "Par', "the arguments are not valid JSON"),
+    ('["Paris"]', "the arguments must be a JSON object, got an array"),
+], ids=["malformed", "not_an_object"])
 def test_arguments_that_are_no_object_fail_that_call_only(
         provider: ProviderServer, wire: Wire, arguments: str, says: str) -> None:
     bad = Call("call_b", "weather", arguments)
-    provider.script(wire.reply(Turn(calls=(PARIS, bad))), wire.reply(FINAL))
+    stream = wire.sends_objects  # Anthropic's JSON body always carries an object: stream it
+    provider.script(answer(wire, Turn(calls=(PARIS, bad)), stream),
+                    answer(wire, FINAL, stream))
     decided: list[tuple[FailedCall, Any]] = []
 
     def policy(failed: FailedCall, error: Any) -> Continue:
@@ -91,7 +99,7 @@ def test_arguments_that_are_no_object_fail_that_call_only(
         return Continue()
 
     seen: list[str] = []
-    outcome = run(provider, wire, seen=seen, on_tool_error=policy)
+    outcome = run(provider, wire, stream=stream, seen=seen, on_tool_error=policy)
 
     assert isinstance(outcome, Completed)
     assert seen == ["Paris"]  # the sibling ran
@@ -152,15 +160,68 @@ def test_a_refused_request_fails_the_run_at_once_with_the_providers_message(
 
 
 @wires
-def test_a_truncated_answer_never_runs_its_calls(provider: ProviderServer, wire: Wire) -> None:
+@streams
+def test_a_truncated_answer_never_runs_its_calls(provider: ProviderServer, wire: Wire,
+                                                 stream: bool) -> None:
     half = Call("call_b", "weather", '{"city": "Os')
-    calls = (PARIS,) if wire.sends_objects else (PARIS, half)
-    provider.script(wire.reply(Turn(calls=calls, finish="length")), wire.reply(FINAL))
+    calls = (PARIS, half) if not wire.sends_objects or stream else (PARIS,)
+    provider.script(answer(wire, Turn(calls=calls, finish="length"), stream),
+                    answer(wire, FINAL, stream))
     seen: list[str] = []
-    outcome = run(provider, wire, seen=seen)
+    outcome = run(provider, wire, stream=stream, seen=seen)
 
     assert isinstance(outcome, Completed)
     assert seen == []
     results = wire.results(provider.requests[1].body)
     assert set(results) == {c.id for c in calls}
     assert all("truncated" in text and "token limit" in text for text, _ in results.values())
+
+
+@wires
+def test_a_broken_stream_is_unavailable_and_its_retry_sends_no_duplicate_call(
+        provider: ProviderServer, wire: Wire) -> None:
+    turn = Turn(text="Checking both.", calls=(PARIS, OSLO))
+    full = wire.stream(turn)
+    assert full.events is not None
+    provider.script(wire.stream(turn, cut_after=len(full.events) - 3), full,
+                    wire.stream(FINAL))
+    errors: list[ModelError] = []
+    deltas: list[tuple[int, str]] = []
+
+    def policy(error: ModelError) -> RetryAfter:
+        errors.append(error)
+        return RetryAfter(0)
+
+    def progress(run_id: str, event: str, data: dict[str, Any]) -> None:
+        if event == "model_text_delta":
+            deltas.append((data["attempt"], data["text"]))
+
+    seen: list[str] = []
+    outcome = run(provider, wire, stream=True, seen=seen, on_model_error=policy,
+                  on_progress=progress)
+
+    assert isinstance(outcome, Completed)
+    assert [e.reason for e in errors] == ["unavailable"]
+    assert sorted(seen) == ["Oslo", "Paris"]  # each call ran once
+    assistant = [m for m in outcome.messages if m.role == "assistant"]
+    assert [len(m.tool_calls) for m in assistant] == [2, 0]  # type: ignore[union-attr]
+    last = provider.requests[-1].body
+    assert sorted(wire.echoed(last)) == ["call_a", "call_b"]
+    assert "".join(t for a, t in deltas if a == 2) == "Checking both."
+
+
+@wires
+def test_text_deltas_are_progress_events_of_their_turn(provider: ProviderServer,
+                                                        wire: Wire) -> None:
+    provider.script(wire.stream(Turn(text="Looking.", calls=(PARIS,))), wire.stream(FINAL))
+    deltas: list[dict[str, Any]] = []
+
+    def progress(run_id: str, event: str, data: dict[str, Any]) -> None:
+        if event == "model_text_delta":
+            deltas.append(data)
+
+    run(provider, wire, stream=True, seen=[], on_progress=progress)
+    assert len(deltas) >= 4
+    assert "".join(d["text"] for d in deltas if d["turn"] == 1) == "Looking."
+    assert "".join(d["text"] for d in deltas if d["turn"] == 2) == FINAL.text
+    assert {d["attempt"] for d in deltas} == {1}

@@ -33,9 +33,9 @@ def test_a_model_string_names_its_adapter(monkeypatch: pytest.MonkeyPatch, spec:
                                           kind: type, name: str) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "k")
     monkeypatch.setenv("ANTHROPIC_API_KEY", "k")
-    model = from_string(spec, temperature=0)
+    model = from_string(spec, stream=True, temperature=0)
     assert type(model) is kind
-    assert (model.model, model.settings) == (name, {"temperature": 0})
+    assert (model.model, model.stream, model.settings) == (name, True, {"temperature": 0})
 
 
 def test_an_openai_compatible_string_points_the_client_at_its_server() -> None:

@@ -1,6 +1,6 @@
 """Each adapter alone, against the local provider server: the request bodies the providers
-document, what a response says, and every error of the SDK mapped to its ``ModelError``
-reason."""
+document, streaming that ends in the very response a plain call gives, and every error of the
+SDK mapped to its ``ModelError`` reason."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from tests._provider_wire import (
     KEY,
     WIRES,
     AnthropicWire,
+    Call,
     ChatWire,
     ResponsesWire,
     Turn,
@@ -30,6 +31,7 @@ from toolvisor.contract import (
     ToolCall,
     ToolResultMessage,
     ToolSpec,
+    Usage,
     UserMessage,
 )
 from toolvisor.models import AnthropicModel, OpenAIChatModel, ProviderModel
@@ -48,6 +50,25 @@ def ask(model: ProviderModel, request: ModelRequest = HELLO) -> ModelResponse | 
         finally:
             await model.aclose()
     return asyncio.run(call())
+
+
+@wires
+@pytest.mark.parametrize("interleave", [False, True], ids=["in_order", "interleaved"])
+def test_a_stream_ends_in_the_response_the_plain_call_gives(
+        provider: ProviderServer, wire: Wire, interleave: bool) -> None:
+    turn = Turn(text="Two lookups.", calls=(Call("c1", "weather", '{"city": "Paris"}'),
+                                            Call("c2", "weather", '{"city":  "Oslo"}')))
+    provider.script(wire.reply(turn), wire.stream(turn, interleave=interleave))
+    plain = ask(wire.model(provider.url))
+    streamed = ask(wire.model(provider.url, stream=True))
+    assert isinstance(plain, ModelResponse)
+    assert streamed == plain
+    assert plain.finish_reason == "tool_calls" and plain.text == "Two lookups."
+    assert plain.usage == Usage(input_tokens=20, output_tokens=8, cached_tokens=4)
+    assert (plain.model, plain.response_id) == ("model-2026", "answer-1")
+    assert [c.id for c in plain.tool_calls] == ["c1", "c2"]
+    assert plain.tool_calls[1].arguments == {"city": "Oslo"}
+    assert provider.requests[1].body["stream"] is True
 
 
 @wires
@@ -175,18 +196,46 @@ def test_a_completion_without_choices_is_invalid_response(provider: ProviderServ
     assert "no choices" in error.message
 
 
+@pytest.mark.parametrize(("kind", "reason"), [
+    ("overloaded_error", "unavailable"), ("rate_limit_error", "rate_limited"),
+    ("invalid_request_error", "rejected")])
+def test_an_error_event_inside_an_anthropic_stream_is_read_by_its_type(
+        provider: ProviderServer, kind: str, reason: str) -> None:
+    wire = AnthropicWire()
+    events = wire.stream(Turn(text="Hi there")).events
+    assert events is not None
+    provider.script(Reply(events=[*events[:3], ("error", {
+        "type": "error", "error": {"type": kind, "message": "Overloaded"}})]))
+    error = ask(wire.model(provider.url, stream=True))
+    assert isinstance(error, ModelError) and error.reason == reason
+
+
 @pytest.mark.parametrize(("code", "reason"), [
     ("server_error", "unavailable"), ("rate_limit_exceeded", "rate_limited"),
     ("invalid_prompt", "rejected")])
-def test_a_failed_response_is_read_by_its_code(provider: ProviderServer, code: str,
-                                               reason: str) -> None:
+def test_a_failed_response_or_error_event_is_read_by_its_code(
+        provider: ProviderServer, code: str, reason: str) -> None:
     wire = ResponsesWire()
     failed = {**wire.reply(Turn(text="x")).body, "status": "failed", "output": [],
               "error": {"code": code, "message": "It failed."}}
-    provider.script(Reply(body=failed))
-    error = ask(wire.model(provider.url))
-    assert isinstance(error, ModelError) and error.reason == reason
-    assert "It failed." in error.message
+    provider.script(Reply(body=failed), Reply(events=[
+        ("error", {"type": "error", "code": code, "message": "It failed.", "param": None,
+                   "sequence_number": 1})]))
+    plain = ask(wire.model(provider.url))
+    streamed = ask(wire.model(provider.url, stream=True))
+    assert isinstance(plain, ModelError) and isinstance(streamed, ModelError)
+    assert (plain.reason, streamed.reason) == (reason, reason)
+    assert "It failed." in plain.message
+
+
+def test_a_responses_stream_that_ends_without_its_last_event_is_unavailable(
+        provider: ProviderServer) -> None:
+    wire = ResponsesWire()
+    events = wire.stream(Turn(text="Hello")).events
+    assert events is not None
+    provider.script(Reply(events=events[:-1]))  # ends cleanly, but before response.completed
+    error = ask(wire.model(provider.url, stream=True))
+    assert isinstance(error, ModelError) and error.reason == "unavailable"
 
 
 def test_a_given_client_is_used_with_its_retries_off(provider: ProviderServer) -> None:

@@ -41,6 +41,11 @@ from toolvisor.contract._model_errors import (
     ModelError,
     ModelErrorReason,
 )
+from toolvisor.contract._model_progress import (
+    ModelProgressSink,
+    report_model_progress,
+    reporting_model_progress,
+)
 from toolvisor.contract._results import (
     LEGAL_RESULT_TYPES,
     AskUser,
@@ -90,6 +95,7 @@ __all__ = [
     "Model",
     "ModelError",
     "ModelErrorReason",
+    "ModelProgressSink",
     "ModelRequest",
     "ModelResponse",
     "Ok",
@@ -111,5 +117,7 @@ __all__ = [
     "UserMessage",
     "Violation",
     "handler_arity",
+    "report_model_progress",
+    "reporting_model_progress",
     "tool",
 ]

@@ -5,7 +5,8 @@ guarantees: an ``arespond`` coroutine is a task on the runner's one event loop (
 call), a sync ``respond`` runs on the runner's bounded thread pool; each attempt has a deadline
 (the task is cancelled, a sync call's thread abandoned and counted); the answer is delivered
 exactly once, and a late one is discarded and logged. Whatever goes wrong becomes a
-``ModelError`` with a reason from its closed set.
+``ModelError`` with a reason from its closed set. What the model reports while it answers (a
+streamed text delta) goes to the call's progress sink.
 """
 
 from __future__ import annotations
@@ -21,11 +22,13 @@ from toolvisor.contract import (
     HandlerResult,
     Model,
     ModelError,
+    ModelProgressSink,
     ModelRequest,
     ModelResponse,
     Ok,
     Tool,
     ToolError,
+    reporting_model_progress,
 )
 from toolvisor.executor import CallHandle, ToolRunner
 
@@ -46,14 +49,17 @@ def _checked(response: Any) -> Ok:
 
 
 def model_tool(model: Model | AsyncModel, timeout: float) -> Tool:
-    """``model`` as a runner-executable ``Tool``: its one argument is the request."""
+    """``model`` as a runner-executable ``Tool``: its arguments are the request and the sink
+    its progress reports go to."""
     if isinstance(model, AsyncModel):
         async def ask_async(arguments: dict[str, Any]) -> Ok:
-            return _checked(await model.arespond(arguments["request"]))
+            with reporting_model_progress(arguments["progress"]):
+                return _checked(await model.arespond(arguments["request"]))
         return Tool(_TOOL_NAME, handler=ask_async, isolation="asyncio", timeout=timeout)
 
     def ask(arguments: dict[str, Any]) -> Ok:
-        return _checked(model.respond(arguments["request"]))
+        with reporting_model_progress(arguments["progress"]):
+            return _checked(model.respond(arguments["request"]))
     return Tool(_TOOL_NAME, handler=ask, isolation="thread", timeout=timeout)
 
 
@@ -85,12 +91,13 @@ class ModelCalls:
         self._runner = runner
         self._timeout = timeout
 
-    def start(self, request: ModelRequest,
-              on_answer: Callable[[ModelAnswer], None]) -> CallHandle:
-        """Ask the model; ``on_answer`` is called exactly once, on a runner thread."""
+    def start(self, request: ModelRequest, on_answer: Callable[[ModelAnswer], None],
+              on_progress: ModelProgressSink | None = None) -> CallHandle:
+        """Ask the model; ``on_answer`` is called exactly once, on a runner thread, after
+        every ``on_progress`` report the model made while it answered."""
         timeout = self._timeout
-        return self._runner.start(self._tool, {"request": request}, None,
-                                  lambda result: on_answer(answer_of(result, timeout)))
+        return self._runner.start(self._tool, {"request": request, "progress": on_progress},
+                                  None, lambda result: on_answer(answer_of(result, timeout)))
 
     def close(self) -> None:
         """Close the model's connections, if it has ``async aclose()``, on the event loop its

@@ -2,11 +2,13 @@
 
 An adapter is an async model (``arespond``) over its SDK's async client, with the SDK's own
 retries off so that toolvisor's ``on_model_error`` owns retries and its ``model_timeout`` the
-deadline. Each call sends the adapter's settings with the request and reads the provider's
-answer into a ``ModelResponse``. SDK errors become ``ModelError`` reasons.
+deadline. Each call sends the adapter's settings with the request; with ``stream=True`` it
+streams, reports text deltas as ``model_text_delta`` progress and assembles the provider's
+answer from the stream into the very body the same call without streaming returns, so both
+read into the same ``ModelResponse``. SDK errors become ``ModelError`` reasons.
 
 A provider's adapter says which SDK and client class it uses, the fields it sets itself, and
-three things: the endpoint, the request body and how a body reads.
+four things: the endpoint, the request body, the stream's assembler and how a body reads.
 """
 
 from __future__ import annotations
@@ -14,9 +16,15 @@ from __future__ import annotations
 import json
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
-from toolvisor.contract import ModelError, ModelRequest, ModelResponse, ToolCall
+from toolvisor.contract import (
+    ModelError,
+    ModelRequest,
+    ModelResponse,
+    ToolCall,
+    report_model_progress,
+)
 from toolvisor.models._errors import model_error
 from toolvisor.models._sdk import client_factory, import_sdk
 
@@ -24,12 +32,22 @@ Body = Mapping[str, Any]
 """A provider's answer as its wire JSON (a completion, a response, a message)."""
 
 
+class Assembler(Protocol):
+    """Puts a provider's stream back together into the body a plain call returns."""
+
+    def add(self, event: Body) -> str | None:
+        """Take one event; returns its text delta, if it has one."""
+
+    def body(self) -> Body:
+        """The whole answer; a stream that ended before its last event is ``unavailable``."""
+
+
 class ProviderModel(ABC):
     """One provider's model, through its SDK's async client.
 
     ``model`` is the provider's model name. ``api_key`` and ``base_url`` default to the SDK's
     environment variables; or give a ready ``client`` (the SDK's async client, used with
-    ``max_retries=0``). ``settings`` go with every request
+    ``max_retries=0``). ``stream=True`` streams each answer. ``settings`` go with every request
     (``temperature``, ``max_tokens``, ...) except the fields the adapter sets itself. The agent
     closes the adapter's connections (:meth:`aclose`) when it closes; the next call opens new
     ones (a ``client`` given to the adapter is closed with it).
@@ -38,19 +56,22 @@ class ProviderModel(ABC):
     _SDK: ClassVar[str]  # the SDK's module, which is also the name of toolvisor's extra
     _CLIENT: ClassVar[str]  # its async client class
     _SETS: ClassVar[frozenset[str]]  # request fields the adapter sets itself
+    _STREAM_SETTINGS: ClassVar[Mapping[str, Any]] = {}  # defaults of a streamed request
 
     def __init__(self, model: str, *, base_url: str | None = None, api_key: str | None = None,
-                 client: Any = None, **settings: Any) -> None:
+                 client: Any = None, stream: bool = False, **settings: Any) -> None:
         if not isinstance(model, str) or not model:
             raise ValueError(f"{type(self).__name__} needs a model name, got {model!r}")
         taken = sorted(set(settings) & self._SETS)
         if taken:
             raise TypeError(f"{type(self).__name__} sets {taken} itself; they are not settings")
         self._sdk = import_sdk(self._SDK, self._SDK)
+        self._http = import_sdk("httpx2", self._SDK)  # the SDK's HTTP client
         self._make_client = client_factory(getattr(self._sdk, self._CLIENT), client, base_url,
                                            api_key)
         self._client: Any = self._make_client()
         self.model = model
+        self.stream = bool(stream)
         self.settings = dict(settings)
 
     @property
@@ -65,9 +86,17 @@ class ProviderModel(ABC):
         create = self._endpoint()
         body = {**self._request_body(request), **self.settings}
         try:
-            return self._read(wire(await create(**body)))
-        except self._sdk.APIError as exc:
-            raise model_error(exc, self._sdk) from exc
+            if not self.stream:
+                return self._read(wire(await create(**body)))
+            assembled = self._assembler()
+            events = await create(**{**self._STREAM_SETTINGS, **body}, stream=True)
+            async for event in events:
+                text = assembled.add(wire(event))
+                if text:
+                    report_model_progress("model_text_delta", text=text)
+            return self._read(assembled.body())
+        except (self._sdk.APIError, self._http.TransportError) as exc:
+            raise model_error(exc, self._sdk, self._http) from exc
         except (LookupError, TypeError, ValueError, AttributeError) as exc:
             raise ModelError("invalid_response", f"the provider's answer could not be read: "
                              f"{type(exc).__name__}: {exc}", cause=exc) from exc
@@ -87,11 +116,15 @@ class ProviderModel(ABC):
         """The provider's request for ``request``, before the settings."""
 
     @abstractmethod
+    def _assembler(self) -> Assembler:
+        """A fresh assembler for one streamed answer."""
+
+    @abstractmethod
     def _read(self, body: Body) -> ModelResponse:
         """The ``ModelResponse`` a body says."""
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}({self.model!r})"
+        return f"{type(self).__name__}({self.model!r}, stream={self.stream})"
 
 
 def wire(value: Any) -> Body:

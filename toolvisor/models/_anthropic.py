@@ -4,8 +4,9 @@ The transcript goes out as alternating user and assistant messages: the system p
 top-level ``system``, the results of one turn's tool calls are grouped in one user message
 (``tool_result`` blocks, ``is_error`` on failed ones, before any text that follows), and each
 ``tool_use`` repeats the input the model sent. Anthropic sends a call's input as an object;
-an input of another type is kept as the call's raw arguments text (such a call never runs, and
-goes back as ``{}``: the API takes nothing else).
+streamed, it comes as JSON text, kept as the call's raw arguments only when it is no object
+(such a call never runs, and goes back as ``{}``: the API takes nothing else). A stream's
+events are assembled, block by block, into the message the same call without streaming returns.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from toolvisor.contract import (
     AssistantMessage,
     FinishReason,
     Message,
+    ModelError,
     ModelRequest,
     ModelResponse,
     SystemMessage,
@@ -42,10 +44,11 @@ STOP_REASONS: dict[str, FinishReason] = {
 class AnthropicModel(ProviderModel):
     """A Claude model behind Anthropic's Messages API.
 
-    ``AnthropicModel(model, *, base_url=None, api_key=None, client=None, **settings)``: the
-    key and base URL default to ``ANTHROPIC_API_KEY`` and ``ANTHROPIC_BASE_URL``; ``client`` is
-    an ``anthropic.AsyncAnthropic``. Settings such as ``max_tokens`` (default 4096),
-    ``temperature`` or ``thinking`` go with every request. Needs ``toolvisor[anthropic]``.
+    ``AnthropicModel(model, *, base_url=None, api_key=None, client=None, stream=False,
+    **settings)``: the key and base URL default to ``ANTHROPIC_API_KEY`` and
+    ``ANTHROPIC_BASE_URL``; ``client`` is an ``anthropic.AsyncAnthropic``. Settings such as
+    ``max_tokens`` (default 4096), ``temperature`` or ``thinking`` go with every request. Needs
+    ``toolvisor[anthropic]``.
     """
 
     _SDK = "anthropic"
@@ -65,6 +68,9 @@ class AnthropicModel(ProviderModel):
         if request.tools:
             body["tools"] = anthropic_tools(request.tools)
         return body
+
+    def _assembler(self) -> MessageStream:
+        return MessageStream()
 
     def _read(self, body: Body) -> ModelResponse:
         return read_message(body)
@@ -125,7 +131,8 @@ def _tool_use(block: Body) -> ToolCall:
     arguments = block.get("input")
     if isinstance(arguments, dict):
         return ToolCall(id=block["id"], name=block["name"], arguments=arguments)
-    return ToolCall.from_text(block["id"], block["name"], json.dumps(arguments))
+    text = arguments if isinstance(arguments, str) else json.dumps(arguments)
+    return ToolCall.from_text(block["id"], block["name"], text)
 
 
 def _usage(usage: Body | None) -> Usage | None:
@@ -137,3 +144,57 @@ def _usage(usage: Body | None) -> Usage | None:
                  output_tokens=tokens(usage.get("output_tokens")),
                  cached_tokens=cached if isinstance(cached, int) else None)
 
+
+class MessageStream:
+    """Messages API stream events, assembled into the message they stream."""
+
+    def __init__(self) -> None:
+        self._message: dict[str, Any] | None = None
+        self._blocks: dict[int, dict[str, Any]] = {}  # by index
+        self._json: dict[int, str] = {}  # a tool_use block's input, as streamed
+        self._stopped = False
+
+    def add(self, event: Body) -> str | None:
+        """Take one event; returns its text delta, if it has one."""
+        kind = event.get("type")
+        if kind == "message_start":
+            self._message = dict(event["message"])
+        elif kind == "content_block_start":
+            self._blocks[event["index"]] = dict(event["content_block"])
+        elif kind == "content_block_delta":
+            return self._delta(event["index"], event["delta"])
+        elif kind == "message_delta":
+            message = self._started()
+            message.update({k: v for k, v in event["delta"].items() if v is not None})
+            usage = {k: v for k, v in (event.get("usage") or {}).items() if v is not None}
+            message["usage"] = {**(message.get("usage") or {}), **usage}
+        elif kind == "message_stop":
+            self._stopped = True
+        return None
+
+    def _delta(self, index: int, delta: Body) -> str | None:
+        block = self._blocks[index]
+        if delta.get("type") == "text_delta":
+            block["text"] = block.get("text", "") + delta["text"]
+            return str(delta["text"]) or None
+        if delta.get("type") == "input_json_delta":
+            self._json[index] = self._json.get(index, "") + delta["partial_json"]
+        return None
+
+    def _started(self) -> dict[str, Any]:
+        if self._message is None:
+            raise ModelError("invalid_response", "the stream did not start with message_start")
+        return self._message
+
+    def body(self) -> Body:
+        """The message; a stream that ended before ``message_stop`` is ``unavailable``."""
+        if not self._stopped:
+            raise ModelError("unavailable", "the stream ended before the message did (no "
+                             "message_stop event)")
+        for index, text in self._json.items():
+            try:
+                value = json.loads(text) if text.strip() else {}
+            except ValueError:
+                value = None
+            self._blocks[index]["input"] = value if isinstance(value, dict) else text
+        return {**self._started(), "content": [self._blocks[i] for i in sorted(self._blocks)]}

@@ -3,7 +3,7 @@
 429 is ``rate_limited`` with the ``retry-after`` / ``retry-after-ms`` the provider sent; 408 and
 the SDK's own timeout are ``timeout``; 409, 5xx (Anthropic's 529 overloaded included) and
 connection errors are ``unavailable``; any other 4xx is ``rejected`` (never retried by default),
-with the provider's own message. A failed Responses API response is read by its error code.
+with the provider's own message. An error event inside a stream (HTTP 200) is read by its type.
 """
 
 from __future__ import annotations
@@ -23,29 +23,33 @@ _STREAM_ERRORS: dict[str, ModelErrorReason] = {
     "permission_error": "rejected", "not_found_error": "rejected",
     "request_too_large": "rejected", "billing_error": "rejected", "invalid_prompt": "rejected",
 }
-"""Error codes of a failed response; any other is ``unavailable``."""
+"""Error types a provider puts in a stream's error event; any other is ``unavailable``."""
 
 
-def model_error(exc: Any, sdk: ModuleType) -> ModelError:
-    """The ``ModelError`` for ``exc``, one of ``sdk``'s ``APIError`` classes (OpenAI's and
-    Anthropic's SDKs share their names and shape)."""
-    if isinstance(exc, sdk.APITimeoutError):
+def model_error(exc: Any, sdk: ModuleType, http: ModuleType) -> ModelError:
+    """The ``ModelError`` for ``exc``: one of ``sdk``'s ``APIError`` classes (OpenAI's and
+    Anthropic's SDKs share their names and shape), or an error of ``http``, their HTTP client,
+    that the SDK let through (a stream broken while it is read)."""
+    if isinstance(exc, sdk.APITimeoutError | http.TimeoutException):
         return ModelError("timeout", f"the provider did not answer in time: {exc}", cause=exc)
-    if isinstance(exc, sdk.APIConnectionError):
+    if isinstance(exc, sdk.APIConnectionError | http.TransportError):
         return ModelError("unavailable", f"the connection to the provider failed: {exc}",
                           cause=exc)
     if isinstance(exc, sdk.APIResponseValidationError):
         return ModelError("invalid_response", f"the provider's answer could not be read: {exc}",
                           status=exc.status_code, cause=exc)
-    _, message = error_fields(exc.body, str(exc))
-    status = exc.status_code
+    kind, message = error_fields(exc.body, str(exc))
+    status = getattr(exc, "status_code", None)
+    if not isinstance(status, int) or status < 400:  # an error event inside a stream
+        return ModelError(stream_error_reason(kind),
+                          f"the provider's stream failed ({kind}): {message}", cause=exc)
     wait = retry_after(exc.response.headers) if status == 429 else None
     return ModelError(status_reason(status), f"HTTP {status}: {message}", status=status,
                       retry_after=wait, cause=exc)
 
 
 def stream_error_reason(kind: str | None) -> ModelErrorReason:
-    """The reason a failed response means, by its error code."""
+    """The reason an error reported inside a stream (or a failed response) means, by its type."""
     return _STREAM_ERRORS.get(kind or "", "unavailable")
 
 

@@ -16,7 +16,7 @@ _NO_KEY = "not-needed"  # what a local server without keys is sent when OPENAI_A
 
 
 def from_string(spec: str, **settings: Any) -> ProviderModel:
-    """The model ``spec`` names; ``settings`` go to its adapter (``temperature``, ...).
+    """The model ``spec`` names; ``settings`` go to its adapter (``stream=True``, ...).
 
     ``openai:<model>`` (Chat Completions), ``openai-responses:<model>`` (the Responses API),
     ``anthropic:<model>``, or ``openai-compatible:<model>@<base_url>`` for any server that

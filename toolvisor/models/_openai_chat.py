@@ -2,13 +2,14 @@
 
 The transcript goes out as Chat Completions messages: the assistant's ``tool_calls`` repeat each
 call's arguments exactly as the model wrote them, and each tool result is a ``tool`` message
-with its call's id.
+with its call's id. A stream's chunks are assembled, tool calls by their ``index``, into the
+completion the same call without streaming returns.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any, ClassVar
 
 from toolvisor.contract import (
     AssistantMessage,
@@ -36,15 +37,17 @@ class OpenAIChatModel(ProviderModel):
     """A model behind OpenAI's Chat Completions API, or any server that speaks it (vLLM,
     Ollama, LM Studio, llama.cpp's server, OpenRouter, ...) through ``base_url``.
 
-    ``OpenAIChatModel(model, *, base_url=None, api_key=None, client=None, **settings)``: the
-    key and base URL default to ``OPENAI_API_KEY`` and ``OPENAI_BASE_URL``; ``client`` is an
-    ``openai.AsyncOpenAI``. Settings such as ``temperature``, ``max_completion_tokens`` or
-    ``parallel_tool_calls`` go with every request. Needs ``toolvisor[openai]``.
+    ``OpenAIChatModel(model, *, base_url=None, api_key=None, client=None, stream=False,
+    **settings)``: the key and base URL default to ``OPENAI_API_KEY`` and ``OPENAI_BASE_URL``;
+    ``client`` is an ``openai.AsyncOpenAI``. Settings such as ``temperature``,
+    ``max_completion_tokens`` or ``parallel_tool_calls`` go with every request; a streamed one
+    asks for its usage (``stream_options``). Needs ``toolvisor[openai]``.
     """
 
     _SDK = "openai"
     _CLIENT = "AsyncOpenAI"
     _SETS = frozenset({"model", "messages", "tools"})
+    _STREAM_SETTINGS: ClassVar[Mapping[str, Any]] = {"stream_options": {"include_usage": True}}
 
     def _endpoint(self) -> Callable[..., Awaitable[Any]]:
         create: Callable[..., Awaitable[Any]] = self.client.chat.completions.create
@@ -55,6 +58,9 @@ class OpenAIChatModel(ProviderModel):
         if request.tools:
             body["tools"] = chat_tools(request.tools)
         return body
+
+    def _assembler(self) -> ChatStream:
+        return ChatStream()
 
     def _read(self, body: Body) -> ModelResponse:
         return read_completion(body)
@@ -120,3 +126,55 @@ def _usage(usage: Body | None) -> Usage | None:
                  output_tokens=tokens(usage.get("completion_tokens")),
                  cached_tokens=cached if isinstance(cached, int) else None)
 
+
+class ChatStream:
+    """Chat Completions chunks, assembled into the completion they stream (first choice)."""
+
+    def __init__(self) -> None:
+        self._head: dict[str, Any] = {}  # id and model
+        self._message: dict[str, Any] = {"role": "assistant", "content": None}
+        self._calls: dict[int, dict[str, Any]] = {}  # by index, in the order first seen
+        self._finish: str | None = None
+        self._usage: Any = None
+
+    def add(self, chunk: Body) -> str | None:
+        """Take one chunk; returns its text delta, if it has one."""
+        for key in ("id", "model"):
+            if chunk.get(key):
+                self._head[key] = chunk[key]
+        if chunk.get("usage"):
+            self._usage = chunk["usage"]
+        text = None
+        for choice in chunk.get("choices") or ():
+            if choice.get("index", 0) != 0:
+                continue
+            delta = choice.get("delta") or {}
+            for key in ("content", "refusal"):
+                if isinstance(delta.get(key), str):
+                    self._message[key] = (self._message.get(key) or "") + delta[key]
+            text = delta.get("content") or None
+            for part in delta.get("tool_calls") or ():
+                self._add_call(part)
+            if choice.get("finish_reason"):
+                self._finish = choice["finish_reason"]
+        return text
+
+    def _add_call(self, part: Body) -> None:
+        call = self._calls.setdefault(part.get("index", 0), {
+            "id": None, "type": "function", "function": {"name": None, "arguments": ""}})
+        function = part.get("function") or {}
+        call["id"] = call["id"] or part.get("id")
+        call["function"]["name"] = call["function"]["name"] or function.get("name")
+        call["function"]["arguments"] += function.get("arguments") or ""
+
+    def body(self) -> Body:
+        """The completion; a stream that ended before its finish reason is ``unavailable``."""
+        if self._finish is None:
+            raise ModelError("unavailable", "the stream ended before the model finished its "
+                             "answer (no finish_reason)")
+        message = dict(self._message)
+        if self._calls:
+            message["tool_calls"] = [self._calls[i] for i in sorted(self._calls)]
+        return {**self._head, "choices": [{"index": 0, "message": message,
+                                           "finish_reason": self._finish}],
+                "usage": self._usage}

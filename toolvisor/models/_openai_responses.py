@@ -3,7 +3,8 @@ items).
 
 The transcript goes out as input items: each call the model made is a ``function_call`` item
 repeating its arguments exactly as the model wrote them, each result a
-``function_call_output`` with the call's ``call_id``.
+``function_call_output`` with the call's ``call_id``. A stream's events are assembled, item by
+item, into the response the same call without streaming returns.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from toolvisor.models._errors import error_fields, stream_error_reason
 
 INCOMPLETE_REASONS: dict[str, FinishReason] = {
     "max_output_tokens": "length", "content_filter": "content_filter"}
+_ENDINGS = frozenset({"response.completed", "response.incomplete", "response.failed"})
 
 
 class OpenAIResponsesModel(ProviderModel):
@@ -53,6 +55,9 @@ class OpenAIResponsesModel(ProviderModel):
         if request.tools:
             body["tools"] = response_tools(request.tools)
         return body
+
+    def _assembler(self) -> ResponseStream:
+        return ResponseStream()
 
     def _read(self, body: Body) -> ModelResponse:
         return read_response(body)
@@ -116,3 +121,41 @@ def _usage(usage: Body | None) -> Usage | None:
                  output_tokens=tokens(usage.get("output_tokens")),
                  cached_tokens=cached if isinstance(cached, int) else None)
 
+
+class ResponseStream:
+    """Responses API stream events, assembled into the response they stream."""
+
+    def __init__(self) -> None:
+        self._items: dict[int, dict[str, Any]] = {}  # by output_index
+        self._final: Body | None = None
+
+    def add(self, event: Body) -> str | None:
+        """Take one event; returns its text delta, if it has one."""
+        kind = event.get("type")
+        if kind == "error":
+            code, message = event.get("code"), event.get("message")
+            raise ModelError(stream_error_reason(code), f"the provider's stream failed "
+                             f"({code}): {message}", cause=dict(event))
+        if kind in _ENDINGS:
+            self._final = event["response"]
+        elif kind in ("response.output_item.added", "response.output_item.done"):
+            self._items[event["output_index"]] = dict(event["item"])
+        elif kind == "response.content_part.added":
+            item = self._items[event["output_index"]]
+            item["content"] = [*(item.get("content") or ()), dict(event["part"])]
+        elif kind in ("response.output_text.delta", "response.refusal.delta"):
+            part = self._items[event["output_index"]]["content"][event["content_index"]]
+            key = "text" if kind == "response.output_text.delta" else "refusal"
+            part[key] = (part.get(key) or "") + event["delta"]
+            return event["delta"] if key == "text" else None
+        elif kind == "response.function_call_arguments.delta":
+            item = self._items[event["output_index"]]
+            item["arguments"] = (item.get("arguments") or "") + event["delta"]
+        return None
+
+    def body(self) -> Body:
+        """The response; a stream that ended before its last event is ``unavailable``."""
+        if self._final is None:
+            raise ModelError("unavailable", "the stream ended before the response did (no "
+                             "response.completed event)")
+        return {**self._final, "output": [self._items[i] for i in sorted(self._items)]}
