@@ -89,11 +89,11 @@ class ProviderModel(ABC):
             if not self.stream:
                 return self._read(wire(await create(**body)))
             assembled = self._assembler()
-            events = await create(**{**self._STREAM_SETTINGS, **body}, stream=True)
-            async for event in events:
-                text = assembled.add(wire(event))
-                if text:
-                    report_model_progress("model_text_delta", text=text)
+            async with await create(**{**self._STREAM_SETTINGS, **body}, stream=True) as events:
+                async for event in events:  # leaving early closes the response at once
+                    text = assembled.add(wire(event))
+                    if text:
+                        report_model_progress("model_text_delta", text=text)
             return self._read(assembled.body())
         except (self._sdk.APIError, self._http.TransportError) as exc:
             raise model_error(exc, self._sdk, self._http) from exc
