@@ -35,7 +35,7 @@ bench: $(BENCH_STAMP)
 	$(BIN)/python -m bench
 
 soak: $(STAMP)
-	$(BIN)/python -m bench.soak --calls 20000
+	$(BIN)/python -m bench.soak --calls 20000 --crashes 5
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -195,14 +195,15 @@ def table(rows: list[dict[str, Any]]) -> str:
         if r["framework"] == "toolvisor" and r["runs"] == 100:
             target = _verdict(ratio <= TARGETS["x100"], "<= 1.5x")
         elif r["framework"] == "toolvisor" and r["runs"] == 1000:
-            ok = ratio <= TARGETS["x1000"] and (r["model"] != "async" or (
-                r["peak_rss_mib"] < TARGETS["rss_mib_1000"]
-                and r["peak_threads"] < TARGETS["threads_1000"]))
-            target = _verdict(ok, "<= 3x" + (", < 512 MiB, < 100 threads"
-                                              if r["model"] == "async" else ""))
-            theirs = walls.get(("pydantic-ai", "async", 1000))
-            if theirs is not None and r["model"] == "async":
-                target += "; " + _verdict(r["wall_ms"] < theirs, "faster than pydantic-ai")
+            checks = [_verdict(ratio <= TARGETS["x1000"], "<= 3x")]
+            if r["model"] == "async":
+                checks += [_verdict(r["peak_rss_mib"] < TARGETS["rss_mib_1000"], "< 512 MiB"),
+                           _verdict(r["peak_threads"] < TARGETS["threads_1000"],
+                                    "< 100 threads")]
+                theirs = walls.get(("pydantic-ai", "async", 1000))
+                if theirs is not None:
+                    checks.append(_verdict(r["wall_ms"] < theirs, "faster than pydantic-ai"))
+            target = "; ".join(checks)
         out.append(f"| {r['framework']} | {r['model']} | {r['runs']} | {r['wall_ms']:.0f} | "
                    f"{ratio:.2f} | {r['peak_rss_mib']:.0f} | {r['peak_threads']} | {target} |")
     hung = next(r for r in rows if r.get("kind") == "hung")

@@ -1,7 +1,7 @@
 """The fault-injection soak: thousands of supervised tool calls, every failure accounted for.
 
-Run: ``python -m bench.soak --calls 20000 --seed 1 --max-seconds 600`` (exit status 0 when every
-check passed, 1 otherwise; the summary lists each problem).
+Run: ``python -m bench.soak --calls 20000 --crashes 5 --seed 1 --max-seconds 600`` (exit status
+0 when every check passed, 1 otherwise; the summary lists each problem).
 
 One ``Agent`` per execution mode, each with the tools of every isolation (``thread``,
 ``process``, ``asyncio``; see ``bench._soak_handlers``), so a batch mixes isolations the way a
@@ -11,6 +11,16 @@ seeded mix (the first turn of each agent asks for every isolation x behaviour on
 checks, in every request, the results of the batch before: each call id has exactly one tool
 result, with the reason its behaviour implies. A policy function records every failure it is
 shown and continues; after each run it must have seen every failure of the run exactly once.
+
+The model fails too (``MODEL_FAULTS``): it raises ``ModelError`` ``rate_limited`` (with a
+``retry_after`` of 1-10 ms), ``unavailable`` or ``timeout``, which ``MODEL_RETRY`` retries, or
+``rejected``, which ends the run ``Failed``. Every injected failure must be accounted for: a
+retryable one by the retry of the same turn and then an answer, a rejection by the run ending
+``Failed`` with ``model_error.reason == "rejected"`` and every tool result of the run in its
+transcript (the final transcript of every run must hold exactly one result per call).
+
+Then ``--crashes`` hosts are SIGKILLed mid-batch and their durable runs resumed by a fresh
+process (``bench._crash_phase``): no call lost, no non-retryable side effect run twice.
 
 Memory: at every tenth of the calls the process's RSS (after ``gc.collect()`` and glibc's
 ``malloc_trim``), threads and descriptors are recorded. "Flat" means no checkpoint after the
@@ -31,11 +41,12 @@ import random
 import sys
 import threading
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from bench._crash_phase import CrashReport, run_crashes
 from bench._soak_handlers import (
     HANDLERS,
     ISOLATIONS,
@@ -44,15 +55,31 @@ from bench._soak_handlers import (
     soak_tools,
     tool_name,
 )
-from toolvisor import Agent, Completed, InvalidArguments, ToolError
-from toolvisor.contract import ModelRequest, ModelResponse, ToolCall, ToolResultMessage
+from toolvisor import (
+    Agent,
+    Completed,
+    Failed,
+    InvalidArguments,
+    ModelError,
+    RunOutcome,
+    Suspended,
+    ToolError,
+)
+from toolvisor.contract import (
+    Message,
+    ModelErrorReason,
+    ModelRequest,
+    ModelResponse,
+    ToolCall,
+    ToolResultMessage,
+)
 from toolvisor.executor import (
     OutputBudget,
     OutputProjection,
     RunnerStats,
     prepare_process_isolation,
 )
-from toolvisor.machine import Continue, FailedCall, Mode
+from toolvisor.machine import Continue, FailedCall, Mode, ModelRetryPolicy
 from toolvisor.testing import FunctionModel, LeakCheck, call, calls
 
 MODES: tuple[Mode, ...] = ("parallel_batch_approval", "parallel_streaming", "sequential")
@@ -70,6 +97,21 @@ EXPECTED: dict[str, str] = {
     "invalid_args": "invalid_arguments", "unknown": "not_found",
 }
 """What each behaviour must come back as: a ``ToolError`` reason, or how the result reads."""
+
+MODEL_RETRY = ModelRetryPolicy(max_attempts=5, base_delay=0.001, max_delay=0.01, jitter=0)
+"""The agents' ``on_model_error``: quick retries, so an injected failure costs milliseconds."""
+
+MODEL_FAULTS: dict[ModelErrorReason | None, int] = {
+    None: 90, "rate_limited": 4, "unavailable": 3, "timeout": 2, "rejected": 1,
+}
+"""The model-call mix (relative weights; ``None`` answers). ``rejected`` is drawn for a turn's
+first attempt only and nothing fails the last attempt ``MODEL_RETRY`` allows, so every retried
+failure ends in an answer."""
+
+FIRST_MODEL_CALLS: tuple[ModelErrorReason | None, ...] = (
+    "rate_limited", "unavailable", "timeout", None, "rejected")
+"""Each agent's first model calls: every retryable failure once, the answer (the coverage
+batch), then a rejection, so the agent's first run ends ``Failed`` after a batch."""
 
 MAX_TURNS = 8
 _SHORT = {"parallel_batch_approval": "pba", "parallel_streaming": "pst", "sequential": "seq"}
@@ -94,6 +136,7 @@ class SoakConfig:
     warmup_fraction: float = 0.2
     rss_tolerance_kib: int = 16 * _MIB
     run_timeout: float = 120.0
+    crashes: int = 5
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,16 +202,20 @@ def check_result(planned: PlannedCall, message: ToolResultMessage, budget_bytes:
 
 
 class Ledger:
-    """What the soak has seen: calls per expected reason, and every problem found.
+    """What the soak has seen: calls per expected reason, model failures injected (and retried
+    then answered, or ending a run ``Failed``), and every problem found.
 
-    Written by whichever thread runs the current run's model and policy (the agent's
-    orchestrator) and by the main thread between runs; runs never overlap, and ``Agent.run``
-    returning orders the two.
+    Written by whichever threads run the current run's model and policy (one call at a time)
+    and by the main thread between runs; runs never overlap, and ``Agent.run`` returning
+    orders the two.
     """
 
     def __init__(self) -> None:
         self.reasons: Counter[str] = Counter()
         self.by_isolation: Counter[tuple[str, str]] = Counter()
+        self.model_faults: Counter[str] = Counter()
+        self.model_recovered: Counter[str] = Counter()
+        self.rejected_runs = 0
         self.problems: list[str] = []
         self.problem_count = 0
 
@@ -179,12 +226,13 @@ class Ledger:
 
 
 class SoakModel:
-    """The model of one agent: plans each run's batches from a seeded RNG, and checks, in
-    every request, the results of the batch it asked for before; also the agent's policy.
+    """The model of one agent: plans each run's batches from a seeded RNG, fails some of its
+    calls on purpose, and checks, in every request, the results of the batch it asked for
+    before; also the agent's policy.
 
     A run's plan and observations are reset by the main thread before the run
     (:meth:`start_run`) and read by it after (:meth:`finish_run`); during the run only the
-    agent's orchestrator thread touches them (through :meth:`respond` and :meth:`policy`).
+    run's model calls and policy calls touch them, one at a time.
     """
 
     def __init__(self, mode: Mode, rng: random.Random, config: SoakConfig,
@@ -196,12 +244,17 @@ class SoakModel:
         self._run = 0
         self._serial = 0  # call ids are unique per agent
         self._covered = False
+        self._first_calls = deque(FIRST_MODEL_CALLS)
         self._turns_left = 0
         self._calls_left = 0
         self._issued: dict[str, PlannedCall] = {}
         self._last_batch: list[PlannedCall] = []
         self._observed: set[str] = set()
         self._policy_seen: dict[str, list[str]] = {}
+        self._attempt = 1  # of this turn's model call
+        self._unanswered: list[str] = []  # this turn's injected failures, awaiting an answer
+        self._failed_at = 0  # how many messages the failed request had
+        self._rejected = False
 
     def start_run(self, calls_left: int) -> str:
         """Plan a new run (at most ``calls_left`` calls, past the coverage batch); its prompt."""
@@ -212,10 +265,23 @@ class SoakModel:
         self._last_batch = []
         self._observed = set()
         self._policy_seen = {}
+        self._attempt = 1
+        self._unanswered = []
+        self._rejected = False
+        return self._prompt
+
+    @property
+    def _prompt(self) -> str:
         return f"soak run {self._run} of {self.mode}"
 
-    def finish_run(self) -> int:
-        """Check what the policy saw and that every call was answered; count the calls."""
+    def finish_run(self, outcome: RunOutcome | None) -> int:
+        """Check the run's outcome (``None``: it did not end), what the policy saw, that every
+        call was answered and every injected model failure accounted for; count the calls."""
+        if outcome is not None:
+            self._check_outcome(outcome)
+        for reason in self._unanswered:
+            self._ledger.problem(f"{self.mode}: {self._prompt}: an injected {reason} model "
+                                 "failure was not followed by a retry and an answer")
         for call_id, planned in self._issued.items():
             self._ledger.reasons[planned.expected] += 1
             self._ledger.by_isolation[(planned.isolation, planned.expected)] += 1
@@ -239,7 +305,22 @@ class SoakModel:
         return Continue()
 
     def respond(self, request: ModelRequest) -> ModelResponse | str:
-        """The ``FunctionModel`` function: check the last batch's results, ask for the next."""
+        """The ``FunctionModel`` function: fail if the mix says so; else check the last
+        batch's results and ask for the next."""
+        if self._rejected:
+            self._ledger.problem(f"{self.mode}: {self._prompt}: the model was asked again "
+                                 "after it rejected the run's request")
+        if self._unanswered and len(request.messages) != self._failed_at:
+            self._ledger.problem(f"{self.mode}: {self._prompt}: after the injected "
+                                 f"{self._unanswered} the model was asked for another turn "
+                                 "instead of the retry")
+        fault = self._draw_fault()
+        if fault is not None:
+            raise self._inject(fault, len(request.messages))
+        for reason in self._unanswered:
+            self._ledger.model_recovered[reason] += 1
+        self._unanswered = []
+        self._attempt = 1
         self._check(request)
         if self._turns_left == 0 or self._calls_left <= 0:
             return FINAL_TEXT
@@ -250,6 +331,70 @@ class SoakModel:
         self._issued.update((p.id, p) for p in batch)
         self._last_batch = batch
         return calls(*(p.tool_call() for p in batch))
+
+    def _draw_fault(self) -> ModelErrorReason | None:
+        if self._first_calls:
+            return self._first_calls.popleft()
+        if self._attempt >= MODEL_RETRY.max_attempts:
+            return None
+        mix = {r: w for r, w in MODEL_FAULTS.items() if self._attempt == 1 or r != "rejected"}
+        return self._rng.choices(list(mix), list(mix.values()))[0]
+
+    def _inject(self, reason: ModelErrorReason, messages: int) -> ModelError:
+        """Count the failure and say what the agent must do about it."""
+        self._ledger.model_faults[reason] += 1
+        if reason == "rejected":
+            self._rejected = True
+            return ModelError(reason, "injected rejection", status=400)
+        self._unanswered.append(reason)
+        self._failed_at = messages
+        self._attempt += 1
+        if reason == "rate_limited":
+            return ModelError(reason, "injected rate limit", status=429,
+                              retry_after=self._rng.uniform(0.001, 0.01))
+        return ModelError(reason, f"injected {reason}",
+                          status=503 if reason == "unavailable" else None)
+
+    def _check_outcome(self, outcome: RunOutcome) -> None:
+        """A run ends ``Completed`` with the final text, or ``Failed`` with the injected
+        rejection; either way its transcript holds one result per call."""
+        if isinstance(outcome, Suspended):
+            self._ledger.problem(f"{self.mode}: {self._prompt} ended Suspended")
+            return
+        failure = outcome.model_error if isinstance(outcome, Failed) else None
+        if self._rejected:
+            if failure is not None and (failure.reason, failure.attempts) == ("rejected", 1):
+                self._ledger.rejected_runs += 1
+            else:
+                self._ledger.problem(f"{self.mode}: {self._prompt} ended "
+                                     f"{type(outcome).__name__} (model error {failure}), "
+                                     "expected Failed with the injected rejection")
+        elif not (isinstance(outcome, Completed) and outcome.text == FINAL_TEXT):
+            detail = getattr(outcome, "reason", None) or getattr(outcome, "error", None)
+            self._ledger.problem(f"{self.mode}: {self._prompt} ended "
+                                 f"{type(outcome).__name__}: {detail}")
+        self._check_transcript(outcome.messages)
+
+    def _check_transcript(self, messages: Sequence[Message]) -> None:
+        """Each call has exactly one result in the final transcript; a result the model never
+        saw in a request (the last batch before a rejection) is checked here."""
+        results = [m for m in messages if isinstance(m, ToolResultMessage)]
+        counts = Counter(m.tool_call_id for m in results)
+        for call_id in self._issued:
+            if counts[call_id] > 1 or (counts[call_id] == 0 and call_id in self._observed):
+                self._ledger.problem(f"{self.mode}: call {call_id} has {counts[call_id]} "
+                                     "results in the run's final transcript")
+        for message in results:
+            planned = self._issued.get(message.tool_call_id)
+            if planned is None:
+                self._ledger.problem(f"{self.mode}: a result for call id "
+                                     f"{message.tool_call_id!r} in the final transcript, "
+                                     "which was never asked for")
+            elif planned.id not in self._observed:
+                self._observed.add(planned.id)
+                why = check_result(planned, message, self._config.budget_bytes)
+                if why is not None:
+                    self._ledger.problem(f"{self.mode}: {why}")
 
     def _check(self, request: ModelRequest) -> None:
         results = [m for m in request.messages if isinstance(m, ToolResultMessage)]
@@ -357,6 +502,10 @@ class SoakReport:
     checkpoints: list[Checkpoint] = field(default_factory=list)
     runner_stats: dict[str, RunnerStats] = field(default_factory=dict)
     tool_call_children: dict[str, dict[str, int]] = field(default_factory=dict)
+    model_faults: Counter[str] = field(default_factory=Counter)
+    model_recovered: Counter[str] = field(default_factory=Counter)
+    rejected_runs: int = 0
+    crash: CrashReport | None = None
     problems: list[str] = field(default_factory=list)
     problem_count: int = 0
     leaks: list[str] = field(default_factory=list)
@@ -399,6 +548,14 @@ class SoakReport:
         for reason, count in sorted(self.reasons.items(), key=lambda kv: -kv[1]):
             split = " / ".join(str(self.by_isolation[(iso, reason)]) for iso in ISOLATIONS)
             lines.append(f"  {reason:<18} {count:>7}   ({split})")
+        lines += ["", "model failures injected, and what became of them:"]
+        for reason in (r for r in MODEL_FAULTS if r is not None):
+            then = (f"{self.rejected_runs} runs ended Failed, their tool results kept"
+                    if reason == "rejected"
+                    else f"{self.model_recovered[reason]} retried then answered")
+            lines.append(f"  {reason:<18} {self.model_faults[reason]:>7}   ({then})")
+        if self.crash is not None:
+            lines += ["", *self.crash.summary_lines()]
         lines += ["", "checkpoints (calls, s, RSS MiB, threads, fds):"]
         lines += [f"  {c.calls:>7} {c.seconds:>7.1f} {c.rss_kib / _MIB:>8.1f} {c.threads:>5} "
                   f"{c.fds:>5}" for c in self.checkpoints]
@@ -431,20 +588,16 @@ def _tool_call_children(agent: Agent) -> dict[str, int]:
 
 
 def _one_run(agent: Agent, model: SoakModel, function_model: FunctionModel, calls_left: int,
-             config: SoakConfig, ledger: Ledger) -> bool:
-    """One run on ``agent``; ``False`` when it did not end (the soak must stop)."""
+             config: SoakConfig, ledger: Ledger) -> RunOutcome | None:
+    """One run on ``agent``; ``None`` when it did not end (the soak must stop)."""
     prompt = model.start_run(calls_left)
     try:
-        outcome = agent.run(prompt, timeout=config.run_timeout)
+        return agent.run(prompt, timeout=config.run_timeout)
     except TimeoutError as exc:
         ledger.problem(f"{model.mode}: {prompt}: {exc}")
-        return False
+        return None
     finally:
         function_model.requests.clear()  # the soak's own bookkeeping must not grow
-    if not (isinstance(outcome, Completed) and outcome.text == FINAL_TEXT):
-        detail = getattr(outcome, "reason", None) or getattr(outcome, "error", None)
-        ledger.problem(f"{model.mode}: {prompt} ended {type(outcome).__name__}: {detail}")
-    return True
 
 
 def run_soak(config: SoakConfig) -> SoakReport:
@@ -463,8 +616,8 @@ def run_soak(config: SoakConfig) -> SoakReport:
             model = SoakModel(mode, random.Random(seeds.getrandbits(64)), config, ledger)
             function_model = FunctionModel(model.respond)
             agent = Agent(function_model, soak_tools(config.hang_timeout),
-                          on_tool_error=model.policy, mode=mode, max_turns=MAX_TURNS,
-                          output_budget=budget)
+                          on_tool_error=model.policy, on_model_error=MODEL_RETRY, mode=mode,
+                          max_turns=MAX_TURNS, output_budget=budget)
             agents.append((agent, model, function_model))
         report.checkpoints.append(checkpoint(0, started))
         every = max(1, config.calls // config.checkpoints)
@@ -475,11 +628,11 @@ def run_soak(config: SoakConfig) -> SoakReport:
                                f"{report.calls} of {config.calls} calls done")
                 break
             agent, model, function_model = agents[report.runs % len(agents)]
-            ended = _one_run(agent, model, function_model, config.calls - report.calls,
-                             config, ledger)
+            outcome = _one_run(agent, model, function_model, config.calls - report.calls,
+                               config, ledger)
             report.runs += 1
-            report.calls += model.finish_run()
-            if not ended:
+            report.calls += model.finish_run(outcome)
+            if outcome is None:
                 break
             if report.calls >= next_checkpoint:
                 report.checkpoints.append(checkpoint(report.calls, started))
@@ -493,9 +646,16 @@ def run_soak(config: SoakConfig) -> SoakReport:
             agent.close()
     for agent, model, _ in agents:
         report.runner_stats[model.mode] = agent.runner.stats
+    if config.crashes:
+        report.crash = run_crashes(config.crashes, config.seed, MODES, config.run_timeout)
+        for problem in report.crash.problems:
+            ledger.problem(f"crash phase: {problem}")
     report.leaks = leak_check.leaks()
     report.reasons = ledger.reasons
     report.by_isolation = ledger.by_isolation
+    report.model_faults = ledger.model_faults
+    report.model_recovered = ledger.model_recovered
+    report.rejected_runs = ledger.rejected_runs
     report.problems = ledger.problems
     report.problem_count = ledger.problem_count
     return report
@@ -512,14 +672,18 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="stop (and fail) past this many seconds (default %(default)s)")
     parser.add_argument("--hang-timeout", type=float, default=defaults.hang_timeout,
                         help="the hanging tools' timeout in seconds (default %(default)s)")
+    parser.add_argument("--crashes", type=int, default=defaults.crashes,
+                        help="hosts to SIGKILL mid-batch and resume (default %(default)s)")
     parser.add_argument("--rss-tolerance-mib", type=int,
                         default=defaults.rss_tolerance_kib // _MIB,
                         help="allowed RSS growth after warm-up (default %(default)s)")
     args = parser.parse_args(argv)
     if args.calls < 1:
         parser.error(f"--calls must be at least 1, got {args.calls}")
+    if args.crashes < 0:
+        parser.error(f"--crashes must be at least 0, got {args.crashes}")
     config = SoakConfig(calls=args.calls, seed=args.seed, max_seconds=args.max_seconds,
-                        hang_timeout=args.hang_timeout,
+                        hang_timeout=args.hang_timeout, crashes=args.crashes,
                         rss_tolerance_kib=args.rss_tolerance_mib * _MIB)
     report = run_soak(config)
     print(report.summary())

@@ -42,9 +42,12 @@ def fast(arguments: dict[str, Any], ctx: CallContext) -> Ok:
 
 
 class Gate:
-    """Where ``slow`` blocks in the first phase: after its first step, until killed."""
+    """Where ``slow`` waits: after its first step, until ``fast``'s outcome is checkpointed
+    (``ordered``: so a crashed and an uninterrupted run take the same steps), and in the first
+    phase until killed (``block``)."""
 
-    def __init__(self, block: bool) -> None:
+    def __init__(self, *, ordered: bool, block: bool) -> None:
+        self.ordered = ordered
         self.block = block
         self.fast_saved = threading.Event()  # set once fast's outcome is checkpointed
 
@@ -52,12 +55,62 @@ class Gate:
         log = arguments["log"]
         effects = ctx.durable_effects()
         effects.run_json("slow-before", log, lambda p: append_line(p, "slow-before"))
-        if self.block:
+        if self.ordered:
             self.fast_saved.wait()
+        if self.block:
             emit({"blocked": "slow"})
             threading.Event().wait()  # until the test SIGKILLs this process
         effects.run_json("slow-after", log, lambda p: append_line(p, "slow-after"))
         return Ok("slow done")
+
+
+class Once:
+    """The at-most-once batch: a side effect of a plain tool (``charge``), of a retryable one
+    (``fetch``) and a journaled one (``ship``); in the first phase each blocks after its side
+    effect until the process is killed, and ``{"blocked": "once"}`` is printed once all three
+    have run theirs."""
+
+    def __init__(self, block: bool) -> None:
+        self.block = block
+        self.arrived = threading.Semaphore(0)
+        self._lock = threading.Lock()
+        self._count = 0
+
+    def _hold(self) -> None:
+        if not self.block:
+            return
+        with self._lock:
+            self._count += 1
+            if self._count == 3:
+                emit({"blocked": "once"})
+        threading.Event().wait()  # until the test SIGKILLs this process
+
+    def charge(self, arguments: dict[str, Any]) -> Ok:
+        append_line(arguments["log"], "charge")
+        self._hold()
+        return Ok("charged")
+
+    def fetch(self, arguments: dict[str, Any]) -> Ok:
+        append_line(arguments["log"], "fetch")
+        self._hold()
+        return Ok("fetched")
+
+    def ship(self, arguments: dict[str, Any], ctx: CallContext) -> Ok:
+        log = arguments["log"]
+        ctx.durable_effects().run_json("ship", log, lambda p: append_line(p, "ship"))
+        self._hold()
+        return Ok("shipped")
+
+
+def once_model(log: str) -> Any:
+    """Turn 1: ``charge``, ``fetch`` and ``ship`` in one batch; turn 2: what each returned."""
+    def respond(request: ModelRequest) -> ModelResponse:
+        seen = results(request)
+        if not seen:
+            return calls(*(call(name, {"log": log}, id=f"c_{name}")
+                           for name in ("charge", "fetch", "ship")))
+        return ModelResponse(text=json.dumps(seen, sort_keys=True))
+    return respond
 
 
 def webhook(arguments: dict[str, Any], ctx: CallContext) -> Pending:
@@ -111,7 +164,8 @@ def describe(outcome: Any) -> dict[str, Any]:
 def main(scenario: str, phase: str, store: str, workdir: str, run_id: str | None = None) -> None:
     """Run (``first``: until killed; ``straight``: uninterrupted) or resume (``resume``)."""
     log = str(Path(workdir) / "steps.log")
-    gate = Gate(block=phase == "first" and scenario == "batch")
+    gate = Gate(ordered=phase in ("first", "straight") and scenario == "batch",
+                block=phase == "first" and scenario == "batch")
 
     def on_progress(started: str, event: str, data: dict[str, Any]) -> None:
         if event == "turn_started" and data.get("turn") == 1:
@@ -119,10 +173,15 @@ def main(scenario: str, phase: str, store: str, workdir: str, run_id: str | None
         if event == "call_finished" and data.get("call_id") == "c_fast":
             gate.fast_saved.set()
 
-    model = FunctionModel(batch_model(log) if scenario == "batch" else webhook_model(log))
+    models = {"batch": batch_model, "webhook": webhook_model, "once": once_model}
+    model = FunctionModel(models[scenario](log))
+    once = Once(block=phase == "first" and scenario == "once")
     tools = [Tool(name="fast", handler=fast, input_schema=RECORD_SCHEMA),
              Tool(name="slow", handler=gate.slow, input_schema=RECORD_SCHEMA),
-             Tool(name="webhook", handler=webhook, input_schema=RECORD_SCHEMA)]
+             Tool(name="webhook", handler=webhook, input_schema=RECORD_SCHEMA),
+             Tool(name="charge", handler=once.charge, input_schema=RECORD_SCHEMA),
+             Tool(name="fetch", handler=once.fetch, input_schema=RECORD_SCHEMA, retryable=True),
+             Tool(name="ship", handler=once.ship, input_schema=RECORD_SCHEMA)]
     agent = Agent(model, tools, store=store, on_progress=on_progress)
     with agent:
         if phase == "resume":
@@ -131,7 +190,7 @@ def main(scenario: str, phase: str, store: str, workdir: str, run_id: str | None
         else:
             outcome = agent.run("go", timeout=60)
         emit({"outcome": describe(outcome)})
-        if phase == "first":
+        if phase == "first" and scenario == "webhook":
             emit({"blocked": "suspended"})
             threading.Event().wait()  # a host waiting for the resolution, until killed
 

@@ -5,8 +5,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+from test_supervisor import Events
 
 from tests._provider_server import ProviderServer
+from toolvisor._logging import set_sink
 from toolvisor.executor import prepare_process_isolation
 
 
@@ -36,3 +38,12 @@ def provider(_provider_server: ProviderServer) -> ProviderServer:
     """The local provider server, with no scripted reply and no recorded request."""
     _provider_server.script()
     return _provider_server
+
+
+@pytest.fixture
+def events() -> Iterator[Events]:
+    """Records toolvisor's events for one test (see ``test_supervisor.Events``)."""
+    recorder = Events()
+    previous = set_sink(recorder.sink)
+    yield recorder
+    set_sink(previous)

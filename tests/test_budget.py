@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from toolvisor import tool
 from toolvisor.contract import Ok, OutputWindow
 from toolvisor.executor import OutputBudget, OutputProjection
-from toolvisor.executor._budget import count_lines
+from toolvisor.executor._budget import count_lines, keep_ends
 
 MARKER = re.compile(r"\.\.\.(\d+) (bytes|tokens|lines) truncated\.\.\.")
 
@@ -96,6 +96,22 @@ def test_projection_properties(budget: OutputBudget, text: str, window: OutputWi
 def test_errors_are_never_truncated(budget: OutputBudget, text: str,
                                     window: OutputWindow) -> None:
     assert budget.project(text, window=window, is_error=True) is text
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=texts, cap=st.integers(64, 200))
+def test_keeping_the_ends_of_an_error(text: str, cap: int) -> None:
+    kept = keep_ends(text, cap)
+    assert utf8_len(kept) <= cap
+    assert keep_ends(kept, cap) == kept  # a kept text fits: keeping again changes nothing
+    if utf8_len(text) <= cap:
+        assert kept is text
+        return
+    match = re.search(r"\n\.\.\.(\d+) bytes truncated\.\.\.\n", kept)
+    assert match is not None
+    head, tail = kept[:match.start()], kept[match.end():]
+    assert text.startswith(head) and text.endswith(tail)
+    assert utf8_len(head) + int(match.group(1)) + utf8_len(tail) == utf8_len(text)
 
 
 def test_under_budget_is_the_same_object() -> None:

@@ -152,10 +152,13 @@ def test_a_handler_of_the_wrong_arity_is_refused_when_the_tool_is_built(handler:
         tool(name="bad")(handler)
 
 
-@pytest.mark.parametrize(("handler", "arity"), [(one, 1), (defaulted, 1), (two, 2),
-                                               (two_and_kw, 2), (lambda a: a, 1)])
-def test_only_positional_parameters_without_defaults_count(handler: Any, arity: int) -> None:
-    assert Tool(name="t", handler=handler).arity == arity
+def all_defaulted(a: Any = None) -> None: ...
+
+
+@pytest.mark.parametrize(("handler", "arity"), [(one, 1), (all_defaulted, 1), (defaulted, 2),
+                                               (two, 2), (two_and_kw, 2), (lambda a: a, 1)])
+def test_positional_parameters_up_to_two_are_the_arity(handler: Any, arity: int) -> None:
+    assert Tool(name="t", handler=handler).arity == arity  # a defaulted second one gets ctx
 
 
 def test_callable_objects_and_bound_methods_have_an_arity() -> None:
@@ -183,6 +186,64 @@ def test_callable_objects_and_bound_methods_have_an_arity() -> None:
 def test_bad_tool_configuration_is_a_clear_error(kwargs: dict[str, Any], message: str) -> None:
     with pytest.raises((ValueError, TypeError), match=message):
         Tool(**kwargs)
+
+
+@pytest.mark.parametrize("name", ["weather\n", "a" * 65, "dotted.name", "café", "\tx", "tab\t"])
+def test_a_tool_name_outside_the_providers_rule_is_refused_naming_the_rule(name: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(f"tool name {name!r} is invalid: a name "
+                                                   "must match [A-Za-z0-9_-]{1,64}")):
+        Tool(name=name)
+
+
+@pytest.mark.parametrize("name", ["a", "a" * 64, "get_weather-2", "X_9"])
+def test_names_within_the_providers_rule_are_accepted(name: str) -> None:
+    assert Tool(name=name).name == name
+
+
+class Inner(BaseModel):
+    n: int
+
+
+class Outer(BaseModel):
+    inner: Inner
+    items: list[Inner]
+
+
+@pytest.mark.parametrize(("schema", "dangling"), [
+    ({"type": "object", "properties": {"a": {"$ref": "#/$defs/missing"}}}, "'#/$defs/missing'"),
+    ({"type": "object", "$defs": {"A": {"$ref": "#/$defs/B"}}}, "'#/$defs/B'"),
+    ({"type": "object", "properties": {"a": {"$ref": "#nowhere"}}}, "'#nowhere'"),
+    ({"type": "object", "properties": {"a": {"$dynamicRef": "other.json"}}}, "'other.json'"),
+    ({"type": "object", "allOf": [{"$ref": "https://example.com/s.json"}]},
+     "'https://example.com/s.json'"),
+])
+def test_a_schema_with_a_ref_that_resolves_to_nothing_is_refused_naming_the_ref(
+        schema: dict[str, Any], dangling: str) -> None:
+    with pytest.raises(ValueError, match=f"tool 't': input_schema has 1 \\$ref.* resolve to "
+                                         f"nothing: {re.escape(dangling)}; a ref must point"):
+        Tool(name="t", input_schema=schema, handler=one)
+
+
+def test_refs_into_the_schema_itself_are_accepted() -> None:
+    schema = {
+        "type": "object",
+        "$defs": {"A": {"type": "string"}, "B": {"$anchor": "b", "type": "integer"}},
+        "properties": {
+            "a": {"$ref": "#/$defs/A"},
+            "b": {"$ref": "#b"},
+            "self": {"$ref": "#"},
+            "scoped": {"$id": "https://example.com/scoped", "$defs": {"C": {"type": "null"}},
+                       "properties": {"c": {"$ref": "#/$defs/C"}}},
+            "by_id": {"$ref": "https://example.com/scoped#/$defs/C"},
+            "data": {"const": {"$ref": "#/not/a/schema/keyword"}},
+        },
+    }
+    assert Tool(name="t", input_schema=schema, handler=one).input_schema is schema
+
+    def nested(arguments: Outer) -> Ok:
+        return Ok(arguments)
+
+    assert "$defs" in tool(nested).input_schema  # pydantic's refs resolve
 
 
 async def async_handler(arguments: Any) -> Ok:

@@ -117,3 +117,22 @@ def test_a_run_killed_while_pending_is_resolved_by_another_process_and_finishes(
     with SqliteSessionStore(store) as opened:
         assert opened.get_run(run_id).status == "completed"  # type: ignore[union-attr]
         assert opened.open_waits(run_id) == []
+
+
+def test_after_a_crash_a_call_runs_at_most_once_unless_retryable_or_journaled(
+        tmp_path: Path, start: Start) -> None:
+    store, log = tmp_path / "runs.sqlite", tmp_path / "steps.log"
+    first = start("once", "first", store, tmp_path)
+    run_id = next_line(first)["run_id"]
+    assert next_line(first) == {"blocked": "once"}  # all three ran their side effect
+    kill(first)
+
+    lines = finish("once", "resume", store, tmp_path, run_id)
+    outcome = lines[-1]["outcome"]
+    assert outcome["kind"] == "completed"
+    seen = json.loads(outcome["text"])
+    assert "interrupted" in seen["c_charge"] and "handler_exit" in seen["c_charge"]
+    assert (seen["c_fetch"], seen["c_ship"]) == ("fetched", "shipped")
+    assert step_runs(log, "charge") == 1  # not retryable: never twice
+    assert step_runs(log, "fetch") == 2  # declared retryable: run again
+    assert step_runs(log, "ship") == 1  # journaled: run again, its step replayed

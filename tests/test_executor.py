@@ -7,7 +7,7 @@ import asyncio
 from typing import Any
 
 import pytest
-from pydantic import BaseModel
+from pydantic import BaseModel, field_validator
 
 from toolvisor import (
     AskUser,
@@ -23,7 +23,7 @@ from toolvisor import (
     execute,
     tool,
 )
-from toolvisor.executor import aexecute
+from toolvisor.executor import ToolRunner, aexecute
 
 LEGAL = [Ok(1), Ok(None), Err("reported"), Err({"code": 7}), AskUser("continue?"),
          AskUser("pick", ("a", "b")), Halt("enough", {"n": 1}), Pending(deadline=3)]
@@ -177,6 +177,49 @@ def test_typed_arguments_arrive_converted() -> None:
     result = execute(search, {"text": 1})
     assert isinstance(result, Err) and isinstance(result.reason, InvalidArguments)
     assert result.reason.violations[0].path == "$.text"
+
+
+class Touchy(BaseModel):
+    text: str
+
+    @field_validator("text")
+    @classmethod
+    def crashes(cls, value: str) -> str:
+        raise KeyError(value)  # not a ValueError: pydantic lets it through
+
+
+def validation_raised(result: Any) -> InvalidArguments:
+    assert isinstance(result, Err) and isinstance(result.reason, InvalidArguments), result
+    (violation,) = result.reason.violations
+    assert (violation.path, violation.validator) == ("$", "validation_raised")
+    return result.reason
+
+
+def test_an_exception_while_validating_is_invalid_arguments_and_never_a_raise() -> None:
+    calls: list[Any] = []
+
+    @tool
+    def touchy(arguments: Touchy) -> Ok:
+        calls.append(arguments)
+        return Ok(1)
+
+    error = validation_raised(execute(touchy, {"text": "boom"}))
+    assert "validating them raised KeyError: 'boom'" in error.violations[0].message
+    assert isinstance(error.__cause__, KeyError)
+    assert validation_raised(asyncio.run(aexecute(touchy, {"text": "boom"})))
+    with ToolRunner() as runner:
+        assert validation_raised(runner.run(touchy, {"text": "boom"}))
+    assert calls == []
+
+
+def test_arguments_nested_past_the_recursion_limit_are_invalid_arguments() -> None:
+    recursive = Tool(name="r", handler=echo, input_schema={
+        "type": "object", "properties": {"next": {"$ref": "#"}}})
+    deep: dict[str, Any] = {}
+    for _ in range(5000):
+        deep = {"next": deep}
+    error = validation_raised(execute(recursive, deep))
+    assert isinstance(error.__cause__, RecursionError)
 
 
 async def coroutine_handler(arguments: Any) -> Ok:

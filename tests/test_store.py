@@ -148,7 +148,10 @@ def test_checkpoints_keep_history_and_the_latest_wins(
     store.save_checkpoint("run-1", 2, '{"at": "2b"}')
     latest = store.latest_checkpoint("run-1")
     assert latest is not None and (latest.effect_id, latest.data) == (2, '{"at": "2b"}')
-    assert store.checkpoint_at("run-1", 1) == SavedCheckpoint(1, "run-1", 1, '{"at": 1}', 1000.0)
+    first = store.checkpoint_at("run-1", 1)
+    assert first == SavedCheckpoint(1, "run-1", 1, '{"at": 1}', 1000.0,
+                                    first.signature if first else "")
+    assert first is not None and first.signature.startswith("tvs1.")
     assert store.checkpoint_at("run-1", 7) is None
     history = [c.data for c in store.checkpoints("run-1")]
     assert history == ['{"at": 1}', '{"at": 2}', '{"at": "2b"}']

@@ -4,13 +4,12 @@ escalation, shutdown and abandon, start failures, the child API, exit reasons.""
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pykka
 import pytest
 
-from toolvisor._logging import set_sink
 from toolvisor.supervisors import (
     ChildRunningError,
     ChildSpec,
@@ -55,14 +54,6 @@ class Events:
         with self._changed:
             return [(e["event"], e.get("child_id")) for e in self.items
                     if not names or e["event"] in names]
-
-
-@pytest.fixture
-def events() -> Iterator[Events]:
-    recorder = Events()
-    previous = set_sink(recorder.sink)
-    yield recorder
-    set_sink(previous)
 
 
 class Worker(SupervisedActor, pykka.ThreadingActor):
@@ -414,11 +405,6 @@ def test_start_terminate_restart_delete_child() -> None:
 # --- exit reasons reported by SupervisedActor ---
 
 
-class FailsToStart(SupervisedActor, pykka.ThreadingActor):
-    def on_start(self) -> None:
-        raise RuntimeError("bad start")
-
-
 class FailsToStop(SupervisedActor, pykka.ThreadingActor):
     def on_stop(self) -> None:
         raise RuntimeError("bad stop")
@@ -430,19 +416,19 @@ class FailsToStop(SupervisedActor, pykka.ThreadingActor):
         (lambda: Worker.start("w"), "stop", "normal"),
         (lambda: Worker.start("w"), "crash", "ValueError('w crashed')"),
         (lambda: Worker.start("w"), "exit", "SystemExit(7)"),
-        (FailsToStart.start, None, "RuntimeError('bad start')"),
         (FailsToStop.start, "stop_ref", "RuntimeError('bad stop')"),
     ],
 )
 def test_a_supervised_actor_reports_how_it_ended(
-    events: Events, start: Callable[[], Any], action: str | None, reason: str
+    events: Events, start: Callable[[], Any], action: str, reason: str
 ) -> None:
     bystander = Worker.start("bystander")
     supervisor = Supervisor.start([ChildSpec("x", start, restart="temporary")], name="r")
-    ref = refs(supervisor).get("x")
-    if action == "stop_ref" and ref is not None:
+    ref = refs(supervisor)["x"]
+    assert ref is not None
+    if action == "stop_ref":
         ref.stop()
-    elif action is not None and ref is not None:
+    else:
         ref.tell(action)
     assert events.wait_for("child_exited", supervisor_id="r")["reason"] == reason
     assert bystander.is_alive()  # a SystemExit in one actor does not stop every actor

@@ -4,14 +4,12 @@ shutdown of the live children, and a place in a supervision tree."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 from typing import Any
 
 import pykka
 import pytest
 from test_supervisor import WAIT, Events, Worker, refs
 
-from toolvisor._logging import set_sink
 from toolvisor.supervisors import (
     ChildSpec,
     ChildSpecError,
@@ -23,14 +21,6 @@ from toolvisor.supervisors import (
     ToolCallSupervisorRef,
     TooManyChildrenError,
 )
-
-
-@pytest.fixture
-def events() -> Iterator[Events]:
-    recorder = Events()
-    previous = set_sink(recorder.sink)
-    yield recorder
-    set_sink(previous)
 
 
 class DiesAtOnce(SupervisedActor, pykka.ThreadingActor):

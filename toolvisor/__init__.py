@@ -19,7 +19,7 @@ from toolvisor.contract import (
     tool,
 )
 from toolvisor.executor import encode, execute
-from toolvisor.host import OrchestratorStopped
+from toolvisor.host import OrchestratorStopped, RunLeasedError
 from toolvisor.machine import Completed, Failed, Halted, Suspended
 
 __all__ = [
@@ -37,6 +37,7 @@ __all__ = [
     "Ok",
     "OrchestratorStopped",
     "Pending",
+    "RunLeasedError",
     "RunOutcome",
     "Suspended",
     "Tool",

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import secrets
 import uuid
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future
@@ -22,8 +23,11 @@ from toolvisor.contract import AsyncModel, Message, Model, Tool
 from toolvisor.durable import (
     UNSET,
     DurableError,
+    KeyRing,
     ResolveOutcome,
     SessionStore,
+    SignatureError,
+    Signer,
     SqliteSessionStore,
 )
 from toolvisor.executor import OutputProjection, ToolRunner
@@ -110,16 +114,19 @@ class Agent:
         seed: int = 0,
         store: SessionStore | str | os.PathLike[str] | None = None,
         registry: ToolRegistry | None = None,
+        signing_keys: Sequence[bytes] | None = None,
+        lease_ttl: float = 30.0,
     ) -> None:
         if isinstance(model, str):
             model = from_string(model)
         if not isinstance(model, Model | AsyncModel):
             raise TypeError(f"model must have respond(request) -> ModelResponse or async "
                             f"arespond(request) -> ModelResponse, got {model!r}")
-        if isinstance(model_timeout, bool) or not isinstance(model_timeout, int | float) \
-                or not 0 < model_timeout < float("inf"):
-            raise ValueError(f"model_timeout must be a positive, finite number of seconds, "
-                             f"got {model_timeout!r}")
+        for name, seconds in (("model_timeout", model_timeout), ("lease_ttl", lease_ttl)):
+            if isinstance(seconds, bool) or not isinstance(seconds, int | float) \
+                    or not 0 < seconds < float("inf"):
+                raise ValueError(f"{name} must be a positive, finite number of seconds, "
+                                 f"got {seconds!r}")
         if store is not None and not isinstance(store, SessionStore | str | os.PathLike):
             raise TypeError(f"store must be a SessionStore, a path to a SQLite file, or None; "
                             f"got {type(store).__name__}")
@@ -142,12 +149,17 @@ class Agent:
         self._runner = ToolRunner(tool_timeout=tool_timeout, process_workers=process_workers)
         self._tool_calls: ToolCallSupervisorRef | None = None  # the current incarnation
         self._dispatcher = ToolCallDispatcher(self._current_tool_calls, self._runner)
+        self._signer: Signer = (
+            KeyRing(signing_keys) if signing_keys is not None
+            else self._store if self._store is not None
+            else KeyRing([secrets.token_bytes(32)]))
         self._models = ModelCalls(model, self._runner, float(model_timeout))
         settings = OrchestratorSettings(
-            models=self._models,
+            models=self._models, signer=self._signer,
             registry=self._registry, dispatcher=self._dispatcher,
             projection=output_budget or OutputProjection(), context=context,
             on_progress=on_progress, store=self._store, config=self._config,
+            lease_ttl=lease_ttl,
         )
 
         def start_tool_calls() -> ToolCallSupervisorRef:
@@ -202,7 +214,9 @@ class Agent:
         """Run the loop on ``prompt`` until it completes, suspends, halts or fails.
 
         ``state`` is the shared state tools read and write through ``ctx.state``. Past
-        ``timeout`` seconds the run is cancelled and ``TimeoutError`` raised.
+        ``timeout`` seconds ``TimeoutError`` is raised; a run without a store is cancelled
+        then, a durable run goes on (``resume_run`` waits for it again, ``cancel_run`` ends
+        it).
         """
         return self._wait(*self._start(prompt, state), timeout)
 
@@ -211,8 +225,12 @@ class Agent:
         """Continue a suspended run; ``answer`` becomes the waiting call's tool result.
 
         When the run waits on several calls, ``answer`` is a mapping from call id to answer
-        (``suspended.call_ids`` lists them). A plain value becomes ``Ok(value)``; an ``Ok`` or
-        ``Err`` is used as it is. With a store, a run keeps its ``run_id`` and is resumed from
+        (``suspended.call_ids`` lists them), one per waiting call (``parallel_streaming`` may
+        answer some of them); an unknown id or a missing answer is a ``ValueError`` that lists
+        the expected ids, and nothing changes. A mapping is always read as answers by call id:
+        to answer one call with a mapping value, wrap it in ``Ok``. A plain value becomes
+        ``Ok(value)``; an ``Ok`` or ``Err`` is used as it is. With a store, a run keeps its
+        ``run_id`` and is resumed from
         the store's latest checkpoint; calls waiting on completion keys are not answered here
         but resolved with :meth:`resolve`.
         """
@@ -236,6 +254,14 @@ class Agent:
     def _continue(self, suspended: Suspended, answer: Any) -> tuple[str, Future[Any]]:
         """With a store the run keeps its id and the orchestrator resumes it from the store;
         without one, the checkpoint in ``suspended`` is all there is."""
+        if not isinstance(suspended, Suspended):
+            raise TypeError(f"resume() takes the Suspended outcome a run returned, got "
+                            f"{type(suspended).__name__}")
+        if suspended.signature is None or not self._signer.verify(suspended.signed_text(),
+                                                                   suspended.signature):
+            raise SignatureError(
+                "this Suspended is unsigned or was altered since an agent gave it out; only "
+                "what an agent with the same signing keys (or store) returned is resumed")
         answers = self._answers(suspended, answer)
         if self._store is not None and suspended.run_id is not None:
             future: Future[Any] = Future()
@@ -244,25 +270,33 @@ class Agent:
         machine = TurnMachine.restore(self._config, suspended.checkpoint)
         return self._submit(machine, machine.resume(answers))
 
-    @staticmethod
-    def _answers(suspended: Suspended, answer: Any) -> Mapping[str, Any]:
-        waiting = tuple(c for c in suspended.call_ids if c not in suspended.keys)
-        if isinstance(answer, Mapping) and answer and set(answer) <= set(waiting):
-            return answer
-        if isinstance(answer, Mapping) and set(answer) & set(suspended.keys):
-            raise ValueError(
-                f"calls {sorted(set(answer) & set(suspended.keys))} wait on completion keys; "
-                "resolve them with agent.resolve(key, ok=...) instead of answering them")
-        if len(waiting) == 1:
-            return {waiting[0]: answer}
+    def _answers(self, suspended: Suspended, answer: Any) -> Mapping[str, Any]:
+        """The answers by call id; refused (nothing changes) when they do not fit the run."""
+        waiting = [c for c in suspended.call_ids if c not in suspended.keys]
         if not waiting:
             raise ValueError(
                 "the run waits only on completion keys; resolve them with agent.resolve(key, "
                 "ok=...) and get the outcome with agent.resume_run(run_id)")
-        raise ValueError(
-            f"the run waits on {len(waiting)} calls {list(waiting)}: pass a mapping from "
-            "call id to answer"
-        )
+        if not isinstance(answer, Mapping):
+            if len(waiting) == 1:
+                return {waiting[0]: answer}
+            raise ValueError(f"the run waits on {len(waiting)} calls {waiting}: pass a mapping "
+                             "from call id to answer")
+        keyed = sorted(set(answer) & set(suspended.keys))
+        if keyed:
+            raise ValueError(f"calls {keyed} wait on completion keys; resolve them with "
+                             "agent.resolve(key, ok=...) instead of answering them")
+        unknown = sorted(str(k) for k in set(answer) - set(waiting))
+        if unknown or not answer:
+            raise ValueError(
+                f"answers for unknown call ids {unknown}; the run waits for answers to "
+                f"{waiting}. A mapping answer is keyed by call id: to answer one call with a "
+                "mapping value, wrap it as Ok({...}) or key it by the call's id")
+        missing = [c for c in waiting if c not in answer]
+        if missing and self._config.mode != "parallel_streaming":
+            raise ValueError(f"no answer for calls {missing}; mode {self._config.mode!r} "
+                             f"takes one answer per waiting call at once: {waiting}")
+        return answer
 
     # --- durable runs -----------------------------------------------------------------------
 
@@ -273,12 +307,15 @@ class Agent:
         restored from the store's latest checkpoint, in this process, and goes on from there:
         the outstanding effect is performed again (a tool call that had completed is not run
         again; a durable step that had completed is replayed from the journal), resolved keys
-        are delivered, and a run that is still waiting reports ``Suspended`` with its keys.
+        are delivered (a wait whose deadline passed meanwhile is expired first, through its
+        ``on_timeout``), and a run that is still waiting reports ``Suspended`` with its keys. A
+        run that failed on its model is asked again. ``timeout`` only stops this wait
+        (``TimeoutError``): the run is never cancelled by it.
         """
         self._require_store("resume_run")
         future: Future[Any] = Future()
         self._orchestrator().tell(AttachRun(run_id, future))
-        return self._wait(run_id, future, timeout)
+        return self._wait(run_id, future, timeout, cancel=False)
 
     def cancel_run(self, run_id: str, *, timeout: float | None = None) -> RunOutcome:
         """Cancel run ``run_id`` and return how it ended (``Halted("cancelled")``, or its
@@ -317,13 +354,20 @@ class Agent:
         self._orchestrator().tell(StartRun(run_id, machine, effects, future))
         return run_id, future
 
-    def _wait(self, run_id: str, future: Future[Any], timeout: float | None) -> RunOutcome:
+    def _wait(self, run_id: str, future: Future[Any], timeout: float | None, *,
+              cancel: bool = True) -> RunOutcome:
+        """The run's next outcome. Past ``timeout`` a run without a store is cancelled; a
+        durable run never is (``cancel_run`` does that): the wait stops, the run goes on."""
         try:
             outcome: RunOutcome = future.result(timeout)
         except TimeoutError:
-            self._orchestrator().tell(CancelRun(run_id))
-            raise TimeoutError(f"run {run_id} did not end within {timeout} s; it was "
-                               "cancelled") from None
+            if cancel and self._store is None:
+                self._orchestrator().tell(CancelRun(run_id))
+                raise TimeoutError(f"run {run_id} did not end within {timeout} s; it was "
+                                   "cancelled") from None
+            raise TimeoutError(f"run {run_id} did not end within {timeout} s; it goes on "
+                               f"(agent.resume_run({run_id!r}) waits again, "
+                               "agent.cancel_run cancels it)") from None
         return outcome
 
     async def _await(self, run_id: str, future: Future[Any]) -> RunOutcome:
@@ -364,6 +408,14 @@ class Agent:
 
     def __enter__(self) -> Agent:
         return self
+
+    async def __aenter__(self) -> Agent:
+        return self
+
+    async def __aexit__(self, exc_type: type[BaseException] | None,
+                        exc: BaseException | None, tb: TracebackType | None) -> None:
+        """``close()`` on a worker thread, so the event loop goes on while the tree stops."""
+        await asyncio.to_thread(self.close)
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:

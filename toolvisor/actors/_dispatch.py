@@ -6,8 +6,9 @@ import functools
 import queue
 from collections.abc import Callable, Sequence
 from types import TracebackType
+from typing import Any
 
-from pykka import ActorDeadError
+from pykka import ActorDeadError, ActorRef
 
 from toolvisor._logging import get_event_log
 from toolvisor.actors._pooled import ActorThreadPool
@@ -81,13 +82,17 @@ class ToolCallDispatcher:
         call: ToolCall,
         ctx: CallContext | None,
         reply_to: Callable[[CallReply], None],
-    ) -> None:
+    ) -> ActorRef[Any] | None:
         """Start one call in its own ``ToolCallActor``; ``reply_to(outcome)`` is called once,
         on an actor's or a runner's thread (or here, if the actor cannot be started). What
-        ``reply_to`` raises (``pykka.ActorDeadError``: the asker died) is logged, not raised."""
+        ``reply_to`` raises (``pykka.ActorDeadError``: the asker died) is logged, not raised.
+
+        Returns the call's actor (stopping it cancels the call: its ``ctx.cancelled`` is set
+        and it replies ``handler_exit`` with code ``cancelled``), or ``None`` if it could not
+        be started."""
         try:
             supervisor = self._current_supervisor()
-            supervisor.start_child(lambda: ToolCallActor.start(
+            return supervisor.start_child(lambda: ToolCallActor.start(
                 runner=self._runner, tool=tool, call=call, ctx=ctx, reply_to=reply_to,
                 thread_pool=self._pool,
             ))
@@ -105,6 +110,7 @@ class ToolCallDispatcher:
             except ActorDeadError as dead:
                 _log.info("reply_undeliverable", tool_name=tool.name, tool_call_id=call.id,
                           error=repr(dead))
+            return None
 
     def _current_supervisor(self) -> ToolCallSupervisorRef:
         source = self._supervisor

@@ -64,6 +64,7 @@ from toolvisor.contract._tool import (
     OutputWindow,
     Scheduling,
     Tool,
+    ToolMethod,
     tool,
 )
 
@@ -110,6 +111,7 @@ __all__ = [
     "ToolCall",
     "ToolError",
     "ToolErrorReason",
+    "ToolMethod",
     "ToolResultMessage",
     "ToolSpec",
     "ToolvisorError",

@@ -193,4 +193,5 @@ class InvalidArguments(ToolvisorError):
 
 
 class InvalidHandlerError(ToolvisorError, TypeError):
-    """A handler whose arity is not 1 or 2 (or takes ``*args``): refused when the Tool is built."""
+    """A handler that breaks the arity rule (``contract/_arity.py``): refused when the Tool is
+    built."""

@@ -2,19 +2,22 @@
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import inspect
 import re
+import types
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeAlias, overload
+from typing import Any, Literal, TypeAlias, cast, overload
 
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError
 from pydantic import TypeAdapter
 
 from toolvisor.contract._arity import handler_arity
+from toolvisor.contract._errors import InvalidHandlerError
 from toolvisor.contract._messages import ToolCall, ToolSpec
+from toolvisor.contract._schema import check_input_schema
 
 Scheduling: TypeAlias = Literal["parallel", "serial"]
 Isolation: TypeAlias = Literal["thread", "process", "asyncio"]
@@ -23,7 +26,9 @@ Handler: TypeAlias = Callable[..., Any]
 CancelHook: TypeAlias = Callable[[ToolCall, str], None]
 """``on_cancel(call, completion_key)``: stop the external work a ``Pending`` call started."""
 
-_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+"""What model providers accept as a tool name; matched with ``fullmatch`` (``$`` would also
+accept a trailing newline)."""
 _OPEN_OBJECT: dict[str, Any] = {"type": "object"}
 _UNTYPED = (inspect.Parameter.empty, Any, dict, Mapping, typing.Mapping, typing.Dict)  # noqa: UP006
 
@@ -59,11 +64,13 @@ class Tool:
     is_async: bool = field(init=False, default=False)
 
     def __post_init__(self) -> None:
-        if not isinstance(self.name, str) or not _NAME.match(self.name):
+        if not isinstance(self.name, str) or not _NAME.fullmatch(self.name):
             raise ValueError(
-                f"tool name {self.name!r} is invalid: use 1-64 letters, digits, '_' or '-'"
+                f"tool name {self.name!r} is invalid: a name must match {_NAME.pattern} "
+                "(1 to 64 ASCII letters, digits, '_' or '-', nothing else), as model "
+                "providers require"
             )
-        self._check_schema()
+        check_input_schema(self.input_schema, self.name)
         if self.scheduling not in ("parallel", "serial"):
             raise ValueError(
                 f"tool {self.name!r}: scheduling must be 'parallel' or 'serial', "
@@ -110,27 +117,9 @@ class Tool:
                 f"tool {self.name!r}: isolation='asyncio' needs an async def handler; "
                 "use 'thread' or 'process' for a sync one"
             )
-        if isolation == "process" and "<locals>" in getattr(self.handler, "__qualname__", ""):
-            raise ValueError(
-                f"tool {self.name!r}: isolation='process' needs a handler importable by "
-                "qualified name (a module-level function), not a nested one"
-            )
+        if isolation == "process":
+            _check_importable(self.handler, self.name)
         object.__setattr__(self, "isolation", isolation)
-
-    def _check_schema(self) -> None:
-        schema = self.input_schema
-        if not isinstance(schema, Mapping):
-            raise TypeError(f"tool {self.name!r}: input_schema must be a JSON schema object")
-        try:
-            Draft202012Validator.check_schema(schema)
-        except SchemaError as exc:
-            raise ValueError(f"tool {self.name!r}: input_schema is not a valid JSON schema "
-                             f"(Draft 2020-12): {exc.message}") from exc
-        if schema.get("type", "object") != "object":
-            raise ValueError(
-                f"tool {self.name!r}: input_schema must describe an object (\"type\": "
-                f"\"object\"), got type {schema.get('type')!r}"
-            )
 
     @property
     def spec(self) -> ToolSpec:
@@ -143,13 +132,49 @@ class Tool:
         return f"Tool(name={self.name!r}, isolation={self.isolation!r})"
 
 
+def _check_importable(handler: Handler, tool_name: str) -> None:
+    """``process`` isolation: a worker imports the handler by module and qualified name, which
+    only leads back to a plain function defined outside any function."""
+    if inspect.isfunction(handler):
+        if "<locals>" not in handler.__qualname__:
+            return
+        found = "a nested one"
+    elif inspect.ismethod(handler):
+        found = "a bound method (its name leads to the unbound function)"
+    elif isinstance(handler, functools.partial):
+        found = "a functools.partial"
+    else:
+        found = f"a {type(handler).__name__} object"
+    raise ValueError(
+        f"tool {tool_name!r}: isolation='process' needs a handler importable by "
+        f"qualified name (a module-level function), not {found}"
+    )
+
+
+def _unpartial(handler: Handler) -> Any:
+    """The callable under any ``functools.partial`` layers (whose docstring is partial's own)."""
+    while isinstance(handler, functools.partial):
+        handler = handler.func
+    return handler
+
+
+def _annotated(handler: Handler) -> Any:
+    """What holds the annotations of ``handler``'s parameters: the function under a
+    ``functools.partial`` or a decorator's ``__wrapped__`` (a bound method lends its
+    function's), or a callable object's ``__call__``."""
+    target = inspect.unwrap(_unpartial(handler))
+    if inspect.isroutine(target) or isinstance(target, type):
+        return target
+    return type(target).__call__
+
+
 def _arguments_type(handler: Handler, tool_name: str) -> Any:
     """The annotation of the handler's first parameter, or ``None`` for a plain dict."""
     params = list(inspect.signature(handler).parameters.values())
     if not params:
         return None
     try:
-        hints = typing.get_type_hints(handler)
+        hints = typing.get_type_hints(_annotated(handler))
     except Exception as exc:
         raise TypeError(f"tool {tool_name!r}: cannot resolve the handler's type hints: {exc}") \
             from exc
@@ -171,6 +196,68 @@ def _schema_for(arguments_type: Any, tool_name: str) -> dict[str, Any]:
             "or pass input_schema="
         ) from exc
     return schema
+
+
+class ToolMethod:
+    """What ``@tool`` leaves on a class for a method: each instance gets its own ``Tool``.
+
+    ``instance.method`` is a ``Tool`` whose handler is the bound method, built once per
+    instance and kept in the instance's ``__dict__`` under the method's name (as
+    ``functools.cached_property`` does), so one instance always gives the same ``Tool``.
+    ``Class.method`` is this descriptor. The method takes ``(self, arguments)`` or
+    ``(self, arguments, ctx)``; everything about it is checked when the class body runs.
+    """
+
+    __slots__ = ("_attribute", "_template", "function")
+
+    def __init__(self, function: Handler, template: Tool) -> None:
+        self.function = function
+        self._template = template
+        self._attribute: str = function.__name__
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self._attribute = name
+
+    @overload
+    def __get__(self, instance: None, owner: type | None = None) -> ToolMethod: ...
+
+    @overload
+    def __get__(self, instance: object, owner: type | None = None) -> Tool: ...
+
+    def __get__(self, instance: object | None, owner: type | None = None) -> Tool | ToolMethod:
+        if instance is None:
+            return self
+        try:
+            cache = vars(instance)
+        except TypeError:
+            raise TypeError(
+                f"tool {self._template.name!r}: {type(instance).__name__} instances have no "
+                "__dict__ to keep their bound Tool in; add '__dict__' to __slots__, or drop "
+                f"@tool from the method and build the tool per instance: "
+                f"tool(instance.{self.function.__name__})"
+            ) from None
+        bound = cache.get(self._attribute)
+        if bound is None:
+            made = dataclasses.replace(self._template,
+                                       handler=types.MethodType(self.function, instance))
+            bound = cache.setdefault(self._attribute, made)
+        return cast(Tool, bound)
+
+    def __repr__(self) -> str:
+        return (f"ToolMethod({self.function.__qualname__}): a method tool; "
+                f"instance.{self._attribute} is its Tool")
+
+
+_UNBOUND = object()
+"""What a method is bound to while ``@tool`` checks it, before any instance exists."""
+
+
+def _in_class_body(fn: Handler) -> bool:
+    """Whether ``fn`` is a function defined directly in a class body (a method)."""
+    if not inspect.isfunction(fn):
+        return False
+    scopes = fn.__qualname__.split(".")
+    return len(scopes) > 1 and scopes[-2] != "<locals>"
 
 
 @overload
@@ -208,25 +295,50 @@ def tool(
     output_window: OutputWindow = "head",
     on_cancel: CancelHook | None = None,
 ) -> Tool | Callable[[Handler], Tool]:
-    """Build a :class:`Tool` from a function: ``@tool`` or ``@tool(timeout=5, ...)``.
+    """Build a :class:`Tool` from a callable: ``@tool`` or ``@tool(timeout=5, ...)``.
 
     The input schema comes from the first parameter's annotation (a pydantic model, a
     TypedDict, a dataclass: anything pydantic can describe) unless ``input_schema`` is given;
     the handler then receives the validated, converted value. The description defaults to
-    the docstring.
+    the docstring. A bound method, a ``functools.partial`` or a callable object is read as it
+    will be called (``name=`` is needed where it has no ``__name__``).
+
+    On a function defined in a class body, ``@tool`` makes a method tool: the class attribute
+    is a :class:`ToolMethod` and ``instance.method`` that instance's ``Tool`` (typed as the
+    ``Tool`` an instance sees).
     """
 
     def build(fn: Handler) -> Tool:
+        if isinstance(fn, Tool | ToolMethod):
+            raise TypeError(f"@tool: {fn!r} is already a tool; apply @tool once, to the handler")
         tool_name = name or getattr(fn, "__name__", None)
         if not tool_name:
-            raise TypeError("@tool: the handler has no __name__; pass name=")
+            raise TypeError(f"@tool: the handler {fn!r} has no __name__; pass name=")
+        if _in_class_body(fn):
+            return cast(Tool, _method_tool(fn, tool_name))
+        return _build(fn, tool_name)
+
+    def _method_tool(fn: Handler, tool_name: str) -> ToolMethod:
+        positional = [p for p in inspect.signature(fn).parameters.values()
+                      if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        if not positional:
+            raise InvalidHandlerError(
+                f"tool {tool_name!r}: {fn.__qualname__} is defined in a class body, so @tool "
+                "makes it a method tool, called as instance.method(arguments) or "
+                "instance.method(arguments, ctx); it takes no self. Define the handler "
+                "outside the class, or give it self"
+            )
+        return ToolMethod(fn, _build(types.MethodType(fn, _UNBOUND), tool_name))
+
+    def _build(fn: Handler, tool_name: str) -> Tool:
         handler_arity(fn, tool_name)
         arguments_type = _arguments_type(fn, tool_name) if input_schema is None else None
         schema = input_schema if input_schema is not None else _schema_for(arguments_type,
                                                                             tool_name)
+        documented = inspect.getdoc(_unpartial(fn)) or ""
         return Tool(
             name=tool_name,
-            description=description if description is not None else inspect.getdoc(fn) or "",
+            description=description if description is not None else documented,
             input_schema=schema,
             handler=fn,
             scheduling=scheduling,

@@ -6,6 +6,7 @@ from toolvisor.durable._issuer import CompletionKeyIssuer
 from toolvisor.durable._records import (
     JournalRecord,
     KeyPurpose,
+    Lease,
     ProcessEvent,
     Resolution,
     ResolutionKind,
@@ -14,6 +15,7 @@ from toolvisor.durable._records import (
     SavedCheckpoint,
     Wait,
 )
+from toolvisor.durable._signing import KeyRing, SignatureError, Signer
 from toolvisor.durable._sqlite import POLL_INTERVAL, SqliteSessionStore
 from toolvisor.durable._store import UNSET, SessionStore, UnknownRunError
 
@@ -27,6 +29,8 @@ __all__ = [
     "DurableErrorCode",
     "JournalRecord",
     "KeyPurpose",
+    "KeyRing",
+    "Lease",
     "ProcessEvent",
     "Resolution",
     "ResolutionKind",
@@ -34,6 +38,8 @@ __all__ = [
     "RunRecord",
     "SavedCheckpoint",
     "SessionStore",
+    "SignatureError",
+    "Signer",
     "SqliteSessionStore",
     "UnknownRunError",
     "Wait",

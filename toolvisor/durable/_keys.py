@@ -28,7 +28,7 @@ class KeyClaims:
     call_id: str
 
 
-def _b64encode(data: bytes) -> str:
+def b64encode(data: bytes) -> str:
     return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
 
 
@@ -41,7 +41,7 @@ def _b64decode(text: str) -> bytes | None:
         return None
     # base64 ignores the spare low bits of the last character: only the canonical spelling
     # of the bytes is accepted, so no two strings name the same key.
-    return data if _b64encode(data) == text else None
+    return data if b64encode(data) == text else None
 
 
 def _signature(secret: bytes, signed: str) -> bytes:
@@ -55,8 +55,8 @@ def sign_key(secret: bytes, claims: KeyClaims) -> str:
         sort_keys=True,
         separators=(",", ":"),
     )
-    signed = f"{KEY_VERSION}.{_b64encode(body.encode('utf-8'))}"
-    return f"{signed}.{_b64encode(_signature(secret, signed))}"
+    signed = f"{KEY_VERSION}.{b64encode(body.encode('utf-8'))}"
+    return f"{signed}.{b64encode(_signature(secret, signed))}"
 
 
 def verify_key(secret: bytes, key: str) -> KeyClaims | None:

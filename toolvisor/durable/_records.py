@@ -26,10 +26,20 @@ class RunRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class Lease:
+    """Who hosts a run, until when (store clock); renewed while the holder drives it."""
+
+    run_id: str
+    holder: str
+    expires_at: float
+
+
+@dataclass(frozen=True, slots=True)
 class SavedCheckpoint:
     """A checkpoint as the store keeps it: the machine's JSON text at ``effect_id``.
 
-    ``data`` is a :class:`~toolvisor.machine.Checkpoint` as JSON text; ``seq`` orders saves.
+    ``data`` is a :class:`~toolvisor.machine.Checkpoint` as JSON text; ``seq`` orders saves;
+    ``signature`` is the store's over the run id, effect id and data (checked on every read).
     """
 
     seq: int
@@ -37,6 +47,7 @@ class SavedCheckpoint:
     effect_id: int
     data: str
     saved_at: float
+    signature: str
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,13 +27,14 @@ def run_from_row(row: Sequence[Any]) -> RunRecord:
     return RunRecord(run_id=row[0], status=row[1], created_at=row[2], updated_at=row[3])
 
 
-CHECKPOINT_COLUMNS = "seq, run_id, effect_id, data, saved_at"
+CHECKPOINT_COLUMNS = "seq, run_id, effect_id, data, saved_at, signature"
 
 
 def checkpoint_from_row(row: Sequence[Any]) -> SavedCheckpoint:
     """The checkpoint of a ``checkpoints`` row of :data:`CHECKPOINT_COLUMNS`."""
     return SavedCheckpoint(
-        seq=row[0], run_id=row[1], effect_id=row[2], data=row[3], saved_at=row[4]
+        seq=row[0], run_id=row[1], effect_id=row[2], data=row[3], saved_at=row[4],
+        signature=row[5],
     )
 
 

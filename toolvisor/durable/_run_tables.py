@@ -1,4 +1,4 @@
-"""The store's methods on runs and what each run appends: checkpoints, journal, process events.
+"""The store's methods on runs and what each run appends: leases, checkpoints, journal, events.
 
 :class:`RunTables` adds the store clock to its connection and no other state; every method is
 one transaction of the connection it inherits.
@@ -6,6 +6,7 @@ one transaction of the connection it inherits.
 
 from __future__ import annotations
 
+import math
 import os
 import sqlite3
 import uuid
@@ -14,7 +15,13 @@ from typing import Any
 
 from toolvisor.durable import _json
 from toolvisor.durable._connection import SqliteConnection
-from toolvisor.durable._records import JournalRecord, ProcessEvent, RunRecord, SavedCheckpoint
+from toolvisor.durable._records import (
+    JournalRecord,
+    Lease,
+    ProcessEvent,
+    RunRecord,
+    SavedCheckpoint,
+)
 from toolvisor.durable._rows import (
     CHECKPOINT_COLUMNS,
     JOURNAL_COLUMNS,
@@ -25,6 +32,7 @@ from toolvisor.durable._rows import (
     process_event_from_row,
     run_from_row,
 )
+from toolvisor.durable._signing import SignatureError, sign_text, verify_text
 from toolvisor.durable._store import UnknownRunError
 
 
@@ -33,6 +41,11 @@ def require_id(value: object, what: str) -> str:
     if not isinstance(value, str) or not value:
         raise ValueError(f"{what} must be a non-empty str, got {value!r}")
     return value
+
+
+def _signed_checkpoint(run_id: str, effect_id: int, data: str) -> str:
+    """What a checkpoint's signature covers: a checkpoint cannot move to another run or step."""
+    return f"checkpoint\n{run_id}\n{effect_id}\n{data}"
 
 
 class RunTables(SqliteConnection):
@@ -110,6 +123,44 @@ class RunTables(SqliteConnection):
             rows = conn.execute(query + " ORDER BY created_at, run_id", params).fetchall()
         return [run_from_row(row) for row in rows]
 
+    # -- leases: one host per run ------------------------------------------------------------
+
+    def acquire_lease(self, run_id: str, holder: str, ttl: float, *,
+                      replacing: str | None = None) -> Lease | None:
+        """Take the run's lease for ``ttl`` seconds: ``None`` when taken (or renewed), else the
+        lease that stands (another holder's, not yet expired). ``replacing`` names a holder
+        whose lease is taken over whatever its expiry (a host known to be dead)."""
+        if not (isinstance(ttl, int | float) and 0 < ttl < math.inf):
+            raise ValueError(f"a lease ttl must be a positive, finite number, got {ttl!r}")
+        now = self.now()
+        with self._write() as conn:
+            self._require_run(conn, run_id)
+            row = conn.execute("SELECT holder, expires_at FROM leases WHERE run_id = ?",
+                               (run_id,)).fetchone()
+            if row is not None and row[0] not in (holder, replacing) and row[1] > now:
+                return Lease(run_id, row[0], row[1])
+            conn.execute("INSERT INTO leases (run_id, holder, expires_at) VALUES (?,?,?) "
+                         "ON CONFLICT (run_id) DO UPDATE SET holder = excluded.holder, "
+                         "expires_at = excluded.expires_at", (run_id, holder, now + ttl))
+        return None
+
+    def renew_leases(self, holder: str, run_ids: list[str], ttl: float) -> list[str]:
+        """Extend ``holder``'s leases on ``run_ids``; the ids whose lease it no longer holds."""
+        expires_at = self.now() + ttl
+        lost = []
+        with self._write() as conn:
+            for run_id in run_ids:
+                cursor = conn.execute("UPDATE leases SET expires_at = ? WHERE run_id = ? AND "
+                                      "holder = ?", (expires_at, run_id, holder))
+                if cursor.rowcount != 1:
+                    lost.append(run_id)
+        return lost
+
+    def release_lease(self, run_id: str, holder: str) -> None:
+        """Give the run's lease up, if ``holder`` holds it (another host may take it at once)."""
+        with self._write() as conn:
+            conn.execute("DELETE FROM leases WHERE run_id = ? AND holder = ?", (run_id, holder))
+
     # -- checkpoints -----------------------------------------------------------------------
 
     def save_checkpoint(
@@ -134,11 +185,13 @@ class RunTables(SqliteConnection):
         if status is not None:
             require_id(status, "status")
         now = self.now()
+        signature = sign_text(self._secret, _signed_checkpoint(run_id, effect_id, data))
         with self._write() as conn:
             self._require_run(conn, run_id)
             cursor = conn.execute(
-                "INSERT INTO checkpoints (run_id, effect_id, data, saved_at) VALUES (?,?,?,?)",
-                (run_id, effect_id, data, now),
+                "INSERT INTO checkpoints (run_id, effect_id, data, saved_at, signature) "
+                "VALUES (?,?,?,?,?)",
+                (run_id, effect_id, data, now, signature),
             )
             conn.execute(
                 "UPDATE runs SET updated_at = ?, status = coalesce(?, status) WHERE run_id = ?",
@@ -146,9 +199,8 @@ class RunTables(SqliteConnection):
             )
         seq = cursor.lastrowid
         assert seq is not None
-        return SavedCheckpoint(
-            seq=seq, run_id=run_id, effect_id=effect_id, data=data, saved_at=now
-        )
+        return SavedCheckpoint(seq=seq, run_id=run_id, effect_id=effect_id, data=data,
+                               saved_at=now, signature=signature)
 
     def latest_checkpoint(self, run_id: str) -> SavedCheckpoint | None:
         """The run's most recently saved checkpoint, or ``None``."""
@@ -164,7 +216,7 @@ class RunTables(SqliteConnection):
                 f"SELECT {CHECKPOINT_COLUMNS} FROM checkpoints {where} ORDER BY seq DESC LIMIT 1",
                 params,
             ).fetchone()
-        return None if row is None else checkpoint_from_row(row)
+        return None if row is None else self._verified(checkpoint_from_row(row))
 
     def checkpoints(self, run_id: str) -> list[SavedCheckpoint]:
         """Every checkpoint of the run, in the order they were saved."""
@@ -173,7 +225,26 @@ class RunTables(SqliteConnection):
                 f"SELECT {CHECKPOINT_COLUMNS} FROM checkpoints WHERE run_id = ? ORDER BY seq",
                 (run_id,),
             ).fetchall()
-        return [checkpoint_from_row(row) for row in rows]
+        return [self._verified(checkpoint_from_row(row)) for row in rows]
+
+    def _verified(self, saved: SavedCheckpoint) -> SavedCheckpoint:
+        """``saved`` if this store signed it as it is; a ``SignatureError`` otherwise."""
+        if not verify_text((self._secret,), _signed_checkpoint(
+                saved.run_id, saved.effect_id, saved.data), saved.signature):
+            raise SignatureError(
+                f"checkpoint {saved.seq} of run {saved.run_id!r} (effect {saved.effect_id}) "
+                "was altered, or not written by this store: it is not restored")
+        return saved
+
+    # -- signatures --------------------------------------------------------------------------
+
+    def sign(self, text: str) -> str:
+        """``text``'s signature under this store's secret (a store is a ``Signer``)."""
+        return sign_text(self._secret, text)
+
+    def verify(self, text: str, signature: str) -> bool:
+        """Whether this store signed ``text`` with ``signature``."""
+        return verify_text((self._secret,), text, signature)
 
     # -- journal -----------------------------------------------------------------------------
 
@@ -182,6 +253,14 @@ class RunTables(SqliteConnection):
         with self._read() as conn:
             row = self._select_step(conn, run_id, call_id, step_id)
         return None if row is None else journal_from_row(row)
+
+    def journaled(self, run_id: str, call_id: str) -> bool:
+        """Whether the call recorded any step: its side effects are journaled, so running it
+        again after a crash replays them instead of repeating them."""
+        with self._read() as conn:
+            row = conn.execute("SELECT 1 FROM journal WHERE run_id = ? AND call_id = ? LIMIT 1",
+                               (run_id, call_id)).fetchone()
+        return row is not None
 
     def record_step(
         self, run_id: str, call_id: str, step_id: str, input: str, output: str

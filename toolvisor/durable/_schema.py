@@ -1,4 +1,4 @@
-"""The SQLite schema of :class:`SqliteSessionStore`, version 1.
+"""The SQLite schema of :class:`SqliteSessionStore`, version 2 (signed checkpoints, leases).
 
 Every value column holds JSON text written by the store itself. ``keys`` holds one row per
 issued completion key together with its (first and only) resolution, so a resolution that
@@ -8,7 +8,7 @@ arrives before the run parks the key is kept until it does; ``waits`` holds the 
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 SCHEMA = """
 CREATE TABLE meta (
@@ -26,7 +26,13 @@ CREATE TABLE checkpoints (
     run_id TEXT NOT NULL REFERENCES runs(run_id),
     effect_id INTEGER NOT NULL,
     data TEXT NOT NULL,
-    saved_at REAL NOT NULL
+    saved_at REAL NOT NULL,
+    signature TEXT NOT NULL
+);
+CREATE TABLE leases (
+    run_id TEXT PRIMARY KEY REFERENCES runs(run_id),
+    holder TEXT NOT NULL,
+    expires_at REAL NOT NULL
 );
 CREATE INDEX checkpoints_by_run ON checkpoints(run_id, effect_id, seq);
 CREATE TABLE keys (

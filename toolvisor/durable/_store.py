@@ -9,6 +9,7 @@ from toolvisor.contract import OnCancel, OnTimeout, ToolvisorError
 from toolvisor.durable._records import (
     JournalRecord,
     KeyPurpose,
+    Lease,
     ProcessEvent,
     Resolution,
     ResolveOutcome,
@@ -52,6 +53,15 @@ class SessionStore(Protocol):
 
     def runs(self, *, status: str | None = None) -> list[RunRecord]: ...
 
+    def acquire_lease(self, run_id: str, holder: str, ttl: float, *,
+                      replacing: str | None = None) -> Lease | None:
+        """Take the run's lease (one host per run); the standing lease if another holds it."""
+        ...
+
+    def renew_leases(self, holder: str, run_ids: list[str], ttl: float) -> list[str]: ...
+
+    def release_lease(self, run_id: str, holder: str) -> None: ...
+
     def save_checkpoint(
         self, run_id: str, effect_id: int, data: str, *, status: str | None = None
     ) -> SavedCheckpoint: ...
@@ -60,7 +70,17 @@ class SessionStore(Protocol):
 
     def checkpoint_at(self, run_id: str, effect_id: int) -> SavedCheckpoint | None: ...
 
-    def checkpoints(self, run_id: str) -> list[SavedCheckpoint]: ...
+    def checkpoints(self, run_id: str) -> list[SavedCheckpoint]:
+        """Every checkpoint of the run. Checkpoints (here and from ``latest_checkpoint`` and
+        ``checkpoint_at``) come back only as the store signed them: any other raises
+        ``SignatureError``."""
+        ...
+
+    def sign(self, text: str) -> str:
+        """``text``'s signature under the store's secret (a store is a ``Signer``)."""
+        ...
+
+    def verify(self, text: str, signature: str) -> bool: ...
 
     def issue_key(
         self, run_id: str, call_id: str, *, purpose: KeyPurpose = "call", name: str = ""
@@ -92,6 +112,10 @@ class SessionStore(Protocol):
     def cancel_run(self, run_id: str) -> list[Wait]: ...
 
     def journal_record(self, run_id: str, call_id: str, step_id: str) -> JournalRecord | None: ...
+
+    def journaled(self, run_id: str, call_id: str) -> bool:
+        """Whether the call recorded any journal step."""
+        ...
 
     def record_step(
         self, run_id: str, call_id: str, step_id: str, input: str, output: str

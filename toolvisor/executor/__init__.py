@@ -1,10 +1,12 @@
 """Invoking one handler: arity dispatch, validation, normalisation, encoding, isolation."""
 
 from toolvisor.executor._budget import (
+    MAX_ERROR_BYTES,
     OutputBudget,
     OutputProjection,
     ProjectionPoint,
     Truncation,
+    keep_ends,
 )
 from toolvisor.executor._calls import CallHandle
 from toolvisor.executor._encoding import encode, encode_checked
@@ -15,6 +17,7 @@ from toolvisor.executor._stats import RunnerStats
 from toolvisor.executor._thread_pool import ElasticThreadPool, PoolThread
 
 __all__ = [
+    "MAX_ERROR_BYTES",
     "CallHandle",
     "ElasticThreadPool",
     "OutputBudget",
@@ -28,5 +31,6 @@ __all__ = [
     "encode",
     "encode_checked",
     "execute",
+    "keep_ends",
     "prepare_process_isolation",
 ]

@@ -102,9 +102,11 @@ class AsyncioIsolation:
                 await asyncio.wait(list(self._tasks), timeout=grace)
             for task in self._tasks:
                 _log.warning("task_left_running", task=task.get_name())
+            await loop.shutdown_asyncgens()
             loop.stop()
 
+        # Everything that needs the loop runs on its own thread: the closing thread may be
+        # running an event loop of its own (close() called inside asyncio.run).
         loop.call_soon_threadsafe(lambda: loop.create_task(drain()))
         thread.join()
-        loop.run_until_complete(loop.shutdown_asyncgens())
         loop.close()

@@ -4,8 +4,9 @@ An output under every cap passes untouched (the very same ``str``). Over a cap, 
 is kept exactly (the head by default, the tail for tools declaring ``output_window="tail"``)
 and a marker line says how much was left out. The marker's room is taken from the budget, so a
 projected output is itself under every cap and projecting it again changes nothing: that makes
-the projector safe to apply at more than one point of the loop. Errors are never truncated:
-the model needs all of an error to fix its call.
+the projector safe to apply at more than one point of the loop. The budget never cuts errors:
+the model needs an error to fix its call. An error has its own, larger cap instead, applied
+where results are encoded (:func:`keep_ends`): its head and its tail are kept.
 """
 
 from __future__ import annotations
@@ -23,6 +24,10 @@ BudgetUnit: TypeAlias = Literal["bytes", "tokens", "lines"]
 
 MIN_BYTES = 64
 """The smallest byte budget: room for the marker and a little of the output."""
+
+MAX_ERROR_BYTES = 65536
+"""The default cap on the text of one error (64 KiB, UTF-8): far above the output budget, so
+only a runaway message (a huge exception text, a huge ``Err`` value) is ever cut."""
 
 _UTF8_MAX = 4
 _CONTINUATION_MASK = 0xC0
@@ -81,6 +86,37 @@ def _tail_bytes(encoded: bytes, room: int) -> bytes:
     while start < len(encoded) and encoded[start] & _CONTINUATION_MASK == _CONTINUATION:
         start += 1
     return encoded[start:]
+
+
+def keep_ends(text: str, max_bytes: int) -> str:
+    """``text`` if its UTF-8 form fits in ``max_bytes``; else its head and its tail, each cut
+    on a character boundary, around a ``...N bytes truncated...`` line, within ``max_bytes``
+    in all (so keeping the ends of the result again changes nothing).
+
+    What errors get instead of the output budget: the start of an error says what failed, its
+    end (the innermost cause) usually says where.
+    """
+    if len(text) * _UTF8_MAX <= max_bytes:
+        return text
+    encoded = _utf8(text)
+    total = len(encoded)
+    if total <= max_bytes:
+        return text
+    room = max_bytes - len(_marker(total, "bytes")) - 2  # the marker and its two newlines
+    head = _head_bytes(encoded, room - room // 2)
+    tail = _tail_bytes(encoded, room // 2)
+    omitted = total - len(head) - len(tail)
+    return (f"{head.decode('utf-8', 'surrogatepass')}\n{_marker(omitted, 'bytes')}\n"
+            f"{tail.decode('utf-8', 'surrogatepass')}")
+
+
+def check_error_cap(max_error_bytes: int | None) -> None:
+    """Raise ``ValueError`` unless ``max_error_bytes`` is ``None`` or at least ``MIN_BYTES``."""
+    if max_error_bytes is not None and (
+            isinstance(max_error_bytes, bool) or not isinstance(max_error_bytes, int)
+            or max_error_bytes < MIN_BYTES):
+        raise ValueError(f"max_error_bytes must be an int of at least {MIN_BYTES} (room for the "
+                         f"truncation marker) or None for no cap, got {max_error_bytes!r}")
 
 
 def _check_positive(name: str, value: int | None) -> None:

@@ -1,4 +1,4 @@
-"""Encoding results as the text the model reads."""
+"""Encoding results as the text the model reads; an error's text is capped at both ends."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from toolvisor.contract import (
     Pending,
     ToolError,
 )
+from toolvisor.executor._budget import MAX_ERROR_BYTES, check_error_cap, keep_ends
 
 
 def _json(value: Any) -> str:
@@ -33,18 +34,23 @@ def _error_payload(reason: Any) -> Any:
     return reason
 
 
-def encode(result: HandlerResult) -> str:
+def encode(result: HandlerResult, *, max_error_bytes: int | None = MAX_ERROR_BYTES) -> str:
     """JSON text for a legal result (an ``Ok`` string as it is).
 
-    Raises ``ToolError(reason="encoding_failed")`` with the cause when the value cannot be
-    encoded; :func:`encode_checked` turns that into an ``Err`` result instead.
+    An ``Err``'s text over ``max_error_bytes`` (UTF-8; ``None``: no cap) keeps its head and
+    tail around a ``...N bytes truncated...`` line (then it is no longer JSON); the result
+    itself is unchanged, so a policy still sees the whole error. Raises
+    ``ToolError(reason="encoding_failed")`` with the cause when the value cannot be encoded;
+    :func:`encode_checked` turns that into an ``Err`` result instead.
     """
+    check_error_cap(max_error_bytes)
     try:
         match result:
             case Ok(value):
                 return value if isinstance(value, str) else _json(value)
             case Err(reason):
-                return _json({"error": _error_payload(reason)})
+                text = _json({"error": _error_payload(reason)})
+                return text if max_error_bytes is None else keep_ends(text, max_error_bytes)
             case AskUser(question, options):
                 return _json({"ask_user": question, "options": options})
             case Halt(reason, value):
@@ -62,11 +68,18 @@ def encode(result: HandlerResult) -> str:
 
 
 def encode_checked(
-    result: HandlerResult, *, tool_name: str | None = None, tool_call_id: str | None = None
+    result: HandlerResult,
+    *,
+    tool_name: str | None = None,
+    tool_call_id: str | None = None,
+    max_error_bytes: int | None = MAX_ERROR_BYTES,
 ) -> tuple[HandlerResult, str]:
-    """``(result, text)``; an unencodable result becomes ``Err(ToolError("encoding_failed"))``."""
+    """``(result, text)``; an unencodable result becomes ``Err(ToolError("encoding_failed"))``.
+
+    ``max_error_bytes`` caps an error's text as :func:`encode` does.
+    """
     try:
-        return result, encode(result)
+        return result, encode(result, max_error_bytes=max_error_bytes)
     except ToolError as exc:
         label = f" ({tool_name})" if tool_name else ""
         cause = exc.cause
@@ -77,4 +90,4 @@ def encode_checked(
             tool_call_id=tool_call_id,
             cause=cause,
         ))
-        return failed, encode(failed)
+        return failed, encode(failed, max_error_bytes=max_error_bytes)

@@ -14,7 +14,7 @@ from typing import Any
 
 from toolvisor.actors import ToolCallDispatcher
 from toolvisor.contract import ToolvisorError
-from toolvisor.durable import SessionStore
+from toolvisor.durable import SessionStore, Signer
 from toolvisor.executor import OutputProjection
 from toolvisor.host._model_calls import ModelCalls
 from toolvisor.machine import Effect, MachineConfig, TurnMachine
@@ -72,11 +72,13 @@ class CancelRun:
 class OrchestratorSettings:
     """What every run hosted by one orchestrator shares.
 
-    ``models`` performs the model calls; ``store`` makes runs durable; ``config`` is needed
-    to restore runs from it.
+    ``models`` performs the model calls; ``signer`` signs the ``Suspended`` outcomes given
+    out; ``store`` makes runs durable; ``config`` is needed to restore runs from it;
+    ``lease_ttl`` is how long a run's lease outlives this host's last renewal.
     """
 
     models: ModelCalls
+    signer: Signer
     registry: ToolRegistry
     dispatcher: ToolCallDispatcher
     projection: OutputProjection
@@ -85,3 +87,4 @@ class OrchestratorSettings:
     store: SessionStore | None = None
     config: MachineConfig | None = None
     key_poll_interval: float = 0.05
+    lease_ttl: float = 30.0

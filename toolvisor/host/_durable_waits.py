@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import functools
 import threading
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from toolvisor._logging import get_event_log
-from toolvisor.contract import Err, HandlerResult, Ok, Pending, ToolError
+from toolvisor.contract import Err, HandlerResult, Ok, Pending, Tool, ToolCall, ToolError
 from toolvisor.durable import (
     CompletionKeyIssuer,
     DurableEffects,
@@ -73,6 +74,15 @@ class DurableWaits:
         return (token, CompletionKeyIssuer(self._store, run.run_id, durable_id),
                 DurableEffects(self._store, run.run_id, durable_id, cancelled=token))
 
+    def may_run_again(self, run: HostedRun, tool: Tool, planned: CallToRun) -> bool:
+        """At most once across a crash: a call a restored run finds unfinished may have run
+        already, so it runs again only if its tool is ``retryable`` or it journaled its steps
+        (``run_json`` replays them instead of repeating them)."""
+        if tool.retryable:
+            return True
+        durable_id = durable_call_id(planned.turn, planned.attempt, planned.call.id)
+        return self._store.journaled(run.run_id, durable_id)
+
     def settle_key(self, run_id: str, outcome: CallOutcome, key: str | None) -> None:
         """A call that took a key: park it if the call is ``Pending``, else revoke it."""
         if key is None:
@@ -89,8 +99,13 @@ class DurableWaits:
         ready: Ready = {}
         for key, entry in self.parked(run).items():
             wait = self._park(key, entry.pending)
-            if wait.resolution is not None:
-                ready[entry.call.id] = (entry, wait.resolution)
+            resolution = wait.resolution
+            if resolution is None and wait.deadline_at is not None:
+                now = self._store.now()
+                if now >= wait.deadline_at:  # overdue while no process hosted the run
+                    resolution = self._store.expire(key, now)
+            if resolution is not None:
+                ready[entry.call.id] = (entry, resolution)
             elif key not in run.waiters:
                 run.waiters[key] = KeyWaiter(
                     self._store, wait, self._poll_interval,
@@ -159,7 +174,8 @@ class DurableWaits:
                 hook(entry.call, key)
             except Exception as exc:
                 self._log.error("cancel_hook_failed", tool=entry.call.name,
-                                call_id=entry.call.id, error=f"{type(exc).__name__}: {exc}")
+                                call_id=entry.call.id, error=f"{type(exc).__name__}: {exc}",
+                                traceback="".join(traceback.format_exception(exc)))
             else:
                 self._log.info("external_work_cancelled", tool=entry.call.name,
                                call_id=entry.call.id)
@@ -185,6 +201,16 @@ class DurableWaits:
         deadline_at = None if pending.deadline is None else self._store.now() + pending.deadline
         return self._store.park(key, deadline_at=deadline_at, on_timeout=pending.on_timeout,
                                 on_cancel=pending.on_cancel)
+
+
+def interrupted_error(call: ToolCall) -> ToolError:
+    """What an unfinished call of a non-retryable, unjournaled tool gets after a crash."""
+    return ToolError(
+        "handler_exit",
+        f"tool error ({call.name}): handler_exit: the call was interrupted by a crash of the "
+        "process hosting the run and is not run again (at most once: the tool is not "
+        "retryable and journaled no steps)",
+        tool_name=call.name, tool_call_id=call.id, cause="interrupted", code="interrupted")
 
 
 def _result_of(entry: ParkedCall, resolution: Resolution) -> HandlerResult:

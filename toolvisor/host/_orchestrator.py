@@ -22,6 +22,7 @@ from __future__ import annotations
 import functools
 import queue
 import threading
+import traceback
 from collections import deque
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future
@@ -32,10 +33,9 @@ import pykka
 from pykka import ActorRef
 
 from toolvisor._logging import get_event_log
-from toolvisor.actors import CallReply
-from toolvisor.contract import CallContext, Err, ModelError, ModelRequest, ToolResultMessage
+from toolvisor.contract import ModelError
 from toolvisor.durable import UnknownRunError
-from toolvisor.executor import encode_checked
+from toolvisor.host._call_starter import CallStarter, request_for_model
 from toolvisor.host._commands import (
     AnswerRun,
     AttachRun,
@@ -44,14 +44,17 @@ from toolvisor.host._commands import (
     OrchestratorStopped,
     StartRun,
 )
-from toolvisor.host._durable_waits import DurableWaits, KeyResolved, Ready
+from toolvisor.host._durable_waits import (
+    DurableWaits,
+    KeyResolved,
+    Ready,
+)
 from toolvisor.host._finished_calls import (
-    CallTarget,
     FinishedCalls,
     OutcomesReady,
-    output_window,
     tell,
 )
+from toolvisor.host._leases import RenewLeases, RunLeasedError, RunLeases
 from toolvisor.host._model_calls import ModelAnswer
 from toolvisor.host._run import HostedRun
 from toolvisor.machine import (
@@ -67,7 +70,6 @@ from toolvisor.machine import (
     ResponseRefused,
     Sleep,
     Slept,
-    StateView,
     Suspended,
     ToolCalls,
     ToolResults,
@@ -120,6 +122,9 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
         self._waits = None if settings.store is None else DurableWaits(
             settings.store, settings.registry, settings.key_poll_interval,
             functools.partial(tell, me))
+        self._calls = CallStarter(settings, self._waits, self._finished, me)
+        self._leases = None if settings.store is None else RunLeases(
+            settings.store, settings.lease_ttl, functools.partial(tell, me))
         self._log = get_event_log("orchestrator")
 
     @staticmethod
@@ -131,19 +136,35 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
     # --- messages ---------------------------------------------------------------------------
 
     def on_receive(self, message: Any) -> Any:
+        if isinstance(message, OutcomesReady):
+            self._take_finished_calls()
+            return None
+        if isinstance(message, RenewLeases):
+            self._renew_leases()
+            return None
+        run_id = getattr(message, "run_id", None)
+        if not isinstance(run_id, str):
+            return super().on_receive(message)
+        try:
+            self._handle(message)
+        except Exception as exc:  # one run's failure ends that run, never the host
+            self._crash(run_id, exc, getattr(message, "reply", None))
+        return None
+
+    def _handle(self, message: Any) -> None:
         match message:
             case StartRun(run_id, machine, effects, reply):
+                started = self._runs[run_id] = HostedRun(run_id, machine, [reply])
                 if self._store is not None and self._store.get_run(run_id) is None:
                     self._store.create_run(run_id)
-                started = self._runs[run_id] = HostedRun(run_id, machine, [reply])
+                if self._leases is not None:
+                    self._leases.take(run_id)
                 self._log.info("run_started", run_id=run_id)
                 self._perform(run_id, self._checkpointed(started, effects))
             case AnswerRun(run_id, answers, reply):
                 self._answer(run_id, answers, reply)
             case AttachRun(run_id, reply):
                 self._attach(run_id, reply)
-            case OutcomesReady():
-                self._take_finished_calls()
             case _Woke(run_id, effect_id):
                 run = self._runs.get(run_id)
                 timer = run.timers.pop(effect_id, None) if run is not None else None
@@ -158,9 +179,34 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
                 self._key_resolved(run_id, key)
             case CancelRun(run_id, reply):
                 self._cancel(run_id, reply)
-            case _:
-                return super().on_receive(message)
-        return None
+
+    def _crash(self, run_id: str, exc: Exception, reply: Future[Any] | None = None) -> None:
+        """End run ``run_id`` alone, ``Failed`` with what went wrong (logged with its traceback):
+        whatever one run's input or callbacks do, the other runs go on."""
+        error = (f"the host could not go on with the run: {type(exc).__name__}: {exc}; the run "
+                 "was ended, other runs were not affected")
+        self._log.error("run_crashed", run_id=run_id, error=f"{type(exc).__name__}: {exc}",
+                        traceback="".join(traceback.format_exception(exc)))
+        run = self._runs.get(run_id)
+        if run is None:
+            if reply is not None and not reply.done():
+                reply.set_exception(exc)
+            return
+        if reply is not None and reply not in run.watchers:
+            run.watchers.append(reply)
+        machine = run.machine
+        try:
+            done = machine.abort(error)[-1]
+            outcome: Any = done.outcome if isinstance(done, Done) else None
+            if self._store is not None:
+                self._store.save_checkpoint(run_id, machine.last_effect_id,
+                                            machine.checkpoint().to_json(), status="failed")
+        except Exception as again:  # the run's state itself is broken: say so, keep nothing
+            self._log.error("run_abort_failed", run_id=run_id, error=repr(again))
+            outcome = None
+        if not isinstance(outcome, Failed):
+            outcome = Failed(error=error, messages=(), turns=machine.turn)
+        self._finish(run, outcome)
 
     def _respond(self, run_id: str, step: Callable[[TurnMachine], list[Effect]]) -> None:
         run = self._runs.get(run_id)
@@ -195,16 +241,23 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
                                   "store to restore it from; give the agent a store")
             if store.get_run(run_id) is None:
                 raise UnknownRunError(f"the session store has no run {run_id!r}")
+            if self._leases is not None:
+                self._leases.take(run_id)
             saved = store.latest_checkpoint(run_id)
             if saved is None:
                 raise LookupError(f"run {run_id!r} stopped before its first checkpoint, before "
                                   "any effect was performed; start it again")
             machine = TurnMachine.restore(config, saved.data)
         except Exception as exc:
+            if self._leases is not None:
+                self._leases.release(run_id)
             reply.set_exception(exc)
             return None
         run = self._runs[run_id] = HostedRun(run_id, machine, [reply])
         run.checkpoint_age = max(0.0, store.now() - saved.saved_at)
+        outstanding = machine.outstanding
+        if isinstance(outstanding, ToolCalls):
+            run.interrupted = outstanding.id
         self._log.info("run_restored", run_id=run_id, effect_id=saved.effect_id)
         return run
 
@@ -271,7 +324,7 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
             return self._deliver(run, outcome, ready)
         keys = self._waits.waiting_keys(run)
         self._log.info("run_waiting_on_keys", run_id=run.run_id, call_ids=sorted(keys))
-        run.reply(outcome.model_copy(update={"run_id": run.run_id, "keys": keys}))
+        run.reply(self._signed(outcome.model_copy(update={"run_id": run.run_id, "keys": keys})))
         return []
 
     def _key_resolved(self, run_id: str, key: str) -> None:
@@ -309,32 +362,49 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
                 case LlmCall():
                     self._call_model(run, effect)
                 case ToolCalls():
-                    self._start_calls(run, effect)
+                    self._calls.start(run, effect)
                 case Sleep(id=effect_id, seconds=seconds):
                     self._sleep(run, effect_id, seconds)
                 case Progress(event=event, data=data):
-                    self._report(run_id, event, dict(data))
+                    self._report(run_id, event, data)
                 case LogEvent(level=level, event=event, fields=fields):
                     getattr(self._log, level)(event, run_id=run_id, **fields)
                 case Done(outcome=Suspended() as outcome) if (
                         outcome.pending and self._store is not None):
                     queue.extend(self._suspended(run, outcome))
                 case Done(outcome=outcome):
-                    if isinstance(outcome, Suspended) and self._store is not None:
-                        outcome = outcome.model_copy(update={"run_id": run_id})
+                    if isinstance(outcome, Suspended):
+                        if self._store is not None:
+                            outcome = outcome.model_copy(update={"run_id": run_id})
+                        outcome = self._signed(outcome)
                     self._finish(run, outcome)
+
+    def _signed(self, outcome: Suspended) -> Suspended:
+        """``outcome`` as it leaves the process: signed, so a forged one is never resumed."""
+        return outcome.model_copy(update={
+            "signature": self._settings.signer.sign(outcome.signed_text())})
+
+    def _progress(self, run_id: str, event: str, data: dict[str, Any]) -> None:
+        """Tell ``on_progress``; what it raises is logged with its traceback and ignored."""
+        assert self._settings.on_progress is not None
+        try:
+            self._settings.on_progress(run_id, event, dict(data))
+        except Exception as exc:
+            self._log.error("progress_callback_failed", run_id=run_id, progress=event,
+                            error=f"{type(exc).__name__}: {exc}",
+                            traceback="".join(traceback.format_exception(exc)))
 
     def _call_model(self, run: HostedRun, effect: LlmCall) -> None:
         me: ActorRef[Any] = self.actor_ref
-        request = self._request_for_model(effect.request)
+        settings = self._settings
+        request = request_for_model(settings.registry, settings.projection, effect.request)
         run.model_call = (effect.id, self._settings.models.start(
             request, functools.partial(_tell_answer, me, run.run_id, effect.id),
             functools.partial(_tell_progress, me, run.run_id, effect)))
 
     def _model_progress(self, run_id: str, effect_id: int, event: str,
                         data: dict[str, Any]) -> None:
-        """What the model call in flight reported (a streamed text delta); a report of a call
-        that has answered, or was given up, is dropped."""
+        """A report of the model call in flight; one of a call that ended is dropped."""
         run = self._runs.get(run_id)
         if run is not None and run.model_call is not None and run.model_call[0] == effect_id:
             self._report(run_id, event, data)
@@ -342,7 +412,7 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
     def _report(self, run_id: str, event: str, data: dict[str, Any]) -> None:
         self._log.debug("run_progress", run_id=run_id, progress=event, **data)
         if self._settings.on_progress is not None:
-            self._settings.on_progress(run_id, event, data)
+            self._progress(run_id, event, data)
 
     def _model_answered(self, run_id: str, effect_id: int, answer: ModelAnswer) -> None:
         run = self._runs.get(run_id)
@@ -355,49 +425,6 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
         else:
             self._respond(run_id, lambda m: m.send(ModelReplied(effect_id, answer)))
 
-    def _request_for_model(self, request: ModelRequest) -> ModelRequest:
-        """The catalog decides which tools the model sees; the budget may bound tool texts."""
-        registry, projection = self._settings.registry, self._settings.projection
-        messages = request.messages
-        if projection.applies_at("request"):
-            messages = tuple(
-                m.model_copy(update={"content": projection.project(
-                    "request", m.content, window=output_window(registry, m.name),
-                    is_error=m.is_error)})
-                if isinstance(m, ToolResultMessage) else m
-                for m in messages
-            )
-        # Every part is a validated model already: validating them again costs ~1 ms a turn.
-        return ModelRequest.model_construct(messages=messages, tools=registry.specs())
-
-    def _start_calls(self, run: HostedRun, effect: ToolCalls) -> None:
-        me: ActorRef[Any] = self.actor_ref
-        registry = self._settings.registry
-        for planned in effect.calls:
-            view = StateView(planned.state)
-            token = keys = durable = None
-            if self._waits is not None:
-                token, keys, durable = self._waits.capabilities(run, effect.id, planned)
-            ctx = CallContext(
-                session_id=run.run_id,
-                request_id=f"{run.run_id}/{planned.call.id}/{planned.attempt}",
-                tool_call=planned.call,
-                context=self._settings.context,
-                attempt=planned.attempt,
-                state=view,
-                catalog=registry.catalog_access,
-                completion_keys=keys,
-                durable=durable,
-            )
-            reply = functools.partial(self._finished.on_reply,
-                                      CallTarget(me, run.run_id, effect.id, view, ctx, token))
-            tool = registry.resolve(planned.call.name, ctx)
-            if isinstance(tool, Err):  # left the catalog: not_found, the handler never runs
-                reply(CallReply(planned.call.id, planned.call.name, tool,
-                                encode_checked(tool)[1]))
-                continue
-            self._settings.dispatcher.start_call(tool, planned.call, ctx, reply)
-
     def _take_finished_calls(self) -> None:
         """Hand every finished call to its machine: one ``ToolResults`` per run and effect."""
         groups: dict[tuple[str, int], list[CallOutcome]] = {}
@@ -405,12 +432,19 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
             run = self._runs.get(done.run_id)
             if run is not None:
                 run.tokens.pop((done.effect_id, done.outcome.call_id), None)
+                run.calls.pop((done.effect_id, done.outcome.call_id), None)
                 if self._waits is not None:
-                    self._waits.settle_key(done.run_id, done.outcome, done.key)
+                    try:
+                        self._waits.settle_key(done.run_id, done.outcome, done.key)
+                    except Exception as exc:
+                        self._crash(done.run_id, exc)
             groups.setdefault((done.run_id, done.effect_id), []).append(done.outcome)
         for (run_id, effect_id), outcomes in groups.items():
             results = ToolResults(effect_id, tuple(outcomes))
-            self._respond(run_id, functools.partial(TurnMachine.send, response=results))
+            try:
+                self._respond(run_id, functools.partial(TurnMachine.send, response=results))
+            except Exception as exc:  # one run's failure ends that run, never the host
+                self._crash(run_id, exc)
 
     def _sleep(self, run: HostedRun, effect_id: int, seconds: float) -> None:
         me: ActorRef[Any] = self.actor_ref
@@ -428,6 +462,23 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
     def _drop(self, run: HostedRun) -> None:
         del self._runs[run.run_id]
         run.release()
+        if self._leases is not None:
+            self._leases.release(run.run_id)
+
+    def _renew_leases(self) -> None:
+        """Keep hosting only the runs whose lease this host still holds."""
+        assert self._leases is not None
+        for run_id in self._leases.renew():
+            run = self._runs.pop(run_id, None)
+            if run is None:
+                continue
+            self._log.error("lease_lost", run_id=run_id)
+            run.release()
+            for watcher in run.watchers:
+                if not watcher.done():
+                    watcher.set_exception(RunLeasedError(
+                        f"run {run_id!r} was taken over by another host: its lease was not "
+                        "renewed in time"))
 
     # --- lifecycle --------------------------------------------------------------------------
 
@@ -444,3 +495,5 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
                 if not watcher.done():
                     watcher.set_exception(OrchestratorStopped(f"run {run_id}: {why}"))
         self._runs.clear()
+        if self._leases is not None:
+            self._leases.close()

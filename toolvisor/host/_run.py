@@ -6,10 +6,13 @@ Every field belongs to the orchestrator's thread. The one exception is a cancel 
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
+
+from pykka import ActorDeadError, ActorRef
 
 from toolvisor.contract import ToolCall
 from toolvisor.executor import CallHandle
@@ -36,12 +39,16 @@ class HostedRun:
     timers: dict[int, threading.Timer] = field(default_factory=dict)  # by Sleep effect id
     tokens: dict[tuple[int, str], threading.Event] = field(default_factory=dict)  # by
     # (effect id, call id): the durable cancel token of each running call
+    calls: dict[tuple[int, str], ActorRef[Any]] = field(default_factory=dict)  # by (effect
+    # id, call id): the actor of each running call, stopped (the call cancelled) on release
     waiters: dict[str, KeyWaiter] = field(default_factory=dict)  # by key
     suspended: bool = False  # the machine's last effect was Done(Suspended)
     failing: str | None = None  # fail_turn: the next waiting effect fails with this
     parked: tuple[int, dict[str, ParkedCall]] | None = None  # (Done effect id, its pending
     # calls by key): the keys of one suspension never change, so they are issued once
     model_call: tuple[int, CallHandle] | None = None  # (LlmCall effect id, its call)
+    interrupted: int | None = None  # the ToolCalls effect a restored run re-emits: its calls
+    # may have run before the crash, so only retryable or journaled ones run again
     checkpoint_age: float = 0.0  # seconds since the checkpoint a restored run started from:
     # a Sleep it re-emits waits only the rest
 
@@ -61,10 +68,15 @@ class HostedRun:
         self.waiters.clear()
 
     def release(self) -> None:
-        """Stop the run's model call, timers and key waiters; tell its running calls to stop."""
+        """Stop the run's model call, timers and key waiters; cancel its running calls (their
+        ``ctx.cancelled`` is set at once) and release their durable waits."""
         if self.model_call is not None:
             self.model_call[1].cancel()
             self.model_call = None
+        for actor in self.calls.values():
+            with contextlib.suppress(ActorDeadError):
+                actor.stop(block=False)
+        self.calls.clear()
         for timer in self.timers.values():
             timer.cancel()
             timer.join()

@@ -7,6 +7,7 @@ the model will read and, when it halts the run, a JSON form of the reason.
 
 from __future__ import annotations
 
+import json
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -180,7 +181,8 @@ class Suspended(BaseModel):
     ``checkpoint`` is everything needed to go on: ``TurnMachine.restore(config, checkpoint)``
     then ``resume({call_id: answer, ...})``, in this process or another one. A host with a
     session store sets ``run_id`` (the run's id in the store) and ``keys`` (the completion key
-    each pending call waits on, by call id).
+    each pending call waits on, by call id). An ``Agent`` signs what it gives out
+    (``signature``, over ``signed_text()``) and resumes only what verifies.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -191,6 +193,12 @@ class Suspended(BaseModel):
     checkpoint: Checkpoint
     run_id: str | None = None
     keys: dict[str, str] = Field(default_factory=dict)
+    signature: str | None = None
+
+    def signed_text(self) -> str:
+        """What the signature covers: the run id, the keys and the whole checkpoint."""
+        return (f"suspended\n{self.run_id or ''}\n"
+                f"{json.dumps(self.keys, sort_keys=True)}\n{self.checkpoint.to_json()}")
 
     @property
     def usage(self) -> Usage:

@@ -190,6 +190,15 @@ class TurnMachine(RunView):
         self._finish_halted("cancelled", None)
         return self._take_emitted()
 
+    def abort(self, error: str) -> list[Effect]:
+        """End the run now with ``Failed(error)``: the host could not go on with it (its input
+        or a callback broke something). Unfinished calls get their closing texts."""
+        if self._run.phase in ("new", "done"):
+            raise ResponseRefused(f"abort() needs a started, unfinished run; this one is "
+                                  f"{self._run.phase}")
+        self._fail(error)
+        return self._take_emitted()
+
     def retry_model(self) -> list[Effect]:
         """Try the model again in a run that failed on it: this turn's model call from attempt
         1, with the transcript and tool results the run had. Any other run: ``ResponseRefused``.

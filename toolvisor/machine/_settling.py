@@ -22,7 +22,7 @@ from toolvisor.contract import (
     ToolCall,
     ToolError,
 )
-from toolvisor.executor import encode, encode_checked
+from toolvisor.executor import MAX_ERROR_BYTES, encode, encode_checked, keep_ends
 from toolvisor.machine._checkpoint import CallRecord, HaltRecord
 from toolvisor.machine._config import MachineConfig
 from toolvisor.machine._outcomes import PendingCall, Question
@@ -101,7 +101,8 @@ def carry_out(record: CallRecord, decision: Decision, error: Any, text: str) -> 
             _resolve(record, text, is_error=True)
             record.halt = HaltRecord(reason="tool_error", result=(
                 _jsonable(result) if result is not None else
-                {"tool_call_id": call.id, "tool": call.name, "error": _jsonable(error)}))
+                {"tool_call_id": call.id, "tool": call.name,
+                 "error": _capped(_jsonable(error))}))
         case RetryAfter(delay):
             record.status = "retry_wait"
             record.text = text
@@ -128,6 +129,18 @@ def call_status(record: CallRecord) -> str:
             return "halt"
         return "error" if record.is_error else "ok"
     return "retry" if record.status == "retry_wait" else record.status
+
+
+def _capped(value: Any) -> Any:
+    """``value`` with every long string kept to its ends under the error cap: an error stored
+    in a halted run's outcome (and its checkpoint) is bounded as the model's text is."""
+    if isinstance(value, str):
+        return keep_ends(value, MAX_ERROR_BYTES)
+    if isinstance(value, dict):
+        return {k: _capped(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_capped(v) for v in value]
+    return value
 
 
 def _jsonable(value: Any) -> Any:

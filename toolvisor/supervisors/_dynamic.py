@@ -4,6 +4,11 @@ OTP's ``simple_one_for_one`` / Elixir's ``DynamicSupervisor``, shaped for a hot 
 is started in the CALLER's thread and admitted through a lock-guarded table, with no round trip
 through the supervisor's mailbox. Its children are never restarted, so the supervisor's own
 thread has only one job: stopping the live children when it stops.
+
+Unlike ``Supervisor`` (and OTP), ``start_child`` does not wait for the child's ``on_start``: a
+``ToolCallActor``'s ``on_start`` runs its call, so waiting would run a batch one call at a time,
+and these children are temporary and independent, so there is no start order to keep and an
+``on_start`` that raises is simply the child's exit (never a restart).
 """
 
 from __future__ import annotations
@@ -123,7 +128,9 @@ class ToolCallSupervisorRef(ActorRef["ToolCallSupervisor"]):
     def start_child(self, start: Callable[[], ActorRef[Any]]) -> ActorRef[Any]:
         """Call ``start`` in this thread and supervise the ``SupervisedActor`` it returns.
 
-        The child is ``temporary``: never restarted, forgotten when it exits. Raises
+        Returns without waiting for the child's ``on_start`` (see the module's docstring): one
+        that raises ends the child with that reason. The child is ``temporary``: never
+        restarted, forgotten when it exits. Raises
         :class:`TooManyChildrenError` at once (nothing queued) when ``max_children`` children
         are live or starting, :class:`ChildStartError` if ``start`` fails, and
         ``pykka.ActorDeadError`` once the supervisor has stopped.

@@ -12,10 +12,11 @@ class ChildSpecError(ToolvisorError, ValueError):
 
 
 class ChildStartError(ToolvisorError, RuntimeError):
-    """A child's start function raised, or returned something that is not a supervisable ref.
+    """A child's start function raised, or returned something that is not a supervisable ref,
+    or the child's ``on_start`` raised or outlasted the spec's ``start_timeout``.
 
     ``child_id`` names the child (``None`` for a dynamic one); ``__cause__`` is what the start
-    function raised, if anything.
+    function or ``on_start`` raised, if anything.
     """
 
     def __init__(self, child_id: Hashable, message: str) -> None:

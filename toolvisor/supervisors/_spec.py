@@ -34,6 +34,10 @@ class ChildSpec:
       its grace is abandoned. Default: 5.0 for a worker, ``math.inf`` for a supervisor (as in
       OTP, a supervisor gets all the time its own children's shutdowns take).
     * ``type``: ``worker`` or ``supervisor`` (counted apart by ``count_children``).
+    * ``start_timeout``: seconds the child's ``on_start`` may take. The supervisor starts the
+      next child only once it has returned (OTP's synchronous ``start_link``); one that raises
+      or takes longer fails the start with ``ChildStartError``. Default: 5.0 for a worker,
+      ``math.inf`` for a supervisor (its ``on_start`` starts its own children).
     """
 
     id: Hashable
@@ -41,6 +45,7 @@ class ChildSpec:
     restart: Restart = "permanent"
     shutdown: Shutdown | None = None
     type: ChildType = "worker"
+    start_timeout: float | None = None
 
     def __post_init__(self) -> None:
         try:
@@ -63,14 +68,29 @@ class ChildSpec:
             raise ChildSpecError(
                 f"child {self.id!r}: type must be one of {list(_TYPES)}, got {self.type!r}"
             )
+        default = math.inf if self.type == "supervisor" else 5.0
         if self.shutdown is None:
-            object.__setattr__(self, "shutdown", math.inf if self.type == "supervisor" else 5.0)
+            object.__setattr__(self, "shutdown", default)
         check_shutdown(self.shutdown, f"child {self.id!r}: shutdown")
+        if self.start_timeout is None:
+            object.__setattr__(self, "start_timeout", default)
+        timeout = self.start_timeout
+        if isinstance(timeout, bool) or not isinstance(timeout, int | float) \
+                or not timeout > 0:
+            raise ChildSpecError(
+                f"child {self.id!r}: start_timeout must be a number of seconds > 0 (math.inf "
+                f"for no limit) or None for the default, got {timeout!r}"
+            )
 
     @property
     def grace(self) -> Shutdown:
         """The resolved ``shutdown`` (never ``None`` once the spec is built)."""
         return 5.0 if self.shutdown is None else self.shutdown
+
+    @property
+    def start_limit(self) -> float:
+        """The resolved ``start_timeout`` (never ``None`` once the spec is built)."""
+        return 5.0 if self.start_timeout is None else self.start_timeout
 
 
 def check_shutdown(shutdown: object, what: str) -> None:

@@ -38,21 +38,41 @@ class ActorExit(ToolvisorError):
     """
 
 
+class StartAck:
+    """OTP's init acknowledgement: settled once, by the actor's thread, when ``on_start`` has
+    returned (``error`` ``None``) or raised (``error`` is what it raised). Whoever waits reads
+    ``error`` only after ``done`` is set."""
+
+    __slots__ = ("done", "error")
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.error: BaseException | None = None
+
+    def settle(self, error: BaseException | None) -> None:
+        if not self.done.is_set():
+            self.error = error
+            self.done.set()
+
+
 class ChildLink:
     """The tie between one child and its supervisor, made before the child is constructed.
 
-    The child's constructor claims the link (``actor``); the child's thread later writes
-    ``reason``, calls the supervisor's ``notify`` and only then sets ``exited``. The supervisor
-    reads ``reason`` only after ``exited`` is set, or in the handler ``notify`` led to.
+    The child's constructor claims the link (``actor``) and its ``start_ack``, if the starter
+    set one to wait for ``on_start``; the child's thread later writes ``reason``, calls the
+    supervisor's ``notify`` and only then sets ``exited``. The supervisor reads ``reason`` only
+    after ``exited`` is set, or in the handler ``notify`` led to.
     """
 
-    __slots__ = ("_notify", "actor", "exited", "reason")
+    __slots__ = ("_notify", "actor", "exited", "reason", "start_ack")
 
-    def __init__(self, notify: Callable[[ChildLink], None]) -> None:
+    def __init__(self, notify: Callable[[ChildLink], None], *,
+                 start_ack: StartAck | None = None) -> None:
         self._notify = notify
         self.actor: SupervisedActor | None = None
         self.reason: ExitReason = "normal"
         self.exited = threading.Event()
+        self.start_ack = start_ack
 
     def child_exited(self, reason: ExitReason) -> None:
         """Record the reason, tell the supervisor, then wake anyone waiting for the exit."""
@@ -129,12 +149,17 @@ class SupervisedActor(pykka.Actor):
     with that exception as its reason, instead of pykka's ``ActorRegistry.stop_all()``; an
     ``ask`` caller gets :class:`ActorExit`.
 
+    When its ``on_start`` has returned or raised, it settles its start acknowledgement (if its
+    starter asked for one through the link): that is how a ``Supervisor`` starts a child only
+    once the one before it is ready, as OTP's synchronous ``start_link`` does.
+
     An actor type whose loop does not run ``_actor_loop`` must call ``_report_exit()`` from its
-    loop's thread when the loop ends. An actor built outside a start function is unsupervised
-    and reports to no one.
+    loop's thread when the loop ends (and ``_acknowledge_start`` after its ``on_start``). An
+    actor built outside a start function is unsupervised and reports to no one.
     """
 
     _link: ChildLink | None = None
+    _start_ack: StartAck | None = None
     _exit_reason: ExitReason | None = None  # the first recorded cause; written by own thread
     _exit_reported: bool = False
 
@@ -145,6 +170,7 @@ class SupervisedActor(pykka.Actor):
         if link is not None and link.actor is None:
             link.actor = self
             self._link = link
+            self._start_ack = link.start_ack
             _pending.link = None
 
     def on_abandon(self) -> None:
@@ -175,6 +201,21 @@ class SupervisedActor(pykka.Actor):
         self._record_exit_reason(reason)
         ActorRegistry.unregister(self.actor_ref)
         self.actor_stopped.set()
+
+    def _acknowledge_start(self, error: BaseException | None) -> None:
+        """Settle the start acknowledgement, if anyone waits for it."""
+        ack = self._start_ack
+        if ack is not None:
+            ack.settle(error)
+
+    def _actor_loop_setup(self) -> None:
+        try:
+            super()._actor_loop_setup()  # on_start; pykka records an Exception as a failure
+        except BaseException as exc:
+            self._acknowledge_start(exc)
+            raise
+        failed = self._exit_reason
+        self._acknowledge_start(failed if isinstance(failed, BaseException) else None)
 
     def _actor_loop(self) -> None:
         try:

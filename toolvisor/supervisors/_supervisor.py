@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import threading
 import time
 from collections.abc import Hashable, Sequence
 from contextlib import suppress
@@ -24,12 +23,13 @@ from toolvisor.supervisors._errors import (
 from toolvisor.supervisors._intensity import Clock, RestartIntensity
 from toolvisor.supervisors._shutdown import stop_child
 from toolvisor.supervisors._spec import ChildInfo, ChildSpec
+from toolvisor.supervisors._start import start_synchronously
 from toolvisor.supervisors._supervised import (
     NORMAL_REASONS,
     ChildLink,
+    StartAck,
     SupervisedActor,
     describe,
-    start_linked,
 )
 
 Strategy = Literal["one_for_one", "one_for_all", "rest_for_one"]
@@ -85,20 +85,6 @@ class _DeleteChild:
     child_id: Hashable
 
 
-class _InitOutcome:
-    """Written once by the supervisor's thread when init ends; read by the thread in ``start``."""
-
-    def __init__(self) -> None:
-        self.done = threading.Event()
-        self.error: ChildStartError | None = None
-        self.exit_reason: str | None = None
-
-    def settle(self, error: ChildStartError | None = None, exit_reason: str | None = None) -> None:
-        if not self.done.is_set():
-            self.error, self.exit_reason = error, exit_reason
-            self.done.set()
-
-
 def _tell_exited(supervisor: ActorRef[Any], link: ChildLink) -> None:
     """Runs in the exiting child's thread: queue the exit notice for the supervisor."""
     with suppress(ActorDeadError):
@@ -126,10 +112,11 @@ class SupervisorRef(ActorRef["Supervisor"]):
         return result
 
     def start_child(self, spec: ChildSpec) -> ActorRef[Any]:
-        """Add ``spec`` as the last child and start it.
+        """Add ``spec`` as the last child and start it; return once its ``on_start`` returned.
 
         Raises :class:`DuplicateChildError` if the id is taken, :class:`ChildStartError` if the
-        start function fails (the spec is then not kept).
+        start function fails or the child's ``on_start`` raises or outlasts the spec's
+        ``start_timeout`` (the spec is then not kept).
         """
         ref: ActorRef[Any] = self.ask(_StartChild(spec), block=True)
         return ref
@@ -154,10 +141,12 @@ class Supervisor(SupervisedActor, pykka.ThreadingActor):
 
     Guarantees:
 
-    * Children start in list order; the supervisor is running only once every child has
-      started. A start function that raises makes :meth:`start` raise
-      :class:`ChildStartError` naming the child, after the children already started have been
-      stopped in reverse order.
+    * Children start in list order, each only once the one before it has started: its
+      ``on_start`` has returned (OTP's synchronous ``start_link``), so start order is a
+      dependency order. The supervisor is running only once every child has started. A start
+      function that raises, or a child whose ``on_start`` raises or outlasts the spec's
+      ``start_timeout``, makes :meth:`start` raise :class:`ChildStartError` naming the child,
+      after the children already started have been stopped in reverse order.
     * When a child exits, the supervisor restarts according to the strategy and the restart
       types: ``one_for_one`` restarts that child; ``one_for_all`` stops all other children in
       reverse start order and starts all of them again in start order; ``rest_for_one`` does the
@@ -206,7 +195,11 @@ class Supervisor(SupervisedActor, pykka.ThreadingActor):
         self._intensity = intensity
         self._children = [_Child(spec) for spec in specs]
         self._abandoned = 0
-        self._outcome = _InitOutcome()
+        # Started by a supervisor, the link brought the ack that supervisor waits on; started
+        # on its own, start() waits on one of its own.
+        self._waits_for_itself = self._start_ack is None
+        if self._start_ack is None:
+            self._start_ack = StartAck()
         self._notify = functools.partial(_tell_exited, self._actor_ref)
         self._name = name or f"supervisor-{self.actor_urn[-12:]}"
         self._log = get_event_log("supervisor", supervisor_id=self._name)
@@ -222,7 +215,9 @@ class Supervisor(SupervisedActor, pykka.ThreadingActor):
         clock: Clock = time.monotonic,
         name: str | None = None,
     ) -> SupervisorRef:
-        """Start the supervisor and its children; return once they are all running.
+        """Start the supervisor and its children; return once they are all running (when a
+        supervisor starts this one, that supervisor waits for them instead, within the spec's
+        ``start_timeout``).
 
         Raises :class:`ChildSpecError` for invalid settings and :class:`ChildStartError` if a
         child fails to start (the supervisor has then stopped its other children and exited);
@@ -239,15 +234,15 @@ class Supervisor(SupervisedActor, pykka.ThreadingActor):
         )
         assert isinstance(ref, SupervisorRef)
         actor = ref._actor_weakref()
-        outcome = actor._outcome if actor is not None else None
-        if outcome is not None:
-            outcome.done.wait()
-            if outcome.error is not None:
-                error = outcome.error
+        started = actor._start_ack if actor is not None and actor._waits_for_itself else None
+        if started is not None:
+            started.done.wait()
+            error = started.error
+            if isinstance(error, ChildStartError):
                 raise ChildStartError(error.child_id, error.detail) from error.__cause__
-            if outcome.exit_reason is not None:
+            if error is not None:
                 raise ActorDeadError(
-                    f"{ref} exited before its children were started: {outcome.exit_reason}"
+                    f"{ref} exited before its children were started: {describe(error)}"
                 )
         return ref
 
@@ -257,11 +252,9 @@ class Supervisor(SupervisedActor, pykka.ThreadingActor):
         try:
             for child in self._children:
                 self._start_child(child)
-        except ChildStartError as error:
+        except ChildStartError:
             self._terminate_all()
-            self._outcome.settle(error=error)
             raise
-        self._outcome.settle()
 
     def on_stop(self) -> None:
         self._terminate_all()
@@ -270,7 +263,6 @@ class Supervisor(SupervisedActor, pykka.ThreadingActor):
         if not self._exit_reported:
             self._terminate_all()
             reason = describe(self._current_exit_reason())
-            self._outcome.settle(exit_reason=reason)
             self._log.info("supervisor_stopped", reason=reason, abandoned=self._abandoned)
         super()._report_exit()
 
@@ -319,11 +311,9 @@ class Supervisor(SupervisedActor, pykka.ThreadingActor):
         return child
 
     def _start_child(self, child: _Child) -> ActorRef[Any]:
-        link = ChildLink(self._notify)
-        try:
-            ref = start_linked(link, child.spec.start)
-        except Exception as exc:
-            raise ChildStartError(child.spec.id, repr(exc)) from exc
+        spec = child.spec
+        link, ref = start_synchronously(self._notify, spec.start, spec.id, spec.start_limit,
+                                        self._log)
         child.ref, child.link = ref, link
         self._log.info("child_started", child_id=child.spec.id, child_urn=ref.actor_urn)
         return ref
@@ -390,7 +380,7 @@ class Supervisor(SupervisedActor, pykka.ThreadingActor):
                 ref = self._start_child(member)
             except ChildStartError as error:
                 self._log.error(
-                    "child_start_failed", child_id=member.spec.id, error=repr(error.__cause__)
+                    "child_start_failed", child_id=member.spec.id, error=error.detail
                 )
                 self.actor_ref.tell(_TryAgainRestart(member.spec.id))
                 return

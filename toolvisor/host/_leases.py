@@ -1,0 +1,105 @@
+"""``RunLeases``: one host per run, through a lease in the session store.
+
+An orchestrator takes a run's lease before it drives the run (starting it, or restoring it from
+the store), renews its leases every third of their ttl while it hosts them, and gives each up
+when the run leaves it. A second host is refused with ``RunLeasedError`` until the lease
+expires, so a dead host's runs can be taken over; a lease whose holder is a dead process on
+this machine is taken over at once. State (the held run ids, the renewal timer) belongs to the
+orchestrator's thread; the timer thread only tells the orchestrator it is time to renew.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from toolvisor.contract import ToolvisorError
+from toolvisor.durable import SessionStore
+
+
+class RunLeasedError(ToolvisorError, RuntimeError):
+    """Another host drives the run: resume it there, or once its lease has expired."""
+
+
+@dataclass(frozen=True, slots=True)
+class RenewLeases:
+    """The renewal timer's word to the orchestrator."""
+
+
+def _dead_here(holder: str) -> bool:
+    """Whether ``holder`` names a process of this machine that no longer exists."""
+    host, _, rest = holder.partition(":")
+    pid = rest.partition(":")[0]
+    if host != socket.gethostname() or not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # alive, another user's
+        return False
+    return False
+
+
+class RunLeases:
+    """The leases one orchestrator holds; ``tell`` reaches the orchestrator from the timer."""
+
+    def __init__(self, store: SessionStore, ttl: float, tell: Callable[[Any], None]) -> None:
+        self.holder = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self._store = store
+        self._ttl = ttl
+        self._tell = tell
+        self._held: set[str] = set()
+        self._timer: threading.Timer | None = None
+
+    def take(self, run_id: str) -> None:
+        """Hold ``run_id``'s lease, or raise ``RunLeasedError`` naming its holder."""
+        standing = self._store.acquire_lease(run_id, self.holder, self._ttl)
+        if standing is not None and _dead_here(standing.holder):
+            standing = self._store.acquire_lease(run_id, self.holder, self._ttl,
+                                                 replacing=standing.holder)
+        if standing is not None:
+            left = max(0.0, standing.expires_at - self._store.now())
+            raise RunLeasedError(
+                f"run {run_id!r} is hosted by {standing.holder} (its lease runs {left:.0f} s "
+                "more and is renewed while that host lives); resume it there, or here once "
+                "the lease has expired")
+        self._held.add(run_id)
+        self._arm()
+
+    def release(self, run_id: str) -> None:
+        """Give ``run_id``'s lease up (the run ended or left this host)."""
+        if run_id in self._held:
+            self._held.discard(run_id)
+            self._store.release_lease(run_id, self.holder)
+
+    def renew(self) -> list[str]:
+        """Extend every held lease; the run ids whose lease another host took meanwhile."""
+        timer, self._timer = self._timer, None
+        if timer is not None:
+            timer.join()  # it has told us; its thread is ending
+        lost = self._store.renew_leases(self.holder, sorted(self._held), self._ttl)
+        self._held.difference_update(lost)
+        self._arm()
+        return lost
+
+    def close(self) -> None:
+        """Stop renewing and give every lease up."""
+        timer, self._timer = self._timer, None
+        if timer is not None:
+            timer.cancel()
+            timer.join()
+        for run_id in list(self._held):
+            self.release(run_id)
+
+    def _arm(self) -> None:
+        if self._timer is None and self._held:
+            self._timer = threading.Timer(self._ttl / 3, self._tell, (RenewLeases(),))
+            self._timer.name = "toolvisor-leases"
+            self._timer.daemon = True
+            self._timer.start()
