@@ -7,6 +7,7 @@ from collections.abc import Iterator
 import pytest
 from test_supervisor import Events
 
+from tests._provider_server import ProviderServer
 from toolvisor._logging import set_event_sink
 from toolvisor.executor import prepare_process_isolation
 
@@ -21,6 +22,22 @@ def _process_isolation_helpers() -> None:
 @pytest.fixture(autouse=True)
 def _no_leaks(toolvisor_no_leaks: object) -> None:
     """Apply the plugin's leak check to every test."""
+
+
+@pytest.fixture(scope="session")
+def _provider_server() -> Iterator[ProviderServer]:
+    """One local provider server for the whole session: started before any test's leak check
+    takes its snapshot (its thread and socket are not the test's), stopped and joined last."""
+    server = ProviderServer()
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def provider(_provider_server: ProviderServer) -> ProviderServer:
+    """The local provider server, with no scripted reply and no recorded request."""
+    _provider_server.script()
+    return _provider_server
 
 
 @pytest.fixture

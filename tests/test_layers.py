@@ -14,22 +14,24 @@ SECTION = "Layers"
 _BASE = {"contract", "_logging"}
 _SERVICES = _BASE | {"executor", "durable", "supervisors"}
 _LOOP = _SERVICES | {"machine", "registry"}
-# What each layer may import besides itself. Layers side by side (executor, durable and
-# supervisors; machine and registry) never import each other, and the per-call actors know
-# nothing of runs: no machine, no store, no catalog.
+# What each layer may import besides itself. Layers side by side (executor, durable,
+# supervisors and models; machine and registry) never import each other, the per-call actors
+# know nothing of runs (no machine, no store, no catalog), and the provider adapters nothing
+# that hosts runs.
 MAY_IMPORT: dict[str, set[str]] = {
     "contract": set(),
     "_logging": set(),
     "executor": _BASE,
     "durable": _BASE,
     "supervisors": _BASE,
+    "models": _BASE,
     "machine": _BASE | {"executor"},
     "registry": _BASE | {"executor"},
     "actors": _BASE | {"executor", "supervisors"},
     "mcp": _SERVICES | {"registry", "actors"},
-    "host": _LOOP | {"actors"},
-    "agent": _LOOP | {"actors", "host", "mcp"},
-    "testing": _LOOP | {"actors", "host", "agent"},
+    "host": _LOOP | {"actors", "models"},
+    "agent": _LOOP | {"actors", "host", "mcp", "models"},
+    "testing": _LOOP | {"actors", "host", "agent", "models"},
     "cli": _SERVICES | {"mcp"},
 }
 

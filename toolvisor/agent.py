@@ -56,6 +56,7 @@ from toolvisor.machine import (
     TurnMachine,
 )
 from toolvisor.mcp import McpToolProvider
+from toolvisor.models import from_string
 from toolvisor.registry import StaticToolProvider, ToolRegistry, UnknownSourceError
 from toolvisor.supervisors import (
     ChildSpec,
@@ -86,6 +87,12 @@ class Agent:
     the catalog as sources ``mcp:<name>``; each connection is a supervised child of the tree,
     restarted within its intensity, past which its tools leave the catalog (orphaned).
 
+    ``model`` is a model object, or a string naming a provider's model
+    (``"openai:gpt-4.1-mini"``, ``"anthropic:claude-sonnet-4-5"``,
+    ``"openai-compatible:<model>@<base_url>"``: see :func:`toolvisor.models.from_string`). A
+    model with ``async aclose()`` (every adapter of :mod:`toolvisor.models`) is closed when the
+    agent closes, on the event loop its calls ran on, where its HTTP connections live.
+
     ``store`` (a :class:`~toolvisor.durable.SessionStore`, or a path to a SQLite file the agent
     opens and closes) makes runs durable: every run gets a ``run_id`` in the store and a
     checkpoint after every step, tools may take completion keys and return ``Pending``
@@ -95,7 +102,7 @@ class Agent:
 
     def __init__(
         self,
-        model: Model,
+        model: Model | AsyncModel | str,
         tools: Sequence[Tool] = (),
         *,
         system_prompt: str | None = None,
@@ -118,6 +125,8 @@ class Agent:
         lease_ttl: float = 30.0,
         mcp: Sequence[McpToolProvider] = (),
     ) -> None:
+        if isinstance(model, str):
+            model = from_string(model)
         if not isinstance(model, Model | AsyncModel):
             raise TypeError(f"model must have respond(request) -> ModelResponse or async "
                             f"arespond(request) -> ModelResponse, got {model!r}")
@@ -156,8 +165,9 @@ class Agent:
             KeyRing(signing_keys) if signing_keys is not None
             else self._store if self._store is not None
             else KeyRing([secrets.token_bytes(32)]))
+        self._models = ModelCalls(model, self._runner, float(model_timeout))
         settings = OrchestratorSettings(
-            models=ModelCalls(model, self._runner, float(model_timeout)), signer=self._signer,
+            models=self._models, signer=self._signer,
             registry=self._registry, dispatcher=self._dispatcher,
             projection=output_budget or OutputProjection(), context=context,
             on_progress=on_progress, store=self._store, config=self._config,
@@ -409,6 +419,7 @@ class Agent:
     def _close_resources(self) -> None:
         try:
             self._dispatcher.close()
+            self._models.close()
             self._runner.close()
         finally:
             if self._owns_store and self._store is not None:

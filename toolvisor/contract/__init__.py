@@ -23,6 +23,7 @@ from toolvisor.contract._errors import (
 from toolvisor.contract._messages import (
     AssistantMessage,
     AsyncModel,
+    FinishReason,
     Message,
     Model,
     ModelRequest,
@@ -31,6 +32,7 @@ from toolvisor.contract._messages import (
     ToolCall,
     ToolResultMessage,
     ToolSpec,
+    Usage,
     UserMessage,
 )
 from toolvisor.contract._model_errors import (
@@ -38,6 +40,11 @@ from toolvisor.contract._model_errors import (
     RETRYABLE_MODEL_ERRORS,
     ModelError,
     ModelErrorReason,
+)
+from toolvisor.contract._model_progress import (
+    ModelProgressSink,
+    report_model_progress,
+    reporting_model_progress,
 )
 from toolvisor.contract._results import (
     LEGAL_RESULT_TYPES,
@@ -78,6 +85,7 @@ __all__ = [
     "CompletionKeys",
     "DurableEffectsAccess",
     "Err",
+    "FinishReason",
     "Halt",
     "Handler",
     "HandlerResult",
@@ -88,6 +96,7 @@ __all__ = [
     "Model",
     "ModelError",
     "ModelErrorReason",
+    "ModelProgressSink",
     "ModelRequest",
     "ModelResponse",
     "Ok",
@@ -106,8 +115,11 @@ __all__ = [
     "ToolResultMessage",
     "ToolSpec",
     "ToolvisorError",
+    "Usage",
     "UserMessage",
     "Violation",
     "handler_arity",
+    "report_model_progress",
+    "reporting_model_progress",
     "tool",
 ]

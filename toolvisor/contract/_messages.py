@@ -5,21 +5,83 @@ These are what a checkpoint stores, so every one of them is frozen and has a sta
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Any, Literal, Protocol, TypeAlias, runtime_checkable
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from toolvisor.contract._errors import Violation
 
 
 class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _load_arguments(text: str) -> Any:
+    """The JSON value of a model's arguments text; blank text is an empty object."""
+    if not text.strip():
+        return {}
+    return json.loads(text, parse_constant=_refuse_constant)
+
+
 class ToolCall(_Frozen):
-    """One tool call the model asked for: its id, the tool's name and the arguments object."""
+    """One tool call the model asked for: its id, the tool's name and the arguments object.
+
+    ``raw_arguments`` is the model's own arguments text, kept byte for byte when its provider
+    sends text (OpenAI's do), so the transcript sent back repeats exactly what the model wrote.
+    ``arguments`` is then what that text parses to, or ``{}`` when it is not a JSON object:
+    :meth:`arguments_violation` says why, and such a call never runs (its result is
+    ``InvalidArguments``, so the model can try again).
+    """
 
     id: str
     name: str
     arguments: dict[str, Any] = Field(default_factory=dict)
+    raw_arguments: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _parse_raw_arguments(cls, data: Any) -> Any:
+        if not isinstance(data, dict) or not isinstance(data.get("raw_arguments"), str):
+            return data
+        try:
+            parsed = _load_arguments(data["raw_arguments"])
+        except ValueError:
+            parsed = None
+        expected = parsed if isinstance(parsed, dict) else {}
+        given = data.get("arguments")
+        if not given:
+            return {**data, "arguments": expected}
+        if given != expected:
+            raise ValueError("ToolCall.arguments must be what raw_arguments parses to")
+        return data
+
+    @classmethod
+    def from_text(cls, id: str, name: str, text: str) -> ToolCall:
+        """The call a model sent with its arguments as text (kept as ``raw_arguments``)."""
+        return cls(id=id, name=name, raw_arguments=text)
+
+    def arguments_violation(self) -> Violation | None:
+        """Why ``raw_arguments`` is no arguments object (not JSON, or JSON but not an object);
+        ``None`` when it is one, or when the provider sent an object rather than text."""
+        if self.raw_arguments is None:
+            return None
+        try:
+            value = _load_arguments(self.raw_arguments)
+        except ValueError as exc:
+            return Violation("$", f"the arguments are not valid JSON: {exc}", "json")
+        if not isinstance(value, dict):
+            return Violation("$", f"the arguments must be a JSON object, got "
+                             f"{_JSON_KINDS.get(type(value), 'a number')}", "type")
+        return None
+
+
+_JSON_KINDS: dict[type, str] = {list: "an array", str: "a string", bool: "a boolean",
+                                type(None): "null"}
 
 
 class ToolSpec(_Frozen):
@@ -69,11 +131,43 @@ class ModelRequest(_Frozen):
     tools: tuple[ToolSpec, ...] = ()
 
 
+FinishReason: TypeAlias = Literal["stop", "tool_calls", "length", "content_filter", "other"]
+"""Why a model stopped, the same for every provider: ``length`` means its output was cut off
+at the token limit (OpenAI's ``length``, Anthropic's ``max_tokens``)."""
+
+
+class Usage(_Frozen):
+    """The tokens model calls used, as their provider reported them; ``+`` sums them.
+
+    ``input_tokens`` counts every input token, cached ones included; ``cached_tokens`` those read
+    from the provider's prompt cache, or ``None`` where no call reported it.
+    """
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_tokens: int | None = None
+
+    def __add__(self, other: Usage) -> Usage:
+        cached = None if self.cached_tokens is None and other.cached_tokens is None else \
+            (self.cached_tokens or 0) + (other.cached_tokens or 0)
+        return Usage(input_tokens=self.input_tokens + other.input_tokens,
+                     output_tokens=self.output_tokens + other.output_tokens, cached_tokens=cached)
+
+
 class ModelResponse(_Frozen):
-    """A model's answer: text, tool calls, or both. No tool calls means the turn is done."""
+    """A model's answer: text, tool calls, or both. No tool calls means the turn is done.
+
+    ``finish_reason`` says why it stopped (``length``: cut off, so its tool calls never run);
+    ``usage``, ``model`` (the model that answered) and ``response_id`` are the provider's, when
+    it says.
+    """
 
     text: str | None = None
     tool_calls: tuple[ToolCall, ...] = ()
+    finish_reason: FinishReason | None = None
+    usage: Usage | None = None
+    model: str | None = None
+    response_id: str | None = None
 
 
 @runtime_checkable

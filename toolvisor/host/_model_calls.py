@@ -5,32 +5,40 @@ guarantees: an ``arespond`` coroutine is a task on the runner's one event loop (
 call), a sync ``respond`` runs on the runner's bounded thread pool; each attempt has a deadline
 (the task is cancelled, a sync call's thread abandoned and counted); the answer is delivered
 exactly once, and a late one is discarded and logged. Whatever goes wrong becomes a
-``ModelError`` with a reason from its closed set.
+``ModelError`` with a reason from its closed set. What the model reports while it answers (a
+streamed text delta) goes to the call's progress sink.
 """
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from typing import Any
 
+from toolvisor._logging import get_event_log
 from toolvisor.contract import (
     AsyncModel,
     Err,
     HandlerResult,
     Model,
     ModelError,
+    ModelProgressSink,
     ModelRequest,
     ModelResponse,
     Ok,
     Tool,
     ToolError,
+    reporting_model_progress,
 )
 from toolvisor.executor import CallHandle, ToolRunner
+
+_log = get_event_log("model_calls")
 
 ModelAnswer = ModelResponse | ModelError
 """What one model call comes back with."""
 
 _TOOL_NAME = "model"  # how the runner's events and stats name a model call
+_CLOSE_TIMEOUT = 5.0  # seconds a model's aclose() may take when its agent closes
 
 
 def _checked(response: Any) -> Ok:
@@ -41,14 +49,17 @@ def _checked(response: Any) -> Ok:
 
 
 def model_tool(model: Model | AsyncModel, timeout: float) -> Tool:
-    """``model`` as a runner-executable ``Tool``: its one argument is the request."""
+    """``model`` as a runner-executable ``Tool``: its arguments are the request and the sink
+    its progress reports go to."""
     if isinstance(model, AsyncModel):
         async def ask_async(arguments: dict[str, Any]) -> Ok:
-            return _checked(await model.arespond(arguments["request"]))
+            with reporting_model_progress(arguments["progress"]):
+                return _checked(await model.arespond(arguments["request"]))
         return Tool(_TOOL_NAME, handler=ask_async, isolation="asyncio", timeout=timeout)
 
     def ask(arguments: dict[str, Any]) -> Ok:
-        return _checked(model.respond(arguments["request"]))
+        with reporting_model_progress(arguments["progress"]):
+            return _checked(model.respond(arguments["request"]))
     return Tool(_TOOL_NAME, handler=ask, isolation="thread", timeout=timeout)
 
 
@@ -75,13 +86,32 @@ class ModelCalls:
     cancel it. Thread-safe: it holds no mutable state."""
 
     def __init__(self, model: Model | AsyncModel, runner: ToolRunner, timeout: float) -> None:
+        self._model = model
         self._tool = model_tool(model, timeout)
         self._runner = runner
         self._timeout = timeout
 
-    def start(self, request: ModelRequest,
-              on_answer: Callable[[ModelAnswer], None]) -> CallHandle:
-        """Ask the model; ``on_answer`` is called exactly once, on a runner thread."""
+    def start(self, request: ModelRequest, on_answer: Callable[[ModelAnswer], None],
+              on_progress: ModelProgressSink | None = None) -> CallHandle:
+        """Ask the model; ``on_answer`` is called exactly once, on a runner thread, after
+        every ``on_progress`` report the model made while it answered."""
         timeout = self._timeout
-        return self._runner.start(self._tool, {"request": request}, None,
-                                  lambda result: on_answer(answer_of(result, timeout)))
+        return self._runner.start(self._tool, {"request": request, "progress": on_progress},
+                                  None, lambda result: on_answer(answer_of(result, timeout)))
+
+    def close(self) -> None:
+        """Close the model's connections, if it has ``async aclose()``, on the event loop its
+        calls ran on (an SDK's HTTP connections belong to that loop). Call before the runner
+        closes; a failure is logged, never raised."""
+        aclose = getattr(self._model, "aclose", None)
+        if not inspect.iscoroutinefunction(aclose):
+            return
+
+        async def close_model(arguments: dict[str, Any]) -> Ok:
+            await aclose()
+            return Ok()
+
+        result = self._runner.run(Tool("model_close", handler=close_model, isolation="asyncio",
+                                       timeout=_CLOSE_TIMEOUT), {})
+        if not isinstance(result, Ok):
+            _log.warning("model_close_failed", result=repr(result))

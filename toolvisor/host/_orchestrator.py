@@ -91,8 +91,22 @@ class _ModelAnswered:
     answer: ModelAnswer
 
 
+@dataclass(frozen=True, slots=True)
+class _ModelProgress:
+    run_id: str
+    effect_id: int
+    event: str
+    data: dict[str, Any]
+
+
 def _tell_answer(me: ActorRef[Any], run_id: str, effect_id: int, answer: ModelAnswer) -> None:
     tell(me, _ModelAnswered(run_id, effect_id, answer))
+
+
+def _tell_progress(me: ActorRef[Any], run_id: str, effect: LlmCall, event: str,
+                   data: dict[str, Any]) -> None:
+    tell(me, _ModelProgress(run_id, effect.id, event,
+                            {"turn": effect.turn, "attempt": effect.attempt, **data}))
 
 
 class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
@@ -159,6 +173,8 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
                 self._respond(run_id, lambda m: m.send(Slept(effect_id)))
             case _ModelAnswered(run_id, effect_id, answer):
                 self._model_answered(run_id, effect_id, answer)
+            case _ModelProgress(run_id, effect_id, event, data):
+                self._model_progress(run_id, effect_id, event, data)
             case KeyResolved(run_id, key):
                 self._key_resolved(run_id, key)
             case CancelRun(run_id, reply):
@@ -350,9 +366,7 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
                 case Sleep(id=effect_id, seconds=seconds):
                     self._sleep(run, effect_id, seconds)
                 case Progress(event=event, data=data):
-                    self._log.debug("run_progress", run_id=run_id, progress=event, **data)
-                    if self._settings.on_progress is not None:
-                        self._progress(run_id, event, data)
+                    self._report(run_id, event, data)
                 case LogEvent(level=level, event=event, fields=fields):
                     getattr(self._log, level)(event, run_id=run_id, **fields)
                 case Done(outcome=Suspended() as outcome) if (
@@ -385,7 +399,20 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
         settings = self._settings
         request = request_for_model(settings.registry, settings.projection, effect.request)
         run.model_call = (effect.id, self._settings.models.start(
-            request, functools.partial(_tell_answer, me, run.run_id, effect.id)))
+            request, functools.partial(_tell_answer, me, run.run_id, effect.id),
+            functools.partial(_tell_progress, me, run.run_id, effect)))
+
+    def _model_progress(self, run_id: str, effect_id: int, event: str,
+                        data: dict[str, Any]) -> None:
+        """A report of the model call in flight; one of a call that ended is dropped."""
+        run = self._runs.get(run_id)
+        if run is not None and run.model_call is not None and run.model_call[0] == effect_id:
+            self._report(run_id, event, data)
+
+    def _report(self, run_id: str, event: str, data: dict[str, Any]) -> None:
+        self._log.debug("run_progress", run_id=run_id, progress=event, **data)
+        if self._settings.on_progress is not None:
+            self._progress(run_id, event, data)
 
     def _model_answered(self, run_id: str, effect_id: int, answer: ModelAnswer) -> None:
         run = self._runs.get(run_id)

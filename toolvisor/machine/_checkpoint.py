@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from toolvisor.contract import Message, ToolCall, ToolSpec, ToolvisorError
+from toolvisor.contract import Message, ToolCall, ToolSpec, ToolvisorError, Usage
 from toolvisor.machine._effects import EffectId, Sleep, ToolCalls
 from toolvisor.machine._outcomes import (
     Completed,
@@ -24,9 +24,13 @@ from toolvisor.machine._outcomes import (
     StateConflict,
 )
 
-CHECKPOINT_VERSION: Literal[2] = 2
+CHECKPOINT_VERSION: Literal[3] = 3
 """2: ``CallToRun`` and ``PendingCall`` carry the turn (and ``PendingCall`` the attempt); a
-model call its attempt; a run that failed on its model, the model error."""
+model call its attempt; a run that failed on its model, the model error. 3: tool calls keep the
+model's raw arguments text, runs and outcomes their token usage, ``Completed`` the finish
+reason. A version 2 checkpoint reads as version 3: every field 3 added has a default."""
+
+_READABLE_VERSIONS = (2, CHECKPOINT_VERSION)
 
 Mode = Literal["sequential", "parallel_batch_approval", "parallel_streaming"]
 Phase = Literal["new", "awaiting_model", "awaiting_tools", "sleeping", "between", "suspended",
@@ -104,6 +108,7 @@ class RunState(_Record):
     turns: int = 0
     model_attempt: int = 1  # the attempt of this turn's model call, asked or to be asked
     messages: list[Message] = Field(default_factory=list)
+    usage: Usage = Field(default_factory=Usage)  # summed over the run's model calls
     state: dict[str, Any] = Field(default_factory=dict)
     conflicts: list[StateConflict] = Field(default_factory=list)
     calls: list[CallRecord] = Field(default_factory=list)
@@ -128,19 +133,21 @@ class Checkpoint(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    version: Literal[2] = CHECKPOINT_VERSION
+    version: Literal[3] = CHECKPOINT_VERSION
     run: RunState
 
     @model_validator(mode="before")
     @classmethod
     def _known_version(cls, data: Any) -> Any:
-        if isinstance(data, dict) and data.get("version", CHECKPOINT_VERSION) != \
-                CHECKPOINT_VERSION:
+        if not isinstance(data, dict):
+            return data
+        version = data.get("version", CHECKPOINT_VERSION)
+        if version not in _READABLE_VERSIONS:
             raise CheckpointError(
-                f"checkpoint version {data.get('version')!r} is not supported: this toolvisor "
-                f"reads version {CHECKPOINT_VERSION}; restore it with the toolvisor that wrote it"
+                f"checkpoint version {version!r} is not supported: this toolvisor reads "
+                f"versions {list(_READABLE_VERSIONS)}; restore it with the toolvisor that wrote it"
             )
-        return data
+        return {**data, "version": CHECKPOINT_VERSION}
 
     def to_json(self) -> str:
         """The checkpoint as JSON text."""
@@ -200,6 +207,11 @@ class Suspended(BaseModel):
         """What the signature covers: the run id, the keys and the whole checkpoint."""
         return (f"suspended\n{self.run_id or ''}\n"
                 f"{json.dumps(self.keys, sort_keys=True)}\n{self.checkpoint.to_json()}")
+
+    @property
+    def usage(self) -> Usage:
+        """The tokens the run's model calls used so far."""
+        return self.checkpoint.run.usage
 
     @property
     def call_ids(self) -> tuple[str, ...]:

@@ -64,7 +64,7 @@ from toolvisor.machine._responses import (
     ToolResults,
 )
 from toolvisor.machine._run_view import RunView, copy_run
-from toolvisor.machine._settling import call_status, carry_out, not_found, record_result
+from toolvisor.machine._settling import call_status, carry_out, record_result, refusal
 from toolvisor.machine._state_view import json_value
 from toolvisor.machine.policy import Continue, FailedCall, PolicyFailed, RetryAfter, apply_policy
 
@@ -236,17 +236,27 @@ class TurnMachine(RunView):
             self._fail(f"the model returned tool call id(s) {repeated} more than once in one "
                        "response; its message was not recorded")
             return
+        if response.usage is not None:
+            run.usage += response.usage
+        self._progress("model_replied", turn=run.turns, attempt=run.model_attempt,
+                       model=response.model, response_id=response.response_id,
+                       finish_reason=response.finish_reason,
+                       usage=response.usage.model_dump() if response.usage else None)
         run.messages.append(AssistantMessage(content=response.text,
                                              tool_calls=response.tool_calls))
         if not response.tool_calls:
             self._finish(Completed(text=response.text, messages=tuple(run.messages),
                                    turns=run.turns, state=run.state,
-                                   state_conflicts=tuple(run.conflicts)))
+                                   state_conflicts=tuple(run.conflicts),
+                                   finish_reason=response.finish_reason))
             return
+        if response.finish_reason == "length":
+            self._log("warning", "model_output_truncated", turn=run.turns,
+                      call_ids=[c.id for c in response.tool_calls])
         plan_batch(run, self._config, response)
         for record in run.calls:
-            if not record.known:
-                error = not_found(record.call, self._config)
+            if record.step < 0 and record.status == "queued":  # it cannot run
+                error = refusal(record, self._config)
                 self._settle(record, Err(error), encode(Err(error)), answered=False)
         self._advance()
 
@@ -322,10 +332,11 @@ class TurnMachine(RunView):
         decision = apply_policy(self._config.policy_for(call.name), failed, error,
                                           seed=self._run.seed)
         if isinstance(decision, RetryAfter) and (
-                answered or record.attempt >= self._config.max_call_attempts):
+                answered or record.step < 0 or record.attempt >= self._config.max_call_attempts):
+            why = "answered from outside" if answered else "its arguments cannot run" \
+                if record.step < 0 else "max_call_attempts reached"
             self._log("info", "retry_not_possible", call_id=call.id, tool=call.name,
-                      attempt=record.attempt,
-                      why="answered from outside" if answered else "max_call_attempts reached")
+                      attempt=record.attempt, why=why)
             decision = Continue()
         self._log("info", "tool_failed", call_id=call.id, tool=call.name,
                   attempt=record.attempt, crashed=isinstance(error, ToolError),
@@ -372,7 +383,7 @@ class TurnMachine(RunView):
     def _finish(self, final: FinalOutcome) -> None:
         run = self._run
         run.outstanding = None
-        run.final = final
+        run.final = final.model_copy(update={"usage": run.usage})
         self._log("info", "run_finished", outcome=final.kind,
                   reason=final.reason if isinstance(final, Halted) else None, turns=run.turns)
         run.phase = "done"

@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from toolvisor.contract import Message, ModelErrorReason, OnCancel, OnTimeout
+from toolvisor.contract import FinishReason, Message, ModelErrorReason, OnCancel, OnTimeout, Usage
 
 
 class _Frozen(BaseModel):
@@ -62,7 +62,11 @@ class StateConflict(_Frozen):
 
 
 class Completed(_Frozen):
-    """The model answered without asking for tools: ``text`` is its final answer."""
+    """The model answered without asking for tools: ``text`` is its final answer.
+
+    ``finish_reason`` is that answer's (``length``: the text was cut off at the token limit);
+    ``usage`` sums every model call of the run, as in each outcome.
+    """
 
     kind: Literal["completed"] = "completed"
     text: str | None
@@ -70,6 +74,8 @@ class Completed(_Frozen):
     turns: int
     state: dict[str, Any] = Field(default_factory=dict)
     state_conflicts: tuple[StateConflict, ...] = ()
+    finish_reason: FinishReason | None = None
+    usage: Usage = Field(default_factory=Usage)
 
 
 class Halted(_Frozen):
@@ -85,6 +91,7 @@ class Halted(_Frozen):
     turns: int
     state: dict[str, Any] = Field(default_factory=dict)
     state_conflicts: tuple[StateConflict, ...] = ()
+    usage: Usage = Field(default_factory=Usage)
 
 
 class ModelFailure(_Frozen):
@@ -118,6 +125,7 @@ class Failed(_Frozen):
     turns: int
     state: dict[str, Any] = Field(default_factory=dict)
     state_conflicts: tuple[StateConflict, ...] = ()
+    usage: Usage = Field(default_factory=Usage)
 
 
 FinalOutcome = Completed | Halted | Failed

@@ -21,21 +21,31 @@ from toolvisor.machine._settling import not_found
 
 def plan_batch(run: RunState, config: MachineConfig, response: ModelResponse) -> None:
     """Group the calls into steps: parallel ones together first, then each serial one, then
-    one manual step with the calls the caller runs."""
+    one manual step with the calls the caller runs.
+
+    Calls that cannot run are in no step (``step`` -1): a call of an unknown tool or with
+    arguments that are no JSON object stays queued for the policy, and every call of a
+    response cut off at the token limit is done at once, told why it did not run.
+    """
     run.calls = []
-    manual: list[int] = []
-    for index, call in enumerate(response.tool_calls):
+    for call in response.tool_calls:
         tool = config.tool_named(call.name)
         run.calls.append(CallRecord(call=call, step=-1, known=tool is not None,
                                     retryable=tool is not None and tool.retryable))
-        if tool is not None and tool.manual:
-            manual.append(index)
-    known = [i for i, r in enumerate(run.calls) if r.known and i not in manual]
+    if response.finish_reason == "length":
+        for record in run.calls:
+            record.status, record.is_error = "done", True
+            record.text = _unresolved_text("truncated", _TRUNCATED)
+    runnable = [i for i, r in enumerate(run.calls) if r.status == "queued" and r.known
+                and r.call.arguments_violation() is None]
+    manual = [i for i in runnable if _is_manual(config, run.calls[i].call.name)]
+    handled = [i for i in runnable if i not in manual]
     if config.mode == "sequential":
-        groups = [[i] for i in known]
+        groups = [[i] for i in handled]
     else:
-        parallel = [i for i in known if _scheduling(config, run.calls[i].call.name) == "parallel"]
-        serial = [[i] for i in known if i not in parallel]
+        parallel = [i for i in handled
+                    if _scheduling(config, run.calls[i].call.name) == "parallel"]
+        serial = [[i] for i in handled if i not in parallel]
         groups = ([parallel] if parallel else []) + serial
     run.steps = [StepRecord(calls=group) for group in groups]
     if manual:
@@ -64,6 +74,11 @@ def hand_to_caller(run: RunState, config: MachineConfig,
         record.manual = ManualCall(call_id=call.id, tool=call.name,
                                    arguments=dict(call.arguments))
     return invalid
+
+
+def _is_manual(config: MachineConfig, name: str) -> bool:
+    tool = config.tool_named(name)
+    return tool is not None and tool.manual
 
 
 def _scheduling(config: MachineConfig, name: str) -> str:
@@ -141,6 +156,11 @@ def close_batch(run: RunState, why: str) -> None:
     run.calls = []
     run.steps = []
     run.cursor = 0
+
+
+_TRUNCATED = ("not run: the model's output was cut off at its token limit before it was "
+              "complete, so this call may be half-written; ask for it again, with shorter "
+              "arguments or fewer calls at once")
 
 
 def _unresolved_text(reason: str, message: str) -> str:

@@ -69,6 +69,15 @@ def record_result(record: CallRecord, result: HandlerResult, text: str,
     return None
 
 
+def refusal(record: CallRecord, config: MachineConfig) -> ToolError | InvalidArguments:
+    """Why a call the model asked for cannot run: its tool is not in the catalog, or its
+    arguments are no JSON object (the handler could never get them)."""
+    violation = record.call.arguments_violation()
+    if not record.known or violation is None:
+        return not_found(record.call, config)
+    return InvalidArguments(record.call.name, [violation])
+
+
 def not_found(call: ToolCall, config: MachineConfig) -> ToolError:
     """The error of a call that names a tool the catalog does not have."""
     return ToolError(

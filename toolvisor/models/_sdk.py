@@ -1,0 +1,30 @@
+"""A provider's SDK, imported only when an adapter is built, and the SDK client an adapter uses."""
+
+from __future__ import annotations
+
+import functools
+import importlib
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any
+
+
+def import_sdk(module: str, extra: str) -> ModuleType:
+    """``module``, or an ``ImportError`` that names the toolvisor extra installing it."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise ImportError(f"this model adapter needs the {module!r} package: "
+                          f"pip install 'toolvisor[{extra}]'") from exc
+
+
+def client_factory(sdk_client: Callable[..., Any], client: Any, base_url: str | None,
+                   api_key: str | None) -> Callable[[], Any]:
+    """What builds the adapter's async client, with the SDK's own retries off: toolvisor's
+    ``on_model_error`` owns retries. A given ``client`` is copied with ``max_retries=0``."""
+    if client is None:
+        return functools.partial(sdk_client, base_url=base_url, api_key=api_key, max_retries=0)
+    if base_url is not None or api_key is not None:
+        raise TypeError("give either client=... or base_url= / api_key=, not both: the client "
+                        "already has its own")
+    return functools.partial(client.with_options, max_retries=0)
