@@ -13,10 +13,10 @@ SECTION = "Layers"
 
 _BASE = {"contract", "_logging"}
 _SERVICES = _BASE | {"executor", "durable", "supervisors"}
-_LOOP = _SERVICES | {"machine", "registry"}
+_LOOP = _SERVICES | {"machine", "registry", "resilience"}
 # What each layer may import besides itself. Layers side by side (executor, durable and
-# supervisors; machine and registry) never import each other, and the per-call actors know
-# nothing of runs: no machine, no store, no catalog.
+# supervisors; machine, registry and resilience) never import each other, and the per-call
+# actors know nothing of runs: no machine, no store, no catalog.
 MAY_IMPORT: dict[str, set[str]] = {
     "contract": set(),
     "_logging": set(),
@@ -25,6 +25,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "supervisors": _BASE,
     "machine": _BASE | {"executor"},
     "registry": _BASE | {"executor"},
+    "resilience": _BASE,
     "actors": _BASE | {"executor", "supervisors"},
     "host": _LOOP | {"actors"},
     "agent": _LOOP | {"actors", "host"},
