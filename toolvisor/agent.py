@@ -12,8 +12,9 @@ from __future__ import annotations
 import asyncio
 import os
 import secrets
+import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from types import TracebackType
 from typing import Any, TypeAlias
@@ -39,7 +40,9 @@ from toolvisor.host import (
     OrchestratorActor,
     OrchestratorSettings,
     ProgressCallback,
+    ResilienceConfig,
     StartRun,
+    ToolGates,
 )
 from toolvisor.machine import (
     DEFAULT_MODEL_POLICY,
@@ -54,6 +57,7 @@ from toolvisor.machine import (
     TurnMachine,
 )
 from toolvisor.registry import StaticToolProvider, ToolRegistry
+from toolvisor.resilience import ResilienceState
 from toolvisor.supervisors import (
     ChildSpec,
     Supervisor,
@@ -84,6 +88,11 @@ class Agent:
     checkpoint after every step, tools may take completion keys and return ``Pending``
     (:meth:`resolve` delivers their results), and :meth:`resume_run` picks a run up, in this
     process or a new one.
+
+    ``resilience`` guards tools against a failing dependency: a ``Resilience`` (circuit
+    breaker, bulkhead, rate limit) for every tool, or a mapping from tool name to one. The
+    state is shared by all runs; ``resilience_clock`` is the clock its state machines read
+    (a ``toolvisor.testing.FakeClock`` in tests); :meth:`resilience_state` reports it.
     """
 
     def __init__(
@@ -109,6 +118,8 @@ class Agent:
         registry: ToolRegistry | None = None,
         signing_keys: Sequence[bytes] | None = None,
         lease_ttl: float = 30.0,
+        resilience: ResilienceConfig = None,
+        resilience_clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if not isinstance(model, Model | AsyncModel):
             raise TypeError(f"model must have respond(request) -> ModelResponse or async "
@@ -129,6 +140,7 @@ class Agent:
         elif tools:
             registry.add_source("agent", StaticToolProvider(tools))
         self._registry = registry
+        self._gates = ToolGates(resilience, clock=resilience_clock)
         self._config = MachineConfig(
             tools=tuple(tools), system_prompt=system_prompt, on_tool_error=on_tool_error,
             tool_policies=dict(tool_policies or {}), mode=mode, max_turns=max_turns, seed=seed,
@@ -149,7 +161,7 @@ class Agent:
             registry=self._registry, dispatcher=self._dispatcher,
             projection=output_budget or OutputProjection(), context=context,
             on_progress=on_progress, store=self._store, config=self._config,
-            lease_ttl=lease_ttl,
+            lease_ttl=lease_ttl, gates=self._gates,
         )
 
         def start_tool_calls() -> ToolCallSupervisorRef:
@@ -181,6 +193,10 @@ class Agent:
     def registry(self) -> ToolRegistry:
         """The catalog: which tools the model sees and which may run (members only)."""
         return self._registry
+
+    def resilience_state(self) -> ResilienceState:
+        """Every tool's breaker, bulkhead and rate limit as they stand (JSON-able)."""
+        return self._gates.state()
 
     @property
     def supervisor(self) -> SupervisorRef:

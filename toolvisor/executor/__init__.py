@@ -7,6 +7,7 @@ from toolvisor.executor._budget import (
     Truncation,
 )
 from toolvisor.executor._calls import CallHandle
+from toolvisor.executor._deadlines import Deadline, DeadlineTimer
 from toolvisor.executor._encoding import encode, encode_checked
 from toolvisor.executor._execute import aexecute, execute
 from toolvisor.executor._process_isolation import prepare_process_isolation
@@ -16,6 +17,8 @@ from toolvisor.executor._thread_pool import ElasticThreadPool, PoolThread
 
 __all__ = [
     "CallHandle",
+    "Deadline",
+    "DeadlineTimer",
     "ElasticThreadPool",
     "OutputBudget",
     "OutputProjection",

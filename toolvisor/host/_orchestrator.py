@@ -54,6 +54,7 @@ from toolvisor.host._finished_calls import (
     OutcomesReady,
     tell,
 )
+from toolvisor.host._gates import GateWoke
 from toolvisor.host._leases import RenewLeases, RunLeasedError, RunLeases
 from toolvisor.host._model_calls import ModelAnswer
 from toolvisor.host._run import HostedRun
@@ -108,7 +109,8 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
         self._waits = None if settings.store is None else DurableWaits(
             settings.store, settings.registry, settings.key_poll_interval,
             functools.partial(tell, me))
-        self._calls = CallStarter(settings, self._waits, self._finished, me)
+        self._calls = CallStarter(settings, self._waits, self._finished, me,
+                                  runs=self._runs, on_progress=self._progress)
         self._leases = None if settings.store is None else RunLeases(
             settings.store, settings.lease_ttl, functools.partial(tell, me))
         self._log = get_event_log("orchestrator")
@@ -124,6 +126,9 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
     def on_receive(self, message: Any) -> Any:
         if isinstance(message, OutcomesReady):
             self._take_finished_calls()
+            return None
+        if isinstance(message, GateWoke):
+            self._calls.gated.woke(message.ticket)
             return None
         if isinstance(message, RenewLeases):
             self._renew_leases()
@@ -351,8 +356,7 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
                     self._sleep(run, effect_id, seconds)
                 case Progress(event=event, data=data):
                     self._log.debug("run_progress", run_id=run_id, progress=event, **data)
-                    if self._settings.on_progress is not None:
-                        self._progress(run_id, event, data)
+                    self._progress(run_id, event, data)
                 case LogEvent(level=level, event=event, fields=fields):
                     getattr(self._log, level)(event, run_id=run_id, **fields)
                 case Done(outcome=Suspended() as outcome) if (
@@ -371,8 +375,10 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
             "signature": self._settings.signer.sign(outcome.signed_text())})
 
     def _progress(self, run_id: str, event: str, data: dict[str, Any]) -> None:
-        """Tell ``on_progress``; what it raises is logged with its traceback and ignored."""
-        assert self._settings.on_progress is not None
+        """Tell ``on_progress`` (if any); what it raises is logged with its traceback and
+        ignored."""
+        if self._settings.on_progress is None:
+            return
         try:
             self._settings.on_progress(run_id, event, dict(data))
         except Exception as exc:
@@ -383,7 +389,8 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
     def _call_model(self, run: HostedRun, effect: LlmCall) -> None:
         me: ActorRef[Any] = self.actor_ref
         settings = self._settings
-        request = request_for_model(settings.registry, settings.projection, effect.request)
+        request = request_for_model(settings.registry, settings.projection, effect.request,
+                                    settings.gates.hidden())
         run.model_call = (effect.id, self._settings.models.start(
             request, functools.partial(_tell_answer, me, run.run_id, effect.id)))
 
@@ -402,6 +409,7 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
         """Hand every finished call to its machine: one ``ToolResults`` per run and effect."""
         groups: dict[tuple[str, int], list[CallOutcome]] = {}
         for done in self._finished.drain():
+            self._calls.gated.finished(done.ticket, done.outcome.result)
             run = self._runs.get(done.run_id)
             if run is not None:
                 run.tokens.pop((done.effect_id, done.outcome.call_id), None)
@@ -468,5 +476,6 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
                 if not watcher.done():
                     watcher.set_exception(OrchestratorStopped(f"run {run_id}: {why}"))
         self._runs.clear()
+        self._calls.gated.close()
         if self._leases is not None:
             self._leases.close()
