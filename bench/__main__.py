@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from bench import _toolvisor, model_half
+from bench import _toolvisor, model_half, resilience
 from bench.competitors import markdown
 from toolvisor.executor import prepare_process_isolation
 
@@ -119,6 +119,9 @@ def main() -> None:
     print("measuring the model half ...", flush=True)
     model_rows = model_half.measure(competitors=not args.no_competitors)
     ours += "\n\n" + model_half.table(model_rows)
+    print("measuring what a circuit breaker saves ...", flush=True)
+    resilience_rows = resilience.measure()
+    ours += "\n\n" + resilience.table(resilience_rows)
     theirs_rows: list[dict[str, Any]] = []
     theirs = "(competitors skipped)"
     if not args.no_competitors:
@@ -128,7 +131,7 @@ def main() -> None:
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "bench.json").write_text(json.dumps(
         {"machine": info, "toolvisor": rows, "model_half": model_rows,
-         "competitors": theirs_rows}, indent=2))
+         "resilience": resilience_rows, "competitors": theirs_rows}, indent=2))
     report = (f"Machine: {info['cpu_model']}, {info['cpus']} cores, Python {info['python']}, "
               f"load {info['load_1min_at_start']:.2f} at start; medians of {args.repeats} "
               f"runs.\n\n## toolvisor\n\n{ours}\n\n## The same batches in other frameworks\n\n"

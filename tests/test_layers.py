@@ -13,11 +13,11 @@ SECTION = "Layers"
 
 _BASE = {"contract", "_logging"}
 _SERVICES = _BASE | {"executor", "durable", "supervisors"}
-_LOOP = _SERVICES | {"machine", "registry"}
+_LOOP = _SERVICES | {"machine", "registry", "resilience"}
 # What each layer may import besides itself. Layers side by side (executor, durable,
-# supervisors and models; machine and registry) never import each other, the per-call actors
-# know nothing of runs (no machine, no store, no catalog), and the provider adapters nothing
-# that hosts runs.
+# supervisors and models; machine, registry and resilience) never import each other, the
+# per-call actors know nothing of runs (no machine, no store, no catalog), and the provider
+# adapters nothing that hosts runs.
 MAY_IMPORT: dict[str, set[str]] = {
     "contract": set(),
     "_logging": set(),
@@ -27,6 +27,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "models": _BASE,
     "machine": _BASE | {"executor"},
     "registry": _BASE | {"executor"},
+    "resilience": _BASE,
     "actors": _BASE | {"executor", "supervisors"},
     "mcp": _SERVICES | {"registry", "actors"},
     "host": _LOOP | {"actors", "models"},

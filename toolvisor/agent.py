@@ -14,8 +14,9 @@ import contextlib
 import functools
 import os
 import secrets
+import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from types import TracebackType
 from typing import Any, TypeAlias
@@ -41,7 +42,9 @@ from toolvisor.host import (
     OrchestratorActor,
     OrchestratorSettings,
     ProgressCallback,
+    ResilienceConfig,
     StartRun,
+    ToolGates,
 )
 from toolvisor.machine import (
     DEFAULT_MODEL_POLICY,
@@ -58,6 +61,7 @@ from toolvisor.machine import (
 from toolvisor.mcp import McpToolProvider
 from toolvisor.models import from_string
 from toolvisor.registry import StaticToolProvider, ToolRegistry, UnknownSourceError
+from toolvisor.resilience import ResilienceState
 from toolvisor.supervisors import (
     ChildSpec,
     Supervisor,
@@ -98,6 +102,11 @@ class Agent:
     checkpoint after every step, tools may take completion keys and return ``Pending``
     (:meth:`resolve` delivers their results), and :meth:`resume_run` picks a run up, in this
     process or a new one.
+
+    ``resilience`` guards tools against a failing dependency: a ``Resilience`` (circuit
+    breaker, bulkhead, rate limit) for every tool, or a mapping from tool name to one. The
+    state is shared by all runs; ``resilience_clock`` is the clock its state machines read
+    (a ``toolvisor.testing.FakeClock`` in tests); :meth:`resilience_state` reports it.
     """
 
     def __init__(
@@ -124,6 +133,8 @@ class Agent:
         signing_keys: Sequence[bytes] | None = None,
         lease_ttl: float = 30.0,
         mcp: Sequence[McpToolProvider] = (),
+        resilience: ResilienceConfig = None,
+        resilience_clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if isinstance(model, str):
             model = from_string(model)
@@ -150,6 +161,7 @@ class Agent:
                 raise TypeError(f"mcp takes McpToolProvider objects, got {type(server).__name__}")
             registry.add_source(server.source, server)
         self._registry = registry
+        self._gates = ToolGates(resilience, clock=resilience_clock)
         self._config = MachineConfig(
             tools=tuple(tools), system_prompt=system_prompt, on_tool_error=on_tool_error,
             tool_policies=dict(tool_policies or {}), mode=mode, max_turns=max_turns, seed=seed,
@@ -171,7 +183,7 @@ class Agent:
             registry=self._registry, dispatcher=self._dispatcher,
             projection=output_budget or OutputProjection(), context=context,
             on_progress=on_progress, store=self._store, config=self._config,
-            lease_ttl=lease_ttl,
+            lease_ttl=lease_ttl, gates=self._gates,
         )
 
         def start_tool_calls() -> ToolCallSupervisorRef:
@@ -210,6 +222,10 @@ class Agent:
     def registry(self) -> ToolRegistry:
         """The catalog: which tools the model sees and which may run (members only)."""
         return self._registry
+
+    def resilience_state(self) -> ResilienceState:
+        """Every tool's breaker, bulkhead and rate limit as they stand (JSON-able)."""
+        return self._gates.state()
 
     @property
     def supervisor(self) -> SupervisorRef:

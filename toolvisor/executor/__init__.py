@@ -9,6 +9,7 @@ from toolvisor.executor._budget import (
     keep_ends,
 )
 from toolvisor.executor._calls import CallHandle
+from toolvisor.executor._deadlines import Deadline, DeadlineTimer
 from toolvisor.executor._encoding import encode, encode_checked
 from toolvisor.executor._execute import aexecute, execute
 from toolvisor.executor._process_isolation import prepare_process_isolation
@@ -20,6 +21,8 @@ from toolvisor.executor._validation import prepare_arguments
 __all__ = [
     "MAX_ERROR_BYTES",
     "CallHandle",
+    "Deadline",
+    "DeadlineTimer",
     "ElasticThreadPool",
     "OutputBudget",
     "OutputProjection",

@@ -14,6 +14,7 @@ from toolvisor.host._commands import (
     StartRun,
 )
 from toolvisor.host._durable_waits import PENDING_TIMEOUT_CODE, durable_call_id
+from toolvisor.host._gates import ResilienceConfig, ToolGates
 from toolvisor.host._leases import RunLeasedError
 from toolvisor.host._model_calls import ModelAnswer, ModelCalls
 from toolvisor.host._orchestrator import OrchestratorActor
@@ -29,7 +30,9 @@ __all__ = [
     "OrchestratorSettings",
     "OrchestratorStopped",
     "ProgressCallback",
+    "ResilienceConfig",
     "RunLeasedError",
     "StartRun",
+    "ToolGates",
     "durable_call_id",
 ]

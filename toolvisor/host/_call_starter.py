@@ -4,31 +4,35 @@ and the request it sends the model.
 Each planned call gets its context (ids, attempt, state view, catalog access, and in durable
 runs its completion keys, durable effects and cancel token) and is started in its own
 ``ToolCallActor``, unless it left the catalog (``not_found``) or a restored run finds it
-interrupted and it may not run twice (at most once). Runs on the orchestrator's thread, which
-owns the ``HostedRun`` it writes to (``run.calls``).
+interrupted and it may not run twice (at most once); a call of a guarded tool passes its gate
+first. Runs on the orchestrator's thread, which owns the ``HostedRun`` it writes to
+(``run.calls``, ``run.waiting``).
 """
 
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from pykka import ActorRef
 
-from toolvisor.actors import CallReply
-from toolvisor.contract import CallContext, Err, HandlerResult, ModelRequest, ToolResultMessage
-from toolvisor.executor import OutputProjection, encode_checked
+from toolvisor.contract import CallContext, Err, ModelRequest, ToolResultMessage
+from toolvisor.executor import OutputProjection
 from toolvisor.host._commands import OrchestratorSettings
 from toolvisor.host._durable_waits import DurableWaits, interrupted_error
 from toolvisor.host._finished_calls import CallTarget, FinishedCalls, output_window
+from toolvisor.host._gates import GatedCall, GatedCalls, answer
 from toolvisor.host._run import HostedRun
 from toolvisor.machine import StateView, ToolCalls
 from toolvisor.registry import ToolRegistry
 
 
 def request_for_model(registry: ToolRegistry, projection: OutputProjection,
-                      request: ModelRequest) -> ModelRequest:
-    """The catalog decides which tools the model sees; the budget may bound tool texts."""
+                      request: ModelRequest, hidden: frozenset[str] = frozenset()
+                      ) -> ModelRequest:
+    """The catalog decides which tools the model sees, less the ``hidden`` ones (their
+    breaker is open); the budget may bound tool texts."""
     messages = request.messages
     if projection.applies_at("request"):
         messages = tuple(
@@ -39,18 +43,29 @@ def request_for_model(registry: ToolRegistry, projection: OutputProjection,
             for m in messages
         )
     # Every part is a validated model already: validating them again costs ~1 ms a turn.
-    return ModelRequest.model_construct(messages=messages, tools=registry.specs())
+    specs = registry.specs()
+    if hidden:
+        specs = tuple(spec for spec in specs if spec.name not in hidden)
+    return ModelRequest.model_construct(messages=messages, tools=specs)
 
 
 class CallStarter:
-    """Starts the calls of the runs one orchestrator hosts; replies go to ``finished``."""
+    """Starts the calls of the runs one orchestrator hosts; replies go to ``finished``.
+
+    A call of a guarded tool passes its gate first (``GatedCalls``): it may wait there, or be
+    refused without running. ``runs`` is the orchestrator's own table of hosted runs.
+    """
 
     def __init__(self, settings: OrchestratorSettings, waits: DurableWaits | None,
-                 finished: FinishedCalls, me: ActorRef[Any]) -> None:
+                 finished: FinishedCalls, me: ActorRef[Any], *,
+                 runs: Mapping[str, HostedRun],
+                 on_progress: Callable[[str, str, dict[str, Any]], None]) -> None:
         self._settings = settings
         self._waits = waits
         self._finished = finished
         self._me = me
+        self._runs = runs
+        self.gated = GatedCalls(settings.gates, runs, self._launch, me, on_progress)
 
     def start(self, run: HostedRun, effect: ToolCalls) -> None:
         """Start every call of ``effect``; each one's reply reaches the orchestrator once."""
@@ -72,20 +87,28 @@ class CallStarter:
                 completion_keys=keys,
                 durable=durable,
             )
+            tool = registry.resolve(planned.call.name, ctx)  # not_found: the handler never runs
+            if not isinstance(tool, Err) and effect.id == run.interrupted and waits is not None \
+                    and not waits.may_run_again(run, tool, planned):
+                tool = Err(interrupted_error(planned.call))
+            ticket = None if isinstance(tool, Err) else settings.gates.ticket(tool.name)
             reply = functools.partial(self._finished.on_reply,
                                       CallTarget(self._me, run.run_id, effect.id, view, ctx,
-                                                 token))
-            tool = registry.resolve(planned.call.name, ctx)
-            result: HandlerResult
-            if isinstance(tool, Err):  # left the catalog: not_found, the handler never runs
-                result = tool
-            elif effect.id == run.interrupted and waits is not None \
-                    and not waits.may_run_again(run, tool, planned):
-                result = Err(interrupted_error(planned.call))
-            else:
-                actor = settings.dispatcher.start_call(tool, planned.call, ctx, reply)
-                if actor is not None:
-                    run.calls[effect.id, planned.call.id] = actor
+                                                 token, ticket))
+            if isinstance(tool, Err):
+                answer(reply, planned.call, planned.call.name, tool)
                 continue
-            reply(CallReply(planned.call.id, planned.call.name, result,
-                            encode_checked(result)[1]))
+            if ticket is not None:
+                self.gated.admit(GatedCall(run.run_id, effect.id, tool, planned.call, ctx,
+                                           reply, ticket))
+                continue
+            actor = settings.dispatcher.start_call(tool, planned.call, ctx, reply)
+            if actor is not None:  # kept in its run: stopped (cancelled) when the run ends
+                run.calls[effect.id, planned.call.id] = actor
+
+    def _launch(self, call: GatedCall) -> None:
+        """Start a call that passed its gate, as :meth:`start` starts any other."""
+        actor = self._settings.dispatcher.start_call(call.tool, call.call, call.ctx, call.reply)
+        run = self._runs.get(call.run_id)
+        if actor is not None and run is not None:
+            run.calls[call.effect_id, call.call.id] = actor

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from toolvisor.actors import ToolCallDispatcher
 from toolvisor.contract import ToolvisorError
 from toolvisor.durable import SessionStore, Signer
 from toolvisor.executor import OutputProjection
+from toolvisor.host._gates import ToolGates
 from toolvisor.host._model_calls import ModelCalls
 from toolvisor.machine import Effect, MachineConfig, TurnMachine
 from toolvisor.registry import ToolRegistry
@@ -74,7 +75,8 @@ class OrchestratorSettings:
 
     ``models`` performs the model calls; ``signer`` signs the ``Suspended`` outcomes given
     out; ``store`` makes runs durable; ``config`` is needed to restore runs from it;
-    ``lease_ttl`` is how long a run's lease outlives this host's last renewal.
+    ``lease_ttl`` is how long a run's lease outlives this host's last renewal; ``gates`` are
+    the tools' breakers, bulkheads and rate limits (owned by the agent, which reads them).
     """
 
     models: ModelCalls
@@ -88,3 +90,4 @@ class OrchestratorSettings:
     config: MachineConfig | None = None
     key_poll_interval: float = 0.05
     lease_ttl: float = 30.0
+    gates: ToolGates = field(default_factory=ToolGates)

@@ -30,6 +30,7 @@ class CallDone:
     effect_id: int
     outcome: CallOutcome
     key: str | None  # the completion key the call's handler took, if any
+    ticket: int | None = None  # the call's ticket at its tool's gate, if it has one
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +48,7 @@ class CallTarget:
     view: StateView
     ctx: CallContext
     token: threading.Event | None  # only in durable runs: there is nothing to cancel else
+    ticket: int | None = None  # the call's ticket at its tool's gate, if it has one
 
 
 def tell(me: ActorRef[Any], message: Any) -> None:
@@ -103,5 +105,5 @@ class FinishedCalls:
         done = CallOutcome(reply.tool_call_id, reply.result, text, writes=target.view.writes)
         keys = target.ctx.completion_keys
         if self.add(CallDone(target.run_id, target.effect_id, done,
-                             None if keys is None else keys.issued)):
+                             None if keys is None else keys.issued, target.ticket)):
             tell(target.me, OutcomesReady())

@@ -26,7 +26,6 @@ import traceback
 from collections import deque
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future
-from dataclasses import dataclass
 from typing import Any
 
 import pykka
@@ -49,11 +48,19 @@ from toolvisor.host._durable_waits import (
     KeyResolved,
     Ready,
 )
+from toolvisor.host._effect_messages import (
+    ModelAnswered,
+    ModelProgress,
+    Woke,
+    tell_answer,
+    tell_progress,
+)
 from toolvisor.host._finished_calls import (
     FinishedCalls,
     OutcomesReady,
     tell,
 )
+from toolvisor.host._gates import GateWoke
 from toolvisor.host._leases import RenewLeases, RunLeasedError, RunLeases
 from toolvisor.host._model_calls import ModelAnswer
 from toolvisor.host._run import HostedRun
@@ -78,37 +85,6 @@ from toolvisor.machine import (
 from toolvisor.supervisors import SupervisedActor
 
 
-@dataclass(frozen=True, slots=True)
-class _Woke:
-    run_id: str
-    effect_id: int
-
-
-@dataclass(frozen=True, slots=True)
-class _ModelAnswered:
-    run_id: str
-    effect_id: int
-    answer: ModelAnswer
-
-
-@dataclass(frozen=True, slots=True)
-class _ModelProgress:
-    run_id: str
-    effect_id: int
-    event: str
-    data: dict[str, Any]
-
-
-def _tell_answer(me: ActorRef[Any], run_id: str, effect_id: int, answer: ModelAnswer) -> None:
-    tell(me, _ModelAnswered(run_id, effect_id, answer))
-
-
-def _tell_progress(me: ActorRef[Any], run_id: str, effect: LlmCall, event: str,
-                   data: dict[str, Any]) -> None:
-    tell(me, _ModelProgress(run_id, effect.id, event,
-                            {"turn": effect.turn, "attempt": effect.attempt, **data}))
-
-
 class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
     """Performs the effects of the runs it hosts; one actor serves all runs of an ``Agent``."""
 
@@ -122,7 +98,8 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
         self._waits = None if settings.store is None else DurableWaits(
             settings.store, settings.registry, settings.key_poll_interval,
             functools.partial(tell, me))
-        self._calls = CallStarter(settings, self._waits, self._finished, me)
+        self._calls = CallStarter(settings, self._waits, self._finished, me,
+                                  runs=self._runs, on_progress=self._progress)
         self._leases = None if settings.store is None else RunLeases(
             settings.store, settings.lease_ttl, functools.partial(tell, me))
         self._log = get_event_log("orchestrator")
@@ -138,6 +115,9 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
     def on_receive(self, message: Any) -> Any:
         if isinstance(message, OutcomesReady):
             self._take_finished_calls()
+            return None
+        if isinstance(message, GateWoke):
+            self._calls.gated.woke(message.ticket)
             return None
         if isinstance(message, RenewLeases):
             self._renew_leases()
@@ -165,15 +145,15 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
                 self._answer(run_id, answers, reply)
             case AttachRun(run_id, reply):
                 self._attach(run_id, reply)
-            case _Woke(run_id, effect_id):
+            case Woke(run_id, effect_id):
                 run = self._runs.get(run_id)
                 timer = run.timers.pop(effect_id, None) if run is not None else None
                 if timer is not None:
                     timer.join()  # it has told us; its thread is ending
                 self._respond(run_id, lambda m: m.send(Slept(effect_id)))
-            case _ModelAnswered(run_id, effect_id, answer):
+            case ModelAnswered(run_id, effect_id, answer):
                 self._model_answered(run_id, effect_id, answer)
-            case _ModelProgress(run_id, effect_id, event, data):
+            case ModelProgress(run_id, effect_id, event, data):
                 self._model_progress(run_id, effect_id, event, data)
             case KeyResolved(run_id, key):
                 self._key_resolved(run_id, key)
@@ -385,8 +365,10 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
             "signature": self._settings.signer.sign(outcome.signed_text())})
 
     def _progress(self, run_id: str, event: str, data: dict[str, Any]) -> None:
-        """Tell ``on_progress``; what it raises is logged with its traceback and ignored."""
-        assert self._settings.on_progress is not None
+        """Tell ``on_progress`` (if any); what it raises is logged with its traceback and
+        ignored."""
+        if self._settings.on_progress is None:
+            return
         try:
             self._settings.on_progress(run_id, event, dict(data))
         except Exception as exc:
@@ -397,10 +379,11 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
     def _call_model(self, run: HostedRun, effect: LlmCall) -> None:
         me: ActorRef[Any] = self.actor_ref
         settings = self._settings
-        request = request_for_model(settings.registry, settings.projection, effect.request)
+        request = request_for_model(settings.registry, settings.projection, effect.request,
+                                    settings.gates.hidden())
         run.model_call = (effect.id, self._settings.models.start(
-            request, functools.partial(_tell_answer, me, run.run_id, effect.id),
-            functools.partial(_tell_progress, me, run.run_id, effect)))
+            request, functools.partial(tell_answer, me, run.run_id, effect.id),
+            functools.partial(tell_progress, me, run.run_id, effect)))
 
     def _model_progress(self, run_id: str, effect_id: int, event: str,
                         data: dict[str, Any]) -> None:
@@ -411,8 +394,7 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
 
     def _report(self, run_id: str, event: str, data: dict[str, Any]) -> None:
         self._log.debug("run_progress", run_id=run_id, progress=event, **data)
-        if self._settings.on_progress is not None:
-            self._progress(run_id, event, data)
+        self._progress(run_id, event, data)
 
     def _model_answered(self, run_id: str, effect_id: int, answer: ModelAnswer) -> None:
         run = self._runs.get(run_id)
@@ -429,6 +411,7 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
         """Hand every finished call to its machine: one ``ToolResults`` per run and effect."""
         groups: dict[tuple[str, int], list[CallOutcome]] = {}
         for done in self._finished.drain():
+            self._calls.gated.finished(done.ticket, done.outcome.result)
             run = self._runs.get(done.run_id)
             if run is not None:
                 run.tokens.pop((done.effect_id, done.outcome.call_id), None)
@@ -449,7 +432,7 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
     def _sleep(self, run: HostedRun, effect_id: int, seconds: float) -> None:
         me: ActorRef[Any] = self.actor_ref
         seconds, run.checkpoint_age = max(0.0, seconds - run.checkpoint_age), 0.0
-        timer = threading.Timer(seconds, functools.partial(tell, me, _Woke(run.run_id, effect_id)))
+        timer = threading.Timer(seconds, functools.partial(tell, me, Woke(run.run_id, effect_id)))
         timer.name = f"toolvisor-sleep-{run.run_id[:8]}"
         run.timers[effect_id] = timer
         timer.start()
@@ -495,5 +478,6 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
                 if not watcher.done():
                     watcher.set_exception(OrchestratorStopped(f"run {run_id}: {why}"))
         self._runs.clear()
+        self._calls.gated.close()
         if self._leases is not None:
             self._leases.close()

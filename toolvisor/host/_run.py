@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
@@ -41,6 +42,8 @@ class HostedRun:
     # (effect id, call id): the durable cancel token of each running call
     calls: dict[tuple[int, str], ActorRef[Any]] = field(default_factory=dict)  # by (effect
     # id, call id): the actor of each running call, stopped (the call cancelled) on release
+    waiting: dict[int, Callable[[], None]] = field(default_factory=dict)  # by gate ticket:
+    # withdraws a call waiting at its tool's gate (a token, a bulkhead slot) on release
     waiters: dict[str, KeyWaiter] = field(default_factory=dict)  # by key
     suspended: bool = False  # the machine's last effect was Done(Suspended)
     failing: str | None = None  # fail_turn: the next waiting effect fails with this
@@ -68,11 +71,15 @@ class HostedRun:
         self.waiters.clear()
 
     def release(self) -> None:
-        """Stop the run's model call, timers and key waiters; cancel its running calls (their
-        ``ctx.cancelled`` is set at once) and release their durable waits."""
+        """Stop the run's model call, timers and key waiters; withdraw its calls waiting at
+        their tools' gates; cancel its running calls (their ``ctx.cancelled`` is set at once)
+        and release their durable waits."""
         if self.model_call is not None:
             self.model_call[1].cancel()
             self.model_call = None
+        for withdraw in list(self.waiting.values()):
+            withdraw()
+        self.waiting.clear()
         for actor in self.calls.values():
             with contextlib.suppress(ActorDeadError):
                 actor.stop(block=False)

@@ -1,4 +1,5 @@
-"""What users import in their own tests: scripted models, policy harness, leak checks, events."""
+"""What users import in their own tests: scripted models, policy harness, leak checks, events,
+a fake clock and a breaker harness."""
 
 from toolvisor.testing._drive import DriveResult, DriveScriptError, drive
 from toolvisor.testing._events import capture_events
@@ -12,10 +13,13 @@ from toolvisor.testing._models import (
     calls,
 )
 from toolvisor.testing._policy import decide, decide_model
+from toolvisor.testing._resilience import BreakerStep, FakeClock, drive_breaker
 
 __all__ = [
+    "BreakerStep",
     "DriveResult",
     "DriveScriptError",
+    "FakeClock",
     "FunctionModel",
     "LeakCheck",
     "ScriptExhaustedError",
@@ -27,4 +31,5 @@ __all__ = [
     "decide",
     "decide_model",
     "drive",
+    "drive_breaker",
 ]

@@ -1,0 +1,52 @@
+"""The messages a run's effects send back to the orchestrator from other threads: a retry
+timer's wake-up, a model call's answer, a streaming model's progress."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from pykka import ActorRef
+
+from toolvisor.host._finished_calls import tell
+from toolvisor.host._model_calls import ModelAnswer
+from toolvisor.machine import LlmCall
+
+
+@dataclass(frozen=True, slots=True)
+class Woke:
+    """A ``Sleep`` effect's timer fired."""
+
+    run_id: str
+    effect_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class ModelAnswered:
+    """A model call came back, with a response or a ``ModelError``."""
+
+    run_id: str
+    effect_id: int
+    answer: ModelAnswer
+
+
+@dataclass(frozen=True, slots=True)
+class ModelProgress:
+    """A streaming model reported progress (a text delta) for a run's call."""
+
+    run_id: str
+    effect_id: int
+    event: str
+    data: dict[str, Any]
+
+
+def tell_answer(me: ActorRef[Any], run_id: str, effect_id: int, answer: ModelAnswer) -> None:
+    """On the runner's thread: hand a model call's answer to the orchestrator."""
+    tell(me, ModelAnswered(run_id, effect_id, answer))
+
+
+def tell_progress(me: ActorRef[Any], run_id: str, effect: LlmCall, event: str,
+                   data: dict[str, Any]) -> None:
+    """On the model's thread or loop: hand its progress to the orchestrator, with the turn."""
+    tell(me, ModelProgress(run_id, effect.id, event,
+                            {"turn": effect.turn, "attempt": effect.attempt, **data}))
