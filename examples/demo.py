@@ -74,7 +74,8 @@ def show_events(events: list[dict[str, Any]]) -> None:
     for event in events:
         name = event["event"]
         if event.get("component") in ("tool_call", "tool_runner") and "tool_name" in event:
-            step = name + (f" ({event['timeout']} s)" if name == "call_timed_out" else "")
+            step = f"{name} ({event['outcome']}, {event['duration_ms']:.0f} ms)" \
+                if name == "call_finished" else name
             lives.setdefault(event["tool_name"], []).append(step)
         elif name == "child_exited" and event.get("supervisor_id") == "tool_calls":
             exits.append(str(event["reason"]))

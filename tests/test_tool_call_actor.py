@@ -90,11 +90,13 @@ def test_lifecycle_events_are_bound_to_the_call(dispatcher: ToolCallDispatcher) 
             call(Tool(name="ok", handler=h.ok_echo), "a"),
             call(Tool(name="hang", handler=h.hangs_cooperatively, timeout=0.05), "b"),
         ])
-    named = {(e["event"], e.get("tool_call_id")) for e in events}
-    assert {("call_started", "a"), ("call_completed", "a"), ("call_started", "b"),
-            ("call_timed_out", "b")} <= named
-    timed_out = next(e for e in events if e["event"] == "call_timed_out")
-    assert timed_out["tool_name"] == "hang" and timed_out["timeout"] == 0.05
+    named = {(e["event"], e.get("tool_call_id"), e.get("outcome")) for e in events}
+    assert {("call_started", "a", None), ("call_finished", "a", "ok"),
+            ("call_started", "b", None), ("call_finished", "b", "timeout")} <= named
+    timed_out = next(e for e in events if e.get("outcome") == "timeout")
+    assert timed_out["tool_name"] == "hang" and timed_out["level"] == "warning"
+    assert timed_out["duration_ms"] >= 50 and "0.05 s" in timed_out["error"]
+    assert timed_out["isolation"] == "thread" and timed_out["attempt"] == 1
 
 
 def test_every_actor_stops_after_replying(supervisor: ToolCallSupervisorRef,
@@ -226,7 +228,8 @@ def test_a_hung_thread_handler_times_out_and_frees_its_supervisor_slot_at_once(
     finally:
         release.set()
         supervisor.stop()
-    assert {"call_abandoned", "call_timed_out"} <= {e["event"] for e in events.items}
+    assert {("call_abandoned", None), ("call_finished", "timeout")} <= {
+        (e["event"], e.get("outcome")) for e in events.items}
     assert pool.threads_hung == 0
 
 

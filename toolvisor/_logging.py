@@ -3,7 +3,7 @@
 Every layer logs through :func:`get_event_log`. While logging is off (the default) an event
 costs one global read, so the per-call hot path stays cheap. :func:`configure_logging` turns it
 on as JSON or console lines; ``toolvisor.testing.capture_events`` records events as dicts.
-Events have stable names (``child_started``, ``call_timed_out``, ...) and bound ids.
+Events have stable names (``child_started``, ``call_finished``, ...) and bound ids.
 """
 
 from __future__ import annotations
@@ -34,6 +34,11 @@ class EventLog:
     def bind(self, **fields: Any) -> EventLog:
         """A logger that adds ``fields`` to every event."""
         return EventLog({**self._bound, **fields})
+
+    @property
+    def enabled(self) -> bool:
+        """Whether events go anywhere now (skip building costly fields when not)."""
+        return _sink is not None
 
     def _emit(self, level: str, event: str, fields: dict[str, Any]) -> None:
         sink = _sink

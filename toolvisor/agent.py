@@ -45,6 +45,7 @@ from toolvisor.host import (
     ResilienceConfig,
     StartRun,
     ToolGates,
+    tracing_for,
 )
 from toolvisor.machine import (
     DEFAULT_MODEL_POLICY,
@@ -107,6 +108,10 @@ class Agent:
     breaker, bulkhead, rate limit) for every tool, or a mapping from tool name to one. The
     state is shared by all runs; ``resilience_clock`` is the clock its state machines read
     (a ``toolvisor.testing.FakeClock`` in tests); :meth:`resilience_state` reports it.
+
+    Runs are traced with OpenTelemetry (``toolvisor[otel]``) when ``tracer_provider`` is given
+    or the application set a global one: spans ``invoke_agent {name}``, ``chat {model}`` and
+    ``execute_tool {tool}``; ``trace_content=True`` records tool arguments and results too.
     """
 
     def __init__(
@@ -135,16 +140,19 @@ class Agent:
         mcp: Sequence[McpToolProvider] = (),
         resilience: ResilienceConfig = None,
         resilience_clock: Callable[[], float] = time.monotonic,
+        name: str = "agent",
+        tracer_provider: Any = None,
+        trace_content: bool = False,
     ) -> None:
         if isinstance(model, str):
             model = from_string(model)
         if not isinstance(model, Model | AsyncModel):
             raise TypeError(f"model must have respond(request) -> ModelResponse or async "
                             f"arespond(request) -> ModelResponse, got {model!r}")
-        for name, seconds in (("model_timeout", model_timeout), ("lease_ttl", lease_ttl)):
+        for setting, seconds in (("model_timeout", model_timeout), ("lease_ttl", lease_ttl)):
             if isinstance(seconds, bool) or not isinstance(seconds, int | float) \
                     or not 0 < seconds < float("inf"):
-                raise ValueError(f"{name} must be a positive, finite number of seconds, "
+                raise ValueError(f"{setting} must be a positive, finite number of seconds, "
                                  f"got {seconds!r}")
         if store is not None and not isinstance(store, SessionStore | str | os.PathLike):
             raise TypeError(f"store must be a SessionStore, a path to a SQLite file, or None; "
@@ -184,6 +192,8 @@ class Agent:
             projection=output_budget or OutputProjection(), context=context,
             on_progress=on_progress, store=self._store, config=self._config,
             lease_ttl=lease_ttl, gates=self._gates,
+            tracing=tracing_for(model, tracer_provider, agent_name=name,
+                                record_content=trace_content),
         )
 
         def start_tool_calls() -> ToolCallSupervisorRef:

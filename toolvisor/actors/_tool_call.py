@@ -6,6 +6,7 @@ import contextlib
 import dataclasses
 import queue
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -15,11 +16,20 @@ from pykka.messages import _ActorStop
 
 from toolvisor._logging import get_event_log
 from toolvisor.actors._pooled import ActorThreadPool, PooledThreadingActor
-from toolvisor.contract import CallContext, Err, HandlerResult, Tool, ToolCall, ToolError
+from toolvisor.contract import (
+    CallContext,
+    Err,
+    HandlerResult,
+    Tool,
+    ToolCall,
+    ToolError,
+    result_outcome,
+)
 from toolvisor.executor import CallHandle, ToolRunner, encode_checked
 from toolvisor.supervisors import SupervisedActor
 from toolvisor.supervisors._supervised import _ShutdownRequest
 
+_QUIET_OUTCOMES = frozenset({"ok", "ask_user", "halt", "pending"})  # logged at info
 _RESULT_WAIT = 5.0  # seconds to wait for a result the runner has claimed but not yet handed over
 
 
@@ -101,8 +111,8 @@ class ToolCallActor(SupervisedActor, PooledThreadingActor):
     by the actor's thread once ``_handle`` is set). ``_replied`` belongs to the actor's thread
     (``process``/``asyncio`` only); ``_result`` is written once by the runner thread that
     delivers it, before ``_result_ready`` is set. Events (component ``tool_call``, bound
-    ``tool_name`` and ``tool_call_id``): ``call_started``, ``call_completed``,
-    ``call_timed_out``, ``call_abandoned``.
+    ``run_id``, ``turn``, ``tool_name``, ``tool_call_id``, ``attempt``, ``isolation``):
+    ``call_started``, ``call_finished`` (``outcome``, ``duration_ms``), ``call_abandoned``.
     """
 
     def __init__(
@@ -125,7 +135,10 @@ class ToolCallActor(SupervisedActor, PooledThreadingActor):
             ctx = dataclasses.replace(ctx, tool_call=call)
         self._ctx = ctx
         self._reply_to = reply_to
-        self._log = get_event_log("tool_call", tool_name=tool.name, tool_call_id=call.id)
+        self._log = get_event_log("tool_call", run_id=ctx.session_id, turn=ctx.turn,
+                                  tool_name=tool.name, tool_call_id=call.id,
+                                  attempt=ctx.attempt, isolation=tool.isolation)
+        self._started = 0.0
         self._here = ToolRunner.runs_here(tool)
         self._handle: CallHandle | None = None
         self._given_up = False
@@ -142,7 +155,8 @@ class ToolCallActor(SupervisedActor, PooledThreadingActor):
         return _CallInbox()
 
     def on_start(self) -> None:
-        self._log.debug("call_started", isolation=self._tool.isolation)
+        self._started = time.monotonic()
+        self._log.info("call_started")
         arguments = self._call.arguments
         try:
             if self._here:
@@ -242,18 +256,26 @@ class ToolCallActor(SupervisedActor, PooledThreadingActor):
             return
         self._replied = True
         outcome = reply_of(self._call, self._tool.name, result)
-        if isinstance(result, Err) and isinstance(result.reason, ToolError) \
-                and result.reason.reason == "timeout":
-            self._log.warning("call_timed_out", timeout=result.reason.cause)
-        else:
-            self._log.debug("call_completed", result_type=type(outcome.result).__name__,
-                            is_error=outcome.is_error)
+        if self._log.enabled:
+            self._log_finished(outcome.result)
         try:
             self._reply_to(outcome)
         except ActorDeadError as exc:
             self._log.info("reply_undeliverable", error=repr(exc))
         except Exception as exc:
             self._log.error("reply_failed", error=f"{type(exc).__name__}: {exc}")
+
+    def _log_finished(self, result: HandlerResult) -> None:
+        """``call_finished``: the outcome word, the duration, and what went wrong if it did."""
+        word = result_outcome(result)
+        duration_ms = round((time.monotonic() - self._started) * 1000, 3)
+        if word in _QUIET_OUTCOMES:
+            self._log.info("call_finished", outcome=word, duration_ms=duration_ms)
+            return
+        reason = result.reason if isinstance(result, Err) else result
+        error = reason.message if isinstance(reason, ToolError) else str(reason)
+        self._log.warning("call_finished", outcome=word, duration_ms=duration_ms,
+                          error=error[:500])
 
     def on_stop(self) -> None:
         self._finish_early()

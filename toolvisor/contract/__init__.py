@@ -46,6 +46,7 @@ from toolvisor.contract._model_progress import (
     report_model_progress,
     reporting_model_progress,
 )
+from toolvisor.contract._outcome import result_outcome
 from toolvisor.contract._results import (
     LEGAL_RESULT_TYPES,
     AskUser,
@@ -121,5 +122,6 @@ __all__ = [
     "handler_arity",
     "report_model_progress",
     "reporting_model_progress",
+    "result_outcome",
     "tool",
 ]

@@ -123,6 +123,7 @@ class CallContext:
     engine: Any = None
     cancelled: CancelToken = NEVER_CANCELLED
     attempt: int = 1
+    turn: int | None = None  # the run's turn whose model response asked for the call
     state: StateAccess | None = None
     catalog: CatalogAccess | None = None
     completion_keys: CompletionKeys | None = None

@@ -85,8 +85,7 @@ class AsyncioIsolation:
         task = call.worker
         if isinstance(task, asyncio.Task) and not task.done():
             task.cancel()
-            _log.info("call_cancelled", tool_name=call.tool.name,
-                      tool_call_id=call.ctx.tool_call_id)
+            _log.info("call_cancelled", **call.log_fields())
 
     def close(self, grace: float) -> None:
         """Cancel what is left, wait up to ``grace`` for it to finish, then close the loop."""

@@ -71,6 +71,13 @@ class RunningCall:
             code=code,
         ))
 
+    def log_fields(self) -> dict[str, Any]:
+        """The ids every event about this call carries."""
+        ctx = self.ctx
+        return {"run_id": ctx.session_id, "turn": ctx.turn, "tool_name": self.tool.name,
+                "tool_call_id": ctx.tool_call_id, "attempt": ctx.attempt,
+                "isolation": self.tool.isolation}
+
     def timeout_error(self) -> Err:
         """The result of a call that ran past its timeout; ``cause`` is the timeout (seconds)."""
         return self.error("timeout", f"no result within {self.timeout:g} s", self.timeout)

@@ -232,8 +232,7 @@ class ToolRunner:
             self._deliver(call, result)
             return
         self._counters.add("late_results_discarded")
-        _log.info("late_result_discarded", tool_name=call.tool.name,
-                  tool_call_id=call.ctx.tool_call_id, result_type=type(result).__name__)
+        _log.info("late_result_discarded", **call.log_fields(), result_type=type(result).__name__)
 
     def _expire(self, call: RunningCall) -> None:
         if not call.claim():
@@ -260,8 +259,7 @@ class ToolRunner:
         try:
             call.on_done(result)
         except Exception as exc:
-            _log.error("on_done_failed", tool_name=call.tool.name,
-                       tool_call_id=call.ctx.tool_call_id, error=repr(exc))
+            _log.error("on_done_failed", **call.log_fields(), error=repr(exc))
         finally:
             with self._lock:
                 self._inflight.discard(call)

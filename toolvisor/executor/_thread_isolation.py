@@ -89,12 +89,10 @@ class ThreadIsolation:
                 try:
                     worker.give_up()
                 except Exception as exc:
-                    _log.error("give_up_failed", tool_name=call.tool.name,
-                               tool_call_id=call.ctx.tool_call_id, error=repr(exc))
+                    _log.error("give_up_failed", **call.log_fields(), error=repr(exc))
         if worker is not None:
             self._counters.add("threads_abandoned")
-            _log.warning("call_abandoned", tool_name=call.tool.name,
-                         tool_call_id=call.ctx.tool_call_id, thread=worker.thread.name)
+            _log.warning("call_abandoned", **call.log_fields(), thread=worker.thread.name)
 
     @property
     def live_threads(self) -> int:

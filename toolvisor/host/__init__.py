@@ -18,9 +18,11 @@ from toolvisor.host._gates import ResilienceConfig, ToolGates
 from toolvisor.host._leases import RunLeasedError
 from toolvisor.host._model_calls import ModelAnswer, ModelCalls
 from toolvisor.host._orchestrator import OrchestratorActor
+from toolvisor.host._tracing import SEMCONV_VERSION, Tracing, tracing_for
 
 __all__ = [
     "PENDING_TIMEOUT_CODE",
+    "SEMCONV_VERSION",
     "AnswerRun",
     "AttachRun",
     "CancelRun",
@@ -34,5 +36,7 @@ __all__ = [
     "RunLeasedError",
     "StartRun",
     "ToolGates",
+    "Tracing",
     "durable_call_id",
+    "tracing_for",
 ]

@@ -23,6 +23,7 @@ from toolvisor.host._commands import OrchestratorSettings
 from toolvisor.host._durable_waits import DurableWaits, interrupted_error
 from toolvisor.host._finished_calls import CallTarget, FinishedCalls, output_window
 from toolvisor.host._gates import GatedCall, GatedCalls, answer
+from toolvisor.host._observing import RunObserver
 from toolvisor.host._run import HostedRun
 from toolvisor.machine import StateView, ToolCalls
 from toolvisor.registry import ToolRegistry
@@ -57,13 +58,14 @@ class CallStarter:
     """
 
     def __init__(self, settings: OrchestratorSettings, waits: DurableWaits | None,
-                 finished: FinishedCalls, me: ActorRef[Any], *,
+                 finished: FinishedCalls, me: ActorRef[Any], observe: RunObserver, *,
                  runs: Mapping[str, HostedRun],
                  on_progress: Callable[[str, str, dict[str, Any]], None]) -> None:
         self._settings = settings
         self._waits = waits
         self._finished = finished
         self._me = me
+        self._observe = observe
         self._runs = runs
         self.gated = GatedCalls(settings.gates, runs, self._launch, me, on_progress)
 
@@ -82,6 +84,7 @@ class CallStarter:
                 tool_call=planned.call,
                 context=settings.context,
                 attempt=planned.attempt,
+                turn=planned.turn,
                 state=view,
                 catalog=registry.catalog_access,
                 completion_keys=keys,
@@ -92,9 +95,12 @@ class CallStarter:
                     and not waits.may_run_again(run, tool, planned):
                 tool = Err(interrupted_error(planned.call))
             ticket = None if isinstance(tool, Err) else settings.gates.ticket(tool.name)
+            name, isolation = (planned.call.name, "none") if isinstance(tool, Err) \
+                else (tool.name, tool.isolation or "none")
+            span = self._observe.tool_call(run, planned, name, isolation)
             reply = functools.partial(self._finished.on_reply,
                                       CallTarget(self._me, run.run_id, effect.id, view, ctx,
-                                                 token, ticket))
+                                                 token, ticket, span))
             if isinstance(tool, Err):
                 answer(reply, planned.call, planned.call.name, tool)
                 continue

@@ -18,6 +18,7 @@ from toolvisor.durable import SessionStore, Signer
 from toolvisor.executor import OutputProjection
 from toolvisor.host._gates import ToolGates
 from toolvisor.host._model_calls import ModelCalls
+from toolvisor.host._tracing import Tracing
 from toolvisor.machine import Effect, MachineConfig, TurnMachine
 from toolvisor.registry import ToolRegistry
 
@@ -76,7 +77,8 @@ class OrchestratorSettings:
     ``models`` performs the model calls; ``signer`` signs the ``Suspended`` outcomes given
     out; ``store`` makes runs durable; ``config`` is needed to restore runs from it;
     ``lease_ttl`` is how long a run's lease outlives this host's last renewal; ``gates`` are
-    the tools' breakers, bulkheads and rate limits (owned by the agent, which reads them).
+    the tools' breakers, bulkheads and rate limits (owned by the agent, which reads them);
+    ``tracing`` makes the runs' spans (``None``: the agent does not trace).
     """
 
     models: ModelCalls
@@ -91,3 +93,4 @@ class OrchestratorSettings:
     key_poll_interval: float = 0.05
     lease_ttl: float = 30.0
     gates: ToolGates = field(default_factory=ToolGates)
+    tracing: Tracing | None = None

@@ -18,6 +18,7 @@ from pykka import ActorDeadError, ActorRef
 from toolvisor.actors import CallReply
 from toolvisor.contract import CallContext, Err
 from toolvisor.executor import OutputProjection, ProjectionPoint
+from toolvisor.host._tracing import ToolSpan
 from toolvisor.machine import CallOutcome, StateView
 from toolvisor.registry import ToolRegistry
 
@@ -49,6 +50,7 @@ class CallTarget:
     ctx: CallContext
     token: threading.Event | None  # only in durable runs: there is nothing to cancel else
     ticket: int | None = None  # the call's ticket at its tool's gate, if it has one
+    span: ToolSpan | None = None  # the call's trace span, when the agent traces
 
 
 def tell(me: ActorRef[Any], message: Any) -> None:
@@ -95,6 +97,8 @@ class FinishedCalls:
         """
         if target.token is not None:
             target.token.set()
+        if target.span is not None:
+            target.span.end(reply.result, reply.text)
         text = reply.text
         projection = self._projection
         if projection.applies_at("dispatch") or projection.applies_at("history"):

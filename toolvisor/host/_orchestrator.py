@@ -63,6 +63,7 @@ from toolvisor.host._finished_calls import (
 from toolvisor.host._gates import GateWoke
 from toolvisor.host._leases import RenewLeases, RunLeasedError, RunLeases
 from toolvisor.host._model_calls import ModelAnswer
+from toolvisor.host._observing import RunObserver
 from toolvisor.host._run import HostedRun
 from toolvisor.machine import (
     CallOutcome,
@@ -98,7 +99,8 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
         self._waits = None if settings.store is None else DurableWaits(
             settings.store, settings.registry, settings.key_poll_interval,
             functools.partial(tell, me))
-        self._calls = CallStarter(settings, self._waits, self._finished, me,
+        self._observe = RunObserver(settings.tracing)
+        self._calls = CallStarter(settings, self._waits, self._finished, me, self._observe,
                                   runs=self._runs, on_progress=self._progress)
         self._leases = None if settings.store is None else RunLeases(
             settings.store, settings.lease_ttl, functools.partial(tell, me))
@@ -140,6 +142,7 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
                 if self._leases is not None:
                     self._leases.take(run_id)
                 self._log.info("run_started", run_id=run_id)
+                self._observe.run_started(started, effects)
                 self._perform(run_id, self._checkpointed(started, effects))
             case AnswerRun(run_id, answers, reply):
                 self._answer(run_id, answers, reply)
@@ -239,6 +242,7 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
         if isinstance(outstanding, ToolCalls):
             run.interrupted = outstanding.id
         self._log.info("run_restored", run_id=run_id, effect_id=saved.effect_id)
+        self._observe.run_started(run, None)
         return run
 
     def _attach(self, run_id: str, reply: Future[Any]) -> None:
@@ -349,6 +353,7 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
                     self._report(run_id, event, data)
                 case LogEvent(level=level, event=event, fields=fields):
                     getattr(self._log, level)(event, run_id=run_id, **fields)
+                    self._observe.machine_event(run, event, fields)
                 case Done(outcome=Suspended() as outcome) if (
                         outcome.pending and self._store is not None):
                     queue.extend(self._suspended(run, outcome))
@@ -381,6 +386,7 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
         settings = self._settings
         request = request_for_model(settings.registry, settings.projection, effect.request,
                                     settings.gates.hidden())
+        self._observe.model_started(run, effect)
         run.model_call = (effect.id, self._settings.models.start(
             request, functools.partial(tell_answer, me, run.run_id, effect.id),
             functools.partial(tell_progress, me, run.run_id, effect)))
@@ -400,9 +406,8 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
         run = self._runs.get(run_id)
         if run is not None and run.model_call is not None and run.model_call[0] == effect_id:
             run.model_call = None
+            self._observe.model_answered(run, answer)
         if isinstance(answer, ModelError):
-            self._log.warning("model_call_failed", run_id=run_id, effect_id=effect_id,
-                              reason=answer.reason, error=answer.message)
             self._respond(run_id, lambda m: m.send(EffectFailed(effect_id, answer)))
         else:
             self._respond(run_id, lambda m: m.send(ModelReplied(effect_id, answer)))
@@ -439,7 +444,8 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
 
     def _finish(self, run: HostedRun, outcome: Any) -> None:
         self._drop(run)
-        self._log.info("run_finished", run_id=run.run_id, outcome=type(outcome).__name__)
+        self._log.info("run_returned", run_id=run.run_id, outcome=type(outcome).__name__)
+        self._observe.run_finished(run, outcome)
         run.reply(outcome)
 
     def _drop(self, run: HostedRun) -> None:
@@ -457,6 +463,7 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
                 continue
             self._log.error("lease_lost", run_id=run_id)
             run.release()
+            self._observe.run_finished(run, None)
             for watcher in run.watchers:
                 if not watcher.done():
                     watcher.set_exception(RunLeasedError(
@@ -474,6 +481,7 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
     def _abort_runs(self, why: str) -> None:
         for run_id, run in list(self._runs.items()):
             run.release()
+            self._observe.run_finished(run, None)
             for watcher in run.watchers:
                 if not watcher.done():
                     watcher.set_exception(OrchestratorStopped(f"run {run_id}: {why}"))

@@ -54,6 +54,10 @@ class HostedRun:
     # may have run before the crash, so only retryable or journaled ones run again
     checkpoint_age: float = 0.0  # seconds since the checkpoint a restored run started from:
     # a Sleep it re-emits waits only the rest
+    span: Any = None  # the run's trace span, when the agent traces
+    model_span: Any = None  # the span of the model call in flight, when the agent traces
+    model_started: tuple[int, int, float] | None = None  # (turn, attempt, monotonic start) of
+    # the model call in flight
 
     def reply(self, outcome: Any) -> None:
         """Give ``outcome`` to everyone waiting for the run's next outcome."""

@@ -335,16 +335,17 @@ class TurnMachine(RunView):
                 answered or record.step < 0 or record.attempt >= self._config.max_call_attempts):
             why = "answered from outside" if answered else "its arguments cannot run" \
                 if record.step < 0 else "max_call_attempts reached"
-            self._log("info", "retry_not_possible", call_id=call.id, tool=call.name,
-                      attempt=record.attempt, why=why)
+            self._log("info", "retry_not_possible", turn=self._run.turns,
+                      tool_name=call.name, tool_call_id=call.id, attempt=record.attempt, why=why)
             decision = Continue()
-        self._log("info", "tool_failed", call_id=call.id, tool=call.name,
-                  attempt=record.attempt, crashed=isinstance(error, ToolError),
+        self._log("info", "tool_failed", turn=self._run.turns, tool_name=call.name,
+                  tool_call_id=call.id, attempt=record.attempt,
+                  crashed=isinstance(error, ToolError),
                   reason=error.reason if isinstance(error, ToolError) else None,
                   decision=type(decision).__name__)
         if isinstance(decision, PolicyFailed):
-            self._log("error", "policy_failed", call_id=call.id, tool=call.name,
-                      detail=decision.detail)
+            self._log("error", "policy_failed", turn=self._run.turns, tool_name=call.name,
+                      tool_call_id=call.id, attempt=record.attempt, detail=decision.detail)
         carry_out(record, decision, error, text)
 
     # -- state --------------------------------------------------------------------------------
@@ -454,7 +455,8 @@ class TurnMachine(RunView):
     def _emit_sleep(self, records: list[CallRecord]) -> None:
         seconds = max(r.retry_delay or 0.0 for r in records)
         call_ids = tuple(r.call.id for r in records)
-        self._log("info", "retry_scheduled", call_ids=list(call_ids), seconds=seconds)
+        self._log("info", "retry_scheduled", turn=self._run.turns, call_ids=list(call_ids),
+                  seconds=seconds)
         self._wait(Sleep(id=self._next_id(), seconds=seconds, call_ids=call_ids), "sleeping")
 
     def _wait(self, effect: LlmCall | ToolCalls | Sleep, phase: Any) -> None:

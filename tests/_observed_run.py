@@ -1,0 +1,55 @@
+"""One run that shows every kind of event: a crash, a timeout, a tool retry, a model retry,
+a question for the user and the resume that answers it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from toolvisor import Agent, AskUser, CallContext, Completed, ModelError, Ok, Suspended, tool
+from toolvisor.machine import RetryPolicy
+from toolvisor.testing import ScriptedModel, call, calls
+
+
+@tool
+def crash(arguments: dict[str, Any]) -> Ok:
+    """Crashes."""
+    raise ConnectionError("backend down")
+
+
+@tool(timeout=0.05)
+def slow(arguments: dict[str, Any], ctx: CallContext) -> Ok:
+    """Runs past its timeout (and stops when cancelled)."""
+    ctx.cancelled.wait()
+    return Ok("late")
+
+
+@tool(retryable=True)
+def flaky(arguments: dict[str, Any], ctx: CallContext) -> Ok:
+    """Crashes on its first attempt."""
+    if ctx.attempt == 1:
+        raise TimeoutError("first try fails")
+    return Ok("second try works")
+
+
+@tool
+def ask(arguments: dict[str, Any]) -> AskUser:
+    """Asks the user."""
+    return AskUser("Go ahead?", ("yes", "no"))
+
+
+def observed_run(**agent_options: Any) -> Completed:
+    """Run it to the end: suspend on the question, resume with ``yes``."""
+    model = ScriptedModel([
+        ModelError("rate_limited", "slow down", retry_after=0.0),
+        calls(call("crash", id="c"), call("slow", id="s"), call("flaky", id="f"),
+              call("ask", id="a")),
+        "done",
+    ])
+    policy = RetryPolicy(max_attempts=2, base_delay=0, jitter=0)
+    with Agent(model, [crash, slow, flaky, ask], on_tool_error=policy,
+               **agent_options) as agent:
+        first = agent.run("go")
+        assert isinstance(first, Suspended)
+        outcome = agent.resume(first, "yes")
+    assert isinstance(outcome, Completed)
+    return outcome

@@ -1,0 +1,162 @@
+"""Log events and traces of a run with a crash, a timeout, a retry, a question and a resume:
+the events match the table in docs/observability.md, the spans form the documented tree."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from _observed_run import observed_run
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import StatusCode
+
+from toolvisor.host import tracing_for
+from toolvisor.testing import capture_events
+
+DOC = Path(__file__).resolve().parent.parent / "docs" / "observability.md"
+CALL_IDS = {"run_id", "turn", "tool_name", "tool_call_id", "attempt", "isolation"}
+
+
+def documented_events() -> dict[str, dict[str, Any]]:
+    """The rows of the events table: components, levels, fields, and whether the run emits it."""
+    text = DOC.read_text()
+    table = text.split("<!-- events-table -->")[1].split("<!-- /events-table -->")[0]
+    rows: dict[str, dict[str, Any]] = {}
+    for line in table.strip().splitlines()[2:]:
+        event, components, levels, fields, seen = (c.strip() for c in line.strip("|").split("|"))
+        rows[event.strip("`")] = {
+            "components": set(re.findall(r"`(\w+)`", components)),
+            "levels": {level.strip() for level in levels.split(",")},
+            "fields": set(re.findall(r"`(\w+)`", fields)),
+            "open": "..." in fields or "data" in fields,
+            "seen": seen == "yes",
+        }
+    return rows
+
+
+def test_the_events_of_a_run_are_the_documented_ones() -> None:
+    with capture_events() as events:
+        observed_run()
+    rows = documented_events()
+    for event in events:
+        name = event["event"]
+        assert name in rows, f"{name} is not in docs/observability.md"
+        row = rows[name]
+        assert event["component"] in row["components"], event
+        assert event["level"] in row["levels"], event
+        fields = set(event) - {"event", "level", "component"}
+        if not row["open"]:
+            assert fields <= row["fields"], (name, fields - row["fields"])
+    emitted = {e["event"] for e in events}
+    assert {name for name, row in rows.items() if row["seen"]} <= emitted
+    for event in events:
+        if event["component"] == "tool_call":
+            assert set(event) >= CALL_IDS and event["run_id"] is not None, event
+
+
+def test_call_finished_says_how_each_call_ended() -> None:
+    with capture_events() as events:
+        observed_run()
+    finished = {(e["tool_name"], e["attempt"], e["turn"]): (e["outcome"], e["level"])
+                for e in events if e["event"] == "call_finished"}
+    assert finished == {
+        ("crash", 1, 1): ("handler_raised", "warning"),
+        ("slow", 1, 1): ("timeout", "warning"),
+        ("flaky", 1, 1): ("handler_raised", "warning"),
+        ("flaky", 2, 1): ("ok", "info"),
+        ("ask", 1, 1): ("ask_user", "info"),
+    }
+    assert all(e["duration_ms"] >= 0 for e in events if e["event"] == "call_finished")
+    models = [(e["turn"], e["attempt"], e["outcome"]) for e in events
+              if e["event"] == "model_call_finished"]
+    assert models == [(1, 1, "rate_limited"), (1, 2, "ok"), (2, 1, "ok")]
+
+
+@pytest.fixture
+def spans() -> Iterator[tuple[TracerProvider, InMemorySpanExporter]]:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()  # the agent's own: the global provider is never set
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    yield provider, exporter
+    provider.shutdown()
+
+
+def tree(finished: tuple[ReadableSpan, ...]) -> list[tuple[str, list[str]]]:
+    """Each run span's name with its children's names (in start order)."""
+    runs = sorted((s for s in finished if s.parent is None), key=lambda s: s.start_time or 0)
+    return [(run.name, [s.name for s in sorted(
+        (s for s in finished if s.parent is not None and s.parent.span_id == run.context.span_id),
+        key=lambda s: s.start_time or 0)]) for run in runs]
+
+
+def test_a_run_is_one_trace_tree(spans: tuple[TracerProvider, InMemorySpanExporter]) -> None:
+    provider, exporter = spans
+    observed_run(tracer_provider=provider, name="planner")
+    finished = exporter.get_finished_spans()
+    shape = tree(finished)
+    assert [name for name, _ in shape] == ["invoke_agent planner"] * 2
+    first, second = (children for _, children in shape)
+    assert first[:2] == ["chat ScriptedModel"] * 2
+    assert sorted(first[2:]) == sorted(["execute_tool crash", "execute_tool slow",
+                                        "execute_tool flaky", "execute_tool ask",
+                                        "execute_tool flaky"])
+    assert second == ["chat ScriptedModel"]
+    assert len({s.context.trace_id for s in finished}) == 2  # one trace per run and resume
+    by_name: dict[str, list[ReadableSpan]] = {}
+    for span in finished:
+        by_name.setdefault(span.name, []).append(span)
+    run1, run2 = sorted(by_name["invoke_agent planner"], key=lambda s: s.start_time or 0)
+    assert run1.attributes is not None and run2.attributes is not None
+    assert run1.attributes["gen_ai.operation.name"] == "invoke_agent"
+    assert run1.attributes["toolvisor.run.outcome"] == "suspended"
+    assert (run1.attributes["toolvisor.run.resumed"], run2.attributes["toolvisor.run.resumed"]) \
+        == (False, True)
+    assert run2.attributes["toolvisor.run.outcome"] == "completed"
+    events = [e.name for e in run1.events]
+    assert {"model_call_failed", "model_retry_scheduled", "tool_failed", "retry_scheduled",
+            "run_suspended"} <= set(events)
+    decisions = {(e.attributes or {}).get("tool_name"): (e.attributes or {}).get("decision")
+                 for e in run1.events if e.name == "tool_failed"}
+    assert decisions == {"crash": "Continue", "slow": "Continue", "flaky": "RetryAfter"}
+
+    def tool(name: str, attempt: int) -> ReadableSpan:
+        return next(s for s in by_name[f"execute_tool {name}"]
+                    if (s.attributes or {})["toolvisor.attempt"] == attempt)
+
+    for name, attempt, error in [("crash", 1, "handler_raised"), ("slow", 1, "timeout"),
+                                 ("flaky", 1, "handler_raised")]:
+        span = tool(name, attempt)
+        assert span.status.status_code is StatusCode.ERROR
+        assert (span.attributes or {})["error.type"] == error
+    for name, attempt in [("flaky", 2), ("ask", 1)]:
+        span = tool(name, attempt)
+        assert span.status.status_code is StatusCode.UNSET
+        assert "error.type" not in (span.attributes or {})
+    attributes = tool("ask", 1).attributes or {}
+    assert attributes["gen_ai.tool.call.id"] == "a" and attributes["gen_ai.tool.type"] \
+        == "function" and attributes["toolvisor.call.outcome"] == "ask_user"
+    assert "gen_ai.tool.call.arguments" not in attributes  # content only when asked for
+    chats = sorted(by_name["chat ScriptedModel"], key=lambda s: s.start_time or 0)
+    assert [(c.attributes or {}).get("error.type") for c in chats] \
+        == ["rate_limited", None, None]
+    assert (chats[0].attributes or {})["gen_ai.operation.name"] == "chat"
+
+
+def test_content_is_recorded_only_when_asked(
+        spans: tuple[TracerProvider, InMemorySpanExporter]) -> None:
+    provider, exporter = spans
+    observed_run(tracer_provider=provider, trace_content=True)
+    flaky = [s for s in exporter.get_finished_spans() if s.name == "execute_tool flaky"]
+    results = {(s.attributes or {})["gen_ai.tool.call.result"] for s in flaky}
+    assert "second try works" in results
+    assert all((s.attributes or {})["gen_ai.tool.call.arguments"] == "{}" for s in flaky)
+
+
+def test_no_tracer_provider_means_no_tracing() -> None:
+    # opentelemetry is imported here, but no global provider is set: nothing to trace with
+    assert tracing_for(object(), None, agent_name="a", record_content=False) is None

@@ -1,0 +1,86 @@
+"""``RunObserver``: what the orchestrator tells people about its runs, as log events and
+(when the agent traces) OpenTelemetry spans. Runs on the orchestrator's thread, except
+:class:`~toolvisor.host._tracing.ToolSpan`'s end, which runs where a call ends.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from toolvisor._logging import get_event_log
+from toolvisor.contract import ModelError, ModelResponse
+from toolvisor.host._run import HostedRun
+from toolvisor.host._tracing import ToolSpan, Tracing
+from toolvisor.machine import CallToRun, Effect, LlmCall
+
+
+class RunObserver:
+    """Logs model calls and run ends with their ids and durations; spans them if tracing."""
+
+    def __init__(self, tracing: Tracing | None) -> None:
+        self.tracing = tracing
+        self._log = get_event_log("orchestrator")
+
+    def run_started(self, run: HostedRun, effects: list[Effect] | None) -> None:
+        """A run came to this host: started with ``effects``, or restored (``None``)."""
+        if self.tracing is not None:
+            fresh = effects is not None and any(
+                isinstance(e, LlmCall) and e.turn == 1 and e.attempt == 1 for e in effects)
+            run.span = self.tracing.run_started(run.run_id, resumed=not fresh)
+
+    def run_finished(self, run: HostedRun, outcome: Any) -> None:
+        """The run leaves this host: ``outcome`` is its outcome (``None``: it was lost)."""
+        if run.model_started is not None:  # cancelled in flight
+            self.model_answered(run, None)
+        if run.span is not None and self.tracing is not None:
+            kind = getattr(outcome, "kind", "lost")
+            error = getattr(outcome, "reason", None) if kind == "halted" \
+                else "failed" if kind == "failed" else "lost" if outcome is None else None
+            self.tracing.run_finished(run.span, kind, error)
+            run.span = None
+
+    def machine_event(self, run: HostedRun, event: str, fields: dict[str, Any]) -> None:
+        """A machine log event (a policy decision, a retry, a suspension) as a span event."""
+        if run.span is not None and self.tracing is not None:
+            self.tracing.run_event(run.span, event, fields)
+
+    def model_started(self, run: HostedRun, effect: LlmCall) -> None:
+        run.model_started = (effect.turn, effect.attempt, time.monotonic())
+        self._log.info("model_call_started", run_id=run.run_id, turn=effect.turn,
+                       attempt=effect.attempt)
+        if run.span is not None and self.tracing is not None:
+            run.model_span = self.tracing.model_call(run.span, effect.turn, effect.attempt)
+
+    def model_answered(self, run: HostedRun, answer: ModelResponse | ModelError | None) -> None:
+        """The model call in flight answered (``None``: it was cancelled)."""
+        if run.model_started is None:
+            return
+        turn, attempt, started = run.model_started
+        run.model_started = None
+        fields: dict[str, Any] = {
+            "run_id": run.run_id, "turn": turn, "attempt": attempt,
+            "duration_ms": round((time.monotonic() - started) * 1000, 3)}
+        if isinstance(answer, ModelResponse):
+            usage = answer.usage
+            self._log.info("model_call_finished", **fields, outcome="ok", model=answer.model,
+                           finish_reason=answer.finish_reason,
+                           input_tokens=None if usage is None else usage.input_tokens,
+                           output_tokens=None if usage is None else usage.output_tokens)
+        else:
+            self._log.warning("model_call_finished", **fields,
+                              outcome="cancelled" if answer is None else answer.reason,
+                              error=None if answer is None else answer.message)
+        if run.model_span is not None and self.tracing is not None:
+            self.tracing.model_answered(run.model_span, answer)
+            run.model_span = None
+
+    def tool_call(self, run: HostedRun, planned: CallToRun, tool_name: str,
+                  isolation: str) -> ToolSpan | None:
+        """The span of a tool call attempt about to start, if tracing."""
+        if run.span is None or self.tracing is None:
+            return None
+        call = planned.call
+        return self.tracing.tool_call(run.span, tool_name=tool_name, call_id=call.id,
+                                      turn=planned.turn, attempt=planned.attempt,
+                                      isolation=isolation, arguments=call.arguments)

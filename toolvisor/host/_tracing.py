@@ -1,0 +1,166 @@
+"""OpenTelemetry spans of an agent's runs, after the GenAI semantic conventions (v1.37).
+
+One ``invoke_agent {agent}`` span per run (each ``run``, ``resume`` or restore of it), one
+``chat {model}`` span per model call attempt and one ``execute_tool {tool}`` span per tool
+call attempt, children of their run's span. Spans are started and ended with explicit
+parents, so the tree holds whichever thread (the orchestrator's, a call actor's, the event
+loop's) ends a span. ``opentelemetry`` is imported only when an agent is given (or finds) a
+tracer provider; without one there is no ``Tracing`` and every hook is one ``None`` check.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from toolvisor.contract import Err, HandlerResult, ModelError, ModelResponse, result_outcome
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import Span, Tracer, TracerProvider
+
+SEMCONV_VERSION = "1.37.0"
+_TOOL_TYPE = "function"
+_CONTENT_LIMIT = 4096  # characters of arguments or results kept on a span
+
+
+def tracer_provider_in_use(given: TracerProvider | None) -> TracerProvider | None:
+    """``given``, else the global provider if the application set one (else ``None``).
+
+    Looks for ``opentelemetry`` only if the application imported it: nothing is imported here.
+    """
+    if given is not None:
+        return given
+    if "opentelemetry.trace" not in sys.modules:
+        return None
+    from opentelemetry import trace  # noqa: PLC0415 (imported only when traces are wanted)
+
+    provider = trace.get_tracer_provider()
+    return None if isinstance(provider, trace.ProxyTracerProvider | trace.NoOpTracerProvider) \
+        else provider
+
+
+def tracing_for(model: Any, provider: TracerProvider | None, *, agent_name: str,
+                record_content: bool) -> Tracing | None:
+    """The agent's ``Tracing``, or ``None`` when there is no tracer provider to use."""
+    provider = tracer_provider_in_use(provider)
+    if provider is None:
+        return None
+    module = type(model).__module__
+    provider_name = "anthropic" if module.endswith("_anthropic") \
+        else "openai" if module.startswith("toolvisor.models") else type(model).__name__
+    model_name = str(getattr(model, "model", None) or type(model).__name__)
+    return Tracing(provider, agent_name=agent_name, model_name=model_name,
+                   provider_name=provider_name, record_content=record_content)
+
+
+def _clip(value: Any) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, default=repr)
+    return text[:_CONTENT_LIMIT]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSpan:
+    """One tool call attempt's span; :meth:`end` once, on whichever thread the call ends."""
+
+    span: Span
+    record_content: bool
+
+    def end(self, result: HandlerResult, text: str) -> None:
+        """Set the outcome (``error.type`` and status ``ERROR`` for a failure) and end."""
+        from opentelemetry.trace import Status, StatusCode  # noqa: PLC0415
+
+        span = self.span
+        outcome = result_outcome(result)
+        span.set_attribute("toolvisor.call.outcome", outcome)
+        if isinstance(result, Err):
+            error_type = "tool_error" if outcome == "err" else outcome
+            span.set_attribute("error.type", error_type)
+            span.set_status(Status(StatusCode.ERROR, text[:_CONTENT_LIMIT]))
+        if self.record_content:
+            span.set_attribute("gen_ai.tool.call.result", _clip(text))
+        span.end()
+
+
+class Tracing:
+    """Makes the spans of one agent's runs. Thread-safe: it holds no mutable state."""
+
+    def __init__(self, provider: TracerProvider, *, agent_name: str, model_name: str,
+                 provider_name: str, record_content: bool) -> None:
+        from opentelemetry import trace  # noqa: PLC0415
+
+        self._tracer: Tracer = provider.get_tracer(
+            "toolvisor", schema_url=f"https://opentelemetry.io/schemas/{SEMCONV_VERSION}")
+        self._agent_name = agent_name
+        self._model_name = model_name
+        self._provider_name = provider_name
+        self._record_content = record_content
+        self._trace = trace
+
+    def run_started(self, run_id: str, *, resumed: bool) -> Span:
+        """The span of one run's stretch on this host (a ``run``, ``resume`` or restore)."""
+        return self._tracer.start_span(
+            f"invoke_agent {self._agent_name}", kind=self._trace.SpanKind.INTERNAL,
+            attributes={"gen_ai.operation.name": "invoke_agent",
+                        "gen_ai.agent.name": self._agent_name,
+                        "gen_ai.conversation.id": run_id,
+                        "gen_ai.provider.name": self._provider_name,
+                        "gen_ai.request.model": self._model_name,
+                        "toolvisor.run.resumed": resumed})
+
+    def run_event(self, run_span: Span, event: str, fields: dict[str, Any]) -> None:
+        """A machine event (a policy decision, a retry, a suspension) on the run's span."""
+        run_span.add_event(event, {k: v if isinstance(v, bool | int | float | str) else _clip(v)
+                                   for k, v in fields.items() if v is not None})
+
+    def run_finished(self, run_span: Span, outcome: str, error: str | None) -> None:
+        """End the run's span: ``outcome`` is the outcome's kind; ``error`` a failure."""
+        run_span.set_attribute("toolvisor.run.outcome", outcome)
+        if error is not None:
+            run_span.set_attribute("error.type", error)
+            run_span.set_status(self._trace.Status(self._trace.StatusCode.ERROR, error))
+        run_span.end()
+
+    def model_call(self, run_span: Span, turn: int, attempt: int) -> Span:
+        """The span of one model call attempt."""
+        return self._tracer.start_span(
+            f"chat {self._model_name}", kind=self._trace.SpanKind.CLIENT,
+            context=self._trace.set_span_in_context(run_span),
+            attributes={"gen_ai.operation.name": "chat",
+                        "gen_ai.provider.name": self._provider_name,
+                        "gen_ai.request.model": self._model_name,
+                        "toolvisor.turn": turn, "toolvisor.attempt": attempt})
+
+    def model_answered(self, span: Span, answer: ModelResponse | ModelError | None) -> None:
+        """End a model call's span with what it answered (``None``: it was cancelled)."""
+        if isinstance(answer, ModelResponse):
+            if answer.model:
+                span.set_attribute("gen_ai.response.model", answer.model)
+            if answer.response_id:
+                span.set_attribute("gen_ai.response.id", answer.response_id)
+            span.set_attribute("gen_ai.response.finish_reasons", [answer.finish_reason])
+            usage = answer.usage
+            if usage is not None:
+                span.set_attribute("gen_ai.usage.input_tokens", usage.input_tokens)
+                span.set_attribute("gen_ai.usage.output_tokens", usage.output_tokens)
+        else:
+            reason = "cancelled" if answer is None else answer.reason
+            span.set_attribute("error.type", reason)
+            span.set_status(self._trace.Status(self._trace.StatusCode.ERROR, reason))
+        span.end()
+
+    def tool_call(self, run_span: Span, *, tool_name: str, call_id: str, turn: int,
+                  attempt: int, isolation: str, arguments: Any) -> ToolSpan:
+        """The span of one tool call attempt, ended by :meth:`ToolSpan.end`."""
+        attributes: dict[str, Any] = {
+            "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": tool_name,
+            "gen_ai.tool.call.id": call_id, "gen_ai.tool.type": _TOOL_TYPE,
+            "toolvisor.turn": turn, "toolvisor.attempt": attempt,
+            "toolvisor.isolation": isolation}
+        if self._record_content:
+            attributes["gen_ai.tool.call.arguments"] = _clip(arguments)
+        span = self._tracer.start_span(
+            f"execute_tool {tool_name}", kind=self._trace.SpanKind.INTERNAL,
+            context=self._trace.set_span_in_context(run_span), attributes=attributes)
+        return ToolSpan(span, self._record_content)
