@@ -3,12 +3,15 @@
 One model turn asks for five tool calls: one works, one crashes, one hangs past its timeout,
 one reports an error and one asks the user. Each runs in its own supervised actor; the policy
 decides what the model sees; the run suspends for the question and resumes with the answer.
-No network and no key: the model is a ``ScriptedModel``.
+No network and no key: the model is a ``ScriptedModel``. ``toolvisor.observe.live`` draws the
+runs, turns and calls as they go (plain lines when stdout is not a terminal), and the finished
+run is written as a Mermaid timeline to ``docs/demo-run.md``.
 """
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 from toolvisor import (
@@ -24,6 +27,7 @@ from toolvisor import (
     tool,
 )
 from toolvisor.machine import Continue, FailedCall
+from toolvisor.observe import live, write_mermaid
 from toolvisor.testing import ScriptedModel, call, calls, capture_events
 
 
@@ -56,6 +60,9 @@ def loyalty(arguments: dict[str, Any]) -> Err:
 def book(arguments: dict[str, Any]) -> AskUser:
     """Book the trip: needs a human's approval."""
     return AskUser("Book the trip to Lisbon for 840 EUR?", ("yes", "no"))
+
+
+TIMELINE = Path(__file__).resolve().parent.parent / "docs" / "demo-run.md"
 
 
 def policy(failed: FailedCall, error: Any) -> Continue:
@@ -93,7 +100,8 @@ def main() -> None:
     ])
     tools: list[Tool] = [weather, flights, hotels, loyalty, book]
     print("toolvisor demo: one model turn, five tool calls, each in its own supervised actor\n")
-    with capture_events() as events, Agent(model, tools, on_tool_error=policy) as agent:
+    with capture_events() as events, live(), \
+            Agent(model, tools, name="travel", on_tool_error=policy) as agent:
         first = agent.run("Plan and book my trip to Lisbon")
         assert isinstance(first, Suspended)
         show_events(events)
@@ -108,6 +116,7 @@ def main() -> None:
         if message.role == "tool":
             print(f"  {message.tool_call_id}  {message.name:<8} {message.content}")
     print(f"\nfinal answer ({outcome.turns} model turns): {outcome.text}")
+    print(f"the run as a Mermaid timeline: {write_mermaid(outcome, TIMELINE)}")
     print(f"runner: {stats.calls_started} calls ({outcome.turns} of them to the model), "
           f"{stats.timeouts} timed out, "
           f"{stats.threads_abandoned} thread abandoned")

@@ -32,6 +32,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "mcp": _SERVICES | {"registry", "actors"},
     "host": _LOOP | {"actors", "models"},
     "agent": _LOOP | {"actors", "host", "mcp", "models"},
+    "observe": _BASE,
     "testing": _LOOP | {"actors", "host", "agent", "models"},
     "cli": _SERVICES | {"mcp"},
 }

@@ -1,0 +1,51 @@
+"""The live view's plain-text fallback and a run's Mermaid timeline."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+from _observed_run import observed_run
+from rich.console import Console
+
+from toolvisor.observe import live, mermaid_timeline, render, write_mermaid
+from toolvisor.testing import capture_events
+
+
+def test_live_prints_plain_lines_when_not_a_terminal() -> None:
+    out = io.StringIO()
+    with capture_events() as events, live(out) as board:
+        observed_run()
+    lines = out.getvalue().splitlines()
+    text = "\n".join(lines)
+    for step in ("turn 1 model #1 rate_limited", "turn 1 model #2 ok",
+                 "crash (c) #1 handler_raised", "slow (s) #1 timeout",
+                 "flaky (f) #1 handler_raised", "flaky (f) #2 ok", "ask (a) #1 ask_user",
+                 "retry f in 0", "suspended, waiting on a", "completed after 2 turn(s)"):
+        assert step in text, step
+    assert events  # the sink that was there before still gets every event
+    first, second = board.runs()
+    assert (first.status, second.status) == ("suspended", "completed")
+    assert [a[1] for a in first.turns[1].calls["f"].attempts] == ["handler_raised", "ok"]
+
+
+def test_the_tree_renders_every_run() -> None:
+    with live(io.StringIO()) as board:
+        observed_run()
+    console = Console(file=io.StringIO(), width=120, color_system=None)
+    console.print(render(board))
+    drawn = console.file.getvalue()  # type: ignore[attr-defined]
+    assert "suspended" in drawn and "completed" in drawn and "(retried)" in drawn
+
+
+def test_a_run_as_a_mermaid_timeline(tmp_path: Path) -> None:
+    outcome = observed_run()
+    diagram = mermaid_timeline(outcome)
+    assert diagram.startswith("timeline\n    title Run completed after 2 turn(s)\n")
+    assert "    section Turn 1\n        model : calls crash, slow, flaky, ask\n" in diagram
+    assert "        crash c : ✗ handler_raised\n" in diagram
+    assert "        flaky f : ✓ second try works\n" in diagram
+    assert "    section Turn 2\n        model : answers done\n" in diagram
+    written = write_mermaid(outcome, tmp_path / "run.md").read_text()
+    assert written == f"```mermaid\n{diagram}```\n"
+    assert write_mermaid(outcome, tmp_path / "run.mmd").read_text() == diagram

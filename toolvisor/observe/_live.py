@@ -1,0 +1,89 @@
+"""``live()``: a tree of runs, turns and calls on the terminal while they happen.
+
+It listens to toolvisor's log events (the sink it installs passes every event on to the sink
+that was there before, so logging and ``capture_events`` keep working). On a terminal it draws
+a ``rich`` live tree (``toolvisor[observe]``); anywhere else it prints one plain line per
+step, with no ``rich`` needed.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, TextIO
+
+from toolvisor._logging import EventSink, set_event_sink
+from toolvisor.observe._board import Board, RunView, is_good
+
+if TYPE_CHECKING:
+    from rich.tree import Tree
+
+
+def _attempts(attempts: list[tuple[int, str, float | None]]) -> str:
+    parts = []
+    for attempt, status, duration in attempts:
+        mark = "" if status == "running" else "[green]✓[/]" if is_good(status) else "[red]✗[/]"
+        took = "" if duration is None else f" {duration:.1f} ms"
+        parts.append(f"#{attempt} {mark} {status}{took}")
+    return "  ↻ ".join(parts)
+
+
+def render(board: Board) -> Tree:
+    """The board as a ``rich`` tree."""
+    from rich.tree import Tree  # noqa: PLC0415 (rich only for the terminal view)
+
+    root = Tree(f"[bold]toolvisor[/]  restarts: {board.restarts}  "
+                f"abandoned threads: {board.abandoned}")
+    for run in board.runs():
+        _render_run(root, run)
+    return root
+
+
+def _render_run(root: Tree, run: RunView) -> None:
+    colour = "yellow" if run.status in ("running", "suspended") \
+        else "green" if is_good(run.status) else "red"
+    branch = root.add(f"run {run.run_id[:8]} [{colour}]{run.status}[/]")
+    for number, turn in sorted(run.turns.items()):
+        node = branch.add(f"turn {number}")
+        if turn.model:
+            node.add(f"model  {_attempts(turn.model)}")
+        for call_id, call in turn.calls.items():
+            retried = "  (retried)" if len(call.attempts) > 1 else ""
+            node.add(f"{call.tool_name} [dim]{call_id}[/]  {_attempts(call.attempts)}{retried}")
+
+
+@contextmanager
+def live(stream: TextIO | None = None, *, refresh_per_second: float = 8) -> Iterator[Board]:
+    """Show the runs of every agent while the block runs; yields the :class:`Board`.
+
+    ``stream`` defaults to stdout; a stream that is not a terminal gets plain lines.
+    """
+    out = stream or sys.stdout
+    board = Board()
+    lock = threading.Lock()
+    tty = out.isatty()
+    previous: EventSink | None = None
+
+    def sink(level: str, event: str, fields: dict[str, Any]) -> None:
+        line = board.take(event, fields)
+        if line is not None and not tty:
+            with lock:
+                print(line, file=out, flush=True)
+        if previous is not None:
+            previous(level, event, fields)
+
+    previous = set_event_sink(sink)
+    try:
+        if not tty:
+            yield board
+            return
+        from rich.console import Console  # noqa: PLC0415
+        from rich.live import Live  # noqa: PLC0415
+
+        with Live(get_renderable=lambda: render(board), console=Console(file=out),
+                  refresh_per_second=refresh_per_second):
+            yield board
+    finally:
+        set_event_sink(previous)
