@@ -15,8 +15,10 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 
+from toolvisor import Agent, Ok, tool
+from toolvisor.contract import ModelRequest
 from toolvisor.host import tracing_for
-from toolvisor.testing import capture_events
+from toolvisor.testing import FunctionModel, ScriptedModel, call, calls, capture_events
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "observability.md"
 CALL_IDS = {"run_id", "turn", "tool_name", "tool_call_id", "attempt", "isolation"}
@@ -160,3 +162,45 @@ def test_content_is_recorded_only_when_asked(
 def test_no_tracer_provider_means_no_tracing() -> None:
     # opentelemetry is imported here, but no global provider is set: nothing to trace with
     assert tracing_for(object(), None, agent_name="a", record_content=False) is None
+
+
+@pytest.mark.parametrize("is_async", [False, True], ids=["respond", "arespond"])
+def test_a_model_sdk_span_nests_under_its_chat_span(
+        spans: tuple[TracerProvider, InMemorySpanExporter], is_async: bool) -> None:
+    provider, exporter = spans
+    sdk = provider.get_tracer("a provider sdk")
+
+    def answer(request: ModelRequest) -> str:
+        with sdk.start_as_current_span("POST /chat"):
+            return "hi"
+
+    async def answer_async(request: ModelRequest) -> str:
+        return answer(request)
+
+    model = FunctionModel(answer_async if is_async else answer)
+    with Agent(model, tracer_provider=provider) as agent:
+        assert agent.run("hello").text == "hi"
+    by_name = {s.name.split(" ")[0]: s for s in exporter.get_finished_spans()}
+    http, chat = by_name["POST"], by_name["chat"]
+    assert http.parent is not None and http.parent.span_id == chat.context.span_id
+    assert chat.parent is not None \
+        and chat.parent.span_id == by_name["invoke_agent"].context.span_id
+
+
+def test_a_thread_tool_s_own_span_nests_under_its_call(
+        spans: tuple[TracerProvider, InMemorySpanExporter]) -> None:
+    provider, exporter = spans
+    inner = provider.get_tracer("the tool's own code")
+
+    @tool
+    def lookup(arguments: dict[str, Any]) -> Ok:
+        """Looks something up."""
+        with inner.start_as_current_span("SELECT"):
+            return Ok("found")
+
+    model = ScriptedModel([calls(call("lookup", id="l")), "done"])
+    with Agent(model, [lookup], tracer_provider=provider) as agent:
+        assert agent.run("look it up").text == "done"
+    by_name = {s.name: s for s in exporter.get_finished_spans()}
+    select, execute = by_name["SELECT"], by_name["execute_tool lookup"]
+    assert select.parent is not None and select.parent.span_id == execute.context.span_id

@@ -180,7 +180,12 @@ class ToolCallActor(SupervisedActor, PooledThreadingActor):
             return
         if self._stop_pending:  # a stop request came before the handle existed
             handle.cancel()
-        handle.run_here()
+        scope = self._ctx.trace_scope
+        if scope is None:
+            handle.run_here()
+        else:
+            with scope():
+                handle.run_here()
         if not self._given_up:
             self._stop()
 

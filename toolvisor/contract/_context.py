@@ -7,6 +7,7 @@ them and the host puts them into the context, so the contract never imports the 
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -128,6 +129,8 @@ class CallContext:
     catalog: CatalogAccess | None = None
     completion_keys: CompletionKeys | None = None
     durable: DurableEffectsAccess | None = None
+    trace_scope: Callable[[], AbstractContextManager[Any]] | None = None  # entered around a
+    # thread tool's handler on its thread: the host's tracing makes the call's span current
 
     def completion_key(self) -> str:
         """The signed key naming this call's durable wait: take it, then return ``Pending``.

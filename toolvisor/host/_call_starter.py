@@ -11,6 +11,7 @@ first. Runs on the orchestrator's thread, which owns the ``HostedRun`` it writes
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -98,6 +99,8 @@ class CallStarter:
             name, isolation = (planned.call.name, "none") if isinstance(tool, Err) \
                 else (tool.name, tool.isolation or "none")
             span = self._observe.tool_call(run, planned, name, isolation)
+            if span is not None:  # the handler's own spans nest under the call's
+                ctx = dataclasses.replace(ctx, trace_scope=span.scope)
             reply = functools.partial(self._finished.on_reply,
                                       CallTarget(self._me, run.run_id, effect.id, view, ctx,
                                                  token, ticket, span))

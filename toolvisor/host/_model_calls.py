@@ -11,8 +11,10 @@ streamed text delta) goes to the call's progress sink.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import Any
 
 from toolvisor._logging import get_event_log
@@ -48,17 +50,21 @@ def _checked(response: Any) -> Ok:
     return Ok(response)
 
 
+Scope = Callable[[], AbstractContextManager[Any]]
+"""Entered around a model call, where it runs (its trace span made current there)."""
+
+
 def model_tool(model: Model | AsyncModel, timeout: float) -> Tool:
-    """``model`` as a runner-executable ``Tool``: its arguments are the request and the sink
-    its progress reports go to."""
+    """``model`` as a runner-executable ``Tool``: its arguments are the request, the sink
+    its progress reports go to and the scope it runs in."""
     if isinstance(model, AsyncModel):
         async def ask_async(arguments: dict[str, Any]) -> Ok:
-            with reporting_model_progress(arguments["progress"]):
+            with reporting_model_progress(arguments["progress"]), arguments["scope"]():
                 return _checked(await model.arespond(arguments["request"]))
         return Tool(_TOOL_NAME, handler=ask_async, isolation="asyncio", timeout=timeout)
 
     def ask(arguments: dict[str, Any]) -> Ok:
-        with reporting_model_progress(arguments["progress"]):
+        with reporting_model_progress(arguments["progress"]), arguments["scope"]():
             return _checked(model.respond(arguments["request"]))
     return Tool(_TOOL_NAME, handler=ask, isolation="thread", timeout=timeout)
 
@@ -92,12 +98,16 @@ class ModelCalls:
         self._timeout = timeout
 
     def start(self, request: ModelRequest, on_answer: Callable[[ModelAnswer], None],
-              on_progress: ModelProgressSink | None = None) -> CallHandle:
+              on_progress: ModelProgressSink | None = None,
+              scope: Scope | None = None) -> CallHandle:
         """Ask the model; ``on_answer`` is called exactly once, on a runner thread, after
-        every ``on_progress`` report the model made while it answered."""
+        every ``on_progress`` report the model made while it answered. The call runs within
+        ``scope`` (on the thread or task that runs it)."""
         timeout = self._timeout
-        return self._runner.start(self._tool, {"request": request, "progress": on_progress},
-                                  None, lambda result: on_answer(answer_of(result, timeout)))
+        arguments = {"request": request, "progress": on_progress,
+                     "scope": scope or contextlib.nullcontext}
+        return self._runner.start(self._tool, arguments, None,
+                                  lambda result: on_answer(answer_of(result, timeout)))
 
     def close(self) -> None:
         """Close the model's connections, if it has ``async aclose()``, on the event loop its

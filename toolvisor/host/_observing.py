@@ -10,6 +10,7 @@ from typing import Any
 
 from toolvisor._logging import get_event_log
 from toolvisor.contract import ModelError, ModelResponse
+from toolvisor.host._model_calls import Scope
 from toolvisor.host._run import HostedRun
 from toolvisor.host._tracing import ToolSpan, Tracing
 from toolvisor.machine import CallToRun, Effect, LlmCall
@@ -74,6 +75,13 @@ class RunObserver:
         if run.model_span is not None and self.tracing is not None:
             self.tracing.model_answered(run.model_span, answer)
             run.model_span = None
+
+    def scope(self, run: HostedRun) -> Scope | None:
+        """Makes the model call's span current where the call runs (an SDK's own spans then
+        nest under it), if tracing."""
+        if run.model_span is None or self.tracing is None:
+            return None
+        return self.tracing.scope(run.model_span)
 
     def tool_call(self, run: HostedRun, planned: CallToRun, tool_name: str,
                   isolation: str) -> ToolSpan | None:

@@ -389,7 +389,7 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
         self._observe.model_started(run, effect)
         run.model_call = (effect.id, self._settings.models.start(
             request, functools.partial(tell_answer, me, run.run_id, effect.id),
-            functools.partial(tell_progress, me, run.run_id, effect)))
+            functools.partial(tell_progress, me, run.run_id, effect), self._observe.scope(run)))
 
     def _model_progress(self, run_id: str, effect_id: int, event: str,
                         data: dict[str, Any]) -> None:

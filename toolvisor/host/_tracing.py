@@ -10,8 +10,11 @@ tracer provider; without one there is no ``Tracing`` and every hook is one ``Non
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -66,6 +69,13 @@ class ToolSpan:
 
     span: Span
     record_content: bool
+
+    def scope(self) -> AbstractContextManager[Any]:
+        """The span as the current one (not ended on exit), where the handler runs."""
+        from opentelemetry.trace import use_span  # noqa: PLC0415
+
+        return use_span(self.span, end_on_exit=False, record_exception=False,
+                        set_status_on_exception=False)
 
     def end(self, result: HandlerResult, text: str) -> None:
         """Set the outcome (``error.type`` and status ``ERROR`` for a failure) and end."""
@@ -131,6 +141,11 @@ class Tracing:
                         "gen_ai.provider.name": self._provider_name,
                         "gen_ai.request.model": self._model_name,
                         "toolvisor.turn": turn, "toolvisor.attempt": attempt})
+
+    def scope(self, span: Span) -> Callable[[], AbstractContextManager[Any]]:
+        """Enters ``span`` as the current span (without ending it) where the work runs."""
+        return functools.partial(self._trace.use_span, span, end_on_exit=False,
+                                 record_exception=False, set_status_on_exception=False)
 
     def model_answered(self, span: Span, answer: ModelResponse | ModelError | None) -> None:
         """End a model call's span with what it answered (``None``: it was cancelled)."""
