@@ -204,3 +204,4 @@ def test_a_thread_tool_s_own_span_nests_under_its_call(
     by_name = {s.name: s for s in exporter.get_finished_spans()}
     select, execute = by_name["SELECT"], by_name["execute_tool lookup"]
     assert select.parent is not None and select.parent.span_id == execute.context.span_id
+

@@ -19,7 +19,7 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from types import TracebackType
-from typing import Any, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from toolvisor.actors import ToolCallDispatcher
 from toolvisor.contract import AsyncModel, Message, Model, Tool
@@ -70,6 +70,9 @@ from toolvisor.supervisors import (
     ToolCallSupervisor,
     ToolCallSupervisorRef,
 )
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import TracerProvider
 
 RunOutcome: TypeAlias = Completed | Suspended | Halted | Failed
 """What a run ends with: done, waiting for answers, halted on purpose, or failed."""
@@ -141,7 +144,7 @@ class Agent:
         resilience: ResilienceConfig = None,
         resilience_clock: Callable[[], float] = time.monotonic,
         name: str = "agent",
-        tracer_provider: Any = None,
+        tracer_provider: TracerProvider | None = None,
         trace_content: bool = False,
     ) -> None:
         if isinstance(model, str):
