@@ -18,6 +18,7 @@ from opentelemetry.trace import StatusCode
 from toolvisor import Agent, Ok, tool
 from toolvisor.contract import ModelRequest
 from toolvisor.host import tracing_for
+from toolvisor.resilience import Breaker, Resilience
 from toolvisor.testing import FunctionModel, ScriptedModel, call, calls, capture_events
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "observability.md"
@@ -205,3 +206,24 @@ def test_a_thread_tool_s_own_span_nests_under_its_call(
     select, execute = by_name["SELECT"], by_name["execute_tool lookup"]
     assert select.parent is not None and select.parent.span_id == execute.context.span_id
 
+
+
+def test_a_refused_call_s_span_has_its_error_code(
+        spans: tuple[TracerProvider, InMemorySpanExporter]) -> None:
+    provider, exporter = spans
+
+    @tool
+    def down(arguments: dict[str, Any]) -> Ok:
+        """Its dependency is down."""
+        raise ConnectionError("refused")
+
+    model = ScriptedModel([calls(call("down", id="1")), calls(call("down", id="2")), "sorry"])
+    guard = Resilience(breaker=Breaker(consecutive_failures=1, open_for=60))
+    with Agent(model, [down], resilience=guard, tracer_provider=provider) as agent:
+        agent.run("try twice")
+    first, second = sorted((s for s in exporter.get_finished_spans()
+                            if s.name == "execute_tool down"), key=lambda s: s.start_time or 0)
+    assert (first.attributes or {})["error.type"] == "handler_raised"
+    assert "toolvisor.error.code" not in (first.attributes or {})
+    assert (second.attributes or {})["error.type"] == "not_found"
+    assert (second.attributes or {})["toolvisor.error.code"] == "circuit_open"

@@ -18,7 +18,14 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from toolvisor.contract import Err, HandlerResult, ModelError, ModelResponse, result_outcome
+from toolvisor.contract import (
+    Err,
+    HandlerResult,
+    ModelError,
+    ModelResponse,
+    ToolError,
+    result_outcome,
+)
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Span, Tracer, TracerProvider
@@ -87,6 +94,9 @@ class ToolSpan:
         if isinstance(result, Err):
             error_type = "tool_error" if outcome == "err" else outcome
             span.set_attribute("error.type", error_type)
+            reason = result.reason
+            if isinstance(reason, ToolError) and reason.code is not None:
+                span.set_attribute("toolvisor.error.code", reason.code)
             span.set_status(Status(StatusCode.ERROR, text[:_CONTENT_LIMIT]))
         if self.record_content:
             span.set_attribute("gen_ai.tool.call.result", _clip(text))
