@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _observed_run import observed_run
+from _observed_run import ask, observed_run
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -227,3 +227,18 @@ def test_a_refused_call_s_span_has_its_error_code(
     assert "toolvisor.error.code" not in (first.attributes or {})
     assert (second.attributes or {})["error.type"] == "not_found"
     assert (second.attributes or {})["toolvisor.error.code"] == "circuit_open"
+
+
+def test_a_durable_run_s_resume_is_a_span_of_the_same_conversation(
+        spans: tuple[TracerProvider, InMemorySpanExporter], tmp_path: Path) -> None:
+    provider, exporter = spans
+    model = ScriptedModel([calls(call("ask", id="a")), "done"])
+    with Agent(model, [ask], store=tmp_path / "runs.sqlite", tracer_provider=provider) as agent:
+        waiting = agent.run("go")
+        assert agent.resume(waiting, "yes").text == "done"
+    runs = sorted((s for s in exporter.get_finished_spans() if s.parent is None),
+                  key=lambda s: s.start_time or 0)
+    assert [((s.attributes or {})["toolvisor.run.resumed"],
+             (s.attributes or {})["toolvisor.run.outcome"]) for s in runs] \
+        == [(False, "suspended"), (True, "completed")]
+    assert len({(s.attributes or {})["gen_ai.conversation.id"] for s in runs}) == 1
