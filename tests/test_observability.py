@@ -242,3 +242,18 @@ def test_a_durable_run_s_resume_is_a_span_of_the_same_conversation(
              (s.attributes or {})["toolvisor.run.outcome"]) for s in runs] \
         == [(False, "suspended"), (True, "completed")]
     assert len({(s.attributes or {})["gen_ai.conversation.id"] for s in runs}) == 1
+
+
+def test_a_refused_resume_ends_its_span_and_the_run_stays_as_it_was(
+        spans: tuple[TracerProvider, InMemorySpanExporter], tmp_path: Path) -> None:
+    provider, exporter = spans
+    model = ScriptedModel([calls(call("ask", id="a")), "done"])
+    with Agent(model, [ask], store=tmp_path / "runs.sqlite", tracer_provider=provider) as agent:
+        waiting = agent.run("go")
+        agent.resume(waiting, "yes")
+        with pytest.raises(ValueError):
+            agent.resume(waiting, "yes")  # answered already
+    outcomes = [(s.attributes or {})["toolvisor.run.outcome"] for s in sorted(
+        (s for s in exporter.get_finished_spans() if s.parent is None),
+        key=lambda s: s.start_time or 0)]
+    assert outcomes == ["suspended", "completed", "answer_refused"]

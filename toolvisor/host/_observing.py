@@ -31,11 +31,13 @@ class RunObserver:
             run.span = self.tracing.run_started(run.run_id, resumed=not fresh)
 
     def run_finished(self, run: HostedRun, outcome: Any) -> None:
-        """The run leaves this host: ``outcome`` is its outcome (``None``: it was lost)."""
+        """The run leaves this host: ``outcome`` is its outcome, ``None`` if it was lost (the
+        host stopped, or its lease went), ``"answer_refused"`` if a resume's answers were
+        refused (it stays suspended)."""
         if run.model_started is not None:  # cancelled in flight
             self.model_answered(run, None)
         if run.span is not None and self.tracing is not None:
-            kind = getattr(outcome, "kind", "lost")
+            kind = outcome if isinstance(outcome, str) else getattr(outcome, "kind", "lost")
             error = getattr(outcome, "reason", None) if kind == "halted" \
                 else "failed" if kind == "failed" else "lost" if outcome is None else None
             self.tracing.run_finished(run.span, kind, error)

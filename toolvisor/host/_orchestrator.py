@@ -276,6 +276,7 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
             reply.set_exception(exc)
             if adopted:
                 self._drop(run)
+                self._observe.run_finished(run, "answer_refused")
             return
         self._perform(run_id, self._checkpointed(run, effects))
 
