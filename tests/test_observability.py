@@ -229,31 +229,19 @@ def test_a_refused_call_s_span_has_its_error_code(
     assert (second.attributes or {})["toolvisor.error.code"] == "circuit_open"
 
 
-def test_a_durable_run_s_resume_is_a_span_of_the_same_conversation(
+
+def test_a_durable_run_s_resumes_are_spans_of_the_same_conversation(
         spans: tuple[TracerProvider, InMemorySpanExporter], tmp_path: Path) -> None:
     provider, exporter = spans
     model = ScriptedModel([calls(call("ask", id="a")), "done"])
     with Agent(model, [ask], store=tmp_path / "runs.sqlite", tracer_provider=provider) as agent:
         waiting = agent.run("go")
         assert agent.resume(waiting, "yes").text == "done"
+        with pytest.raises(ValueError):
+            agent.resume(waiting, "yes")  # answered already: refused, nothing changes
     runs = sorted((s for s in exporter.get_finished_spans() if s.parent is None),
                   key=lambda s: s.start_time or 0)
     assert [((s.attributes or {})["toolvisor.run.resumed"],
              (s.attributes or {})["toolvisor.run.outcome"]) for s in runs] \
-        == [(False, "suspended"), (True, "completed")]
+        == [(False, "suspended"), (True, "completed"), (True, "answer_refused")]
     assert len({(s.attributes or {})["gen_ai.conversation.id"] for s in runs}) == 1
-
-
-def test_a_refused_resume_ends_its_span_and_the_run_stays_as_it_was(
-        spans: tuple[TracerProvider, InMemorySpanExporter], tmp_path: Path) -> None:
-    provider, exporter = spans
-    model = ScriptedModel([calls(call("ask", id="a")), "done"])
-    with Agent(model, [ask], store=tmp_path / "runs.sqlite", tracer_provider=provider) as agent:
-        waiting = agent.run("go")
-        agent.resume(waiting, "yes")
-        with pytest.raises(ValueError):
-            agent.resume(waiting, "yes")  # answered already
-    outcomes = [(s.attributes or {})["toolvisor.run.outcome"] for s in sorted(
-        (s for s in exporter.get_finished_spans() if s.parent is None),
-        key=lambda s: s.start_time or 0)]
-    assert outcomes == ["suspended", "completed", "answer_refused"]
