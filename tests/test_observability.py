@@ -15,7 +15,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 
-from toolvisor import Agent, Ok, tool
+from toolvisor import Agent, Ok, Tool, tool
 from toolvisor.contract import ModelRequest
 from toolvisor.host import tracing_for
 from toolvisor.resilience import Breaker, Resilience
@@ -188,26 +188,6 @@ def test_a_model_sdk_span_nests_under_its_chat_span(
         and chat.parent.span_id == by_name["invoke_agent"].context.span_id
 
 
-def test_a_thread_tool_s_own_span_nests_under_its_call(
-        spans: tuple[TracerProvider, InMemorySpanExporter]) -> None:
-    provider, exporter = spans
-    inner = provider.get_tracer("the tool's own code")
-
-    @tool
-    def lookup(arguments: dict[str, Any]) -> Ok:
-        """Looks something up."""
-        with inner.start_as_current_span("SELECT"):
-            return Ok("found")
-
-    model = ScriptedModel([calls(call("lookup", id="l")), "done"])
-    with Agent(model, [lookup], tracer_provider=provider) as agent:
-        assert agent.run("look it up").text == "done"
-    by_name = {s.name: s for s in exporter.get_finished_spans()}
-    select, execute = by_name["SELECT"], by_name["execute_tool lookup"]
-    assert select.parent is not None and select.parent.span_id == execute.context.span_id
-
-
-
 def test_a_refused_call_s_span_has_its_error_code(
         spans: tuple[TracerProvider, InMemorySpanExporter]) -> None:
     provider, exporter = spans
@@ -245,3 +225,28 @@ def test_a_durable_run_s_resumes_are_spans_of_the_same_conversation(
              (s.attributes or {})["toolvisor.run.outcome"]) for s in runs] \
         == [(False, "suspended"), (True, "completed"), (True, "answer_refused")]
     assert len({(s.attributes or {})["gen_ai.conversation.id"] for s in runs}) == 1
+
+
+
+@pytest.mark.parametrize("isolation", ["thread", "asyncio"])
+def test_a_tool_s_own_span_nests_under_its_call(
+        spans: tuple[TracerProvider, InMemorySpanExporter], isolation: str) -> None:
+    provider, exporter = spans
+    inner = provider.get_tracer("the tool's own code")
+
+    def work() -> Ok:
+        with inner.start_as_current_span("SELECT"):
+            return Ok("found")
+
+    async def work_async(arguments: dict[str, Any]) -> Ok:
+        return work()
+
+    lookup = Tool(name="lookup", handler=work_async if isolation == "asyncio"
+                  else lambda arguments: work())
+    model = ScriptedModel([calls(call("lookup", id="l")), "done"])
+    with Agent(model, [lookup], tracer_provider=provider) as agent:
+        assert agent.run("look it up").text == "done"
+    by_name = {s.name: s for s in exporter.get_finished_spans()}
+    select, execute = by_name["SELECT"], by_name["execute_tool lookup"]
+    assert select.parent is not None and select.parent.span_id == execute.context.span_id
+    assert (execute.attributes or {})["toolvisor.isolation"] == isolation

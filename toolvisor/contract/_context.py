@@ -130,7 +130,7 @@ class CallContext:
     completion_keys: CompletionKeys | None = None
     durable: DurableEffectsAccess | None = None
     trace_scope: Callable[[], AbstractContextManager[Any]] | None = None  # entered around a
-    # thread tool's handler on its thread: the host's tracing makes the call's span current
+    # thread or asyncio handler where it runs: the host's tracing makes the call's span current
 
     def completion_key(self) -> str:
         """The signed key naming this call's durable wait: take it, then return ``Pending``.

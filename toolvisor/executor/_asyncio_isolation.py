@@ -6,6 +6,8 @@ import asyncio
 import contextlib
 import threading
 from collections.abc import Callable
+from contextlib import AbstractContextManager
+from typing import Any
 
 from toolvisor._logging import get_event_log
 from toolvisor.contract import HandlerResult
@@ -13,6 +15,13 @@ from toolvisor.executor._calls import RunningCall
 from toolvisor.executor._execute import aexecute, from_exception
 
 _log = get_event_log("tool_runner", isolation="asyncio")
+
+
+async def _scoped(call: RunningCall, scope: Callable[[], AbstractContextManager[Any]]
+                  ) -> HandlerResult:
+    """The call within ``scope`` (its ``ctx.trace_scope``: its trace span current in the task)."""
+    with scope():
+        return await aexecute(call.tool, call.arguments, call.ctx)
 
 
 class AsyncioIsolation:
@@ -56,9 +65,10 @@ class AsyncioIsolation:
         if call.settled:
             return
         self._arm(call)
-        task = asyncio.get_running_loop().create_task(
-            aexecute(call.tool, call.arguments, call.ctx)
-        )
+        scope = call.ctx.trace_scope
+        coroutine = aexecute(call.tool, call.arguments, call.ctx) if scope is None \
+            else _scoped(call, scope)
+        task = asyncio.get_running_loop().create_task(coroutine)
         call.worker = task
         self._tasks.add(task)
         task.add_done_callback(lambda done: self._finished(call, done))
