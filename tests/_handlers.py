@@ -172,3 +172,12 @@ def returns_pending(arguments: dict[str, Any]) -> Pending:
 
 def returns_legal(arguments: dict[str, Any]) -> Any:
     return LEGAL_BY_KIND[arguments["kind"]]
+
+
+def exits_on_first_attempt(arguments: dict[str, Any], ctx: CallContext) -> Ok:
+    """Logs each run's attempt to ``arguments["log"]``; the first attempt kills its process."""
+    with open(arguments["log"], "a") as log:
+        log.write(f"{ctx.attempt}\n")
+    if ctx.attempt == 1:
+        os._exit(9)
+    return Ok(ctx.attempt)
