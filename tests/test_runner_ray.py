@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import importlib.util
+import os
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -11,11 +13,21 @@ from typing import Any
 import pytest
 
 from tests import _handlers as h
-from toolvisor import Agent, CallContext, Completed, Err, Ok, Tool, ToolCall, ToolError
+from toolvisor import (
+    Agent,
+    CallContext,
+    Completed,
+    Err,
+    Ok,
+    RayActor,
+    Tool,
+    ToolCall,
+    ToolError,
+)
 from toolvisor.contract import HandlerResult, InvalidArguments
 from toolvisor.executor import ToolRunner
 from toolvisor.machine import RetryPolicy
-from toolvisor.testing import ScriptedModel, call, calls
+from toolvisor.testing import LeakCheck, ScriptedModel, call, calls
 
 
 @pytest.fixture
@@ -108,3 +120,39 @@ def test_without_ray_a_ray_tool_names_the_extra(monkeypatch: pytest.MonkeyPatch)
                         lambda name, *a: None if name == "ray" else real(name, *a))
     with pytest.raises(ImportError, match=r"toolvisor\[ray\]"):
         on_ray(h.ok_echo)
+
+
+def counter_tools(**options: Any) -> dict[str, Tool]:
+    return {t.name: t for t in RayActor(h.Counter, kwargs={"start": 10}, **options).tools()}
+
+
+def test_a_ray_actor_keeps_its_tools_state_between_calls(runner: ToolRunner) -> None:
+    tools = counter_tools()
+    assert sorted(tools) == ["add", "crash", "hang"]
+    assert runner.run(tools["add"], {}) == Ok(11)
+    assert runner.run(tools["add"], {"by": 5}) == Ok(16)
+
+
+def test_a_dead_actor_is_restarted_within_its_intensity(runner: ToolRunner) -> None:
+    tools = counter_tools(max_restarts=1)
+    assert runner.run(tools["add"], {}) == Ok(11)
+    error = error_of(runner.run(tools["crash"], {}))
+    assert error.reason == "handler_exit" and error.cause == "ActorDiedError"
+    assert runner.run(tools["add"], {}) == Ok(11)  # a fresh actor: its state starts again
+    assert error_of(runner.run(tools["crash"], {})).reason == "handler_exit"
+    given_up = error_of(runner.run(tools["add"], {}))  # two deaths: past max_restarts=1
+    assert given_up.reason == "handler_exit" and given_up.code == "ray_actor_failed"
+
+
+def test_a_hung_actor_is_killed_at_the_deadline_without_counting(runner: ToolRunner) -> None:
+    tools = counter_tools(max_restarts=0)
+    assert runner.run(tools["add"], {}) == Ok(11)
+    assert error_of(runner.run(tools["hang"], {})).reason == "timeout"
+    assert runner.run(tools["add"], {}) == Ok(11)  # rebuilt: a kill is no death
+
+
+def test_leaks_are_still_caught_beside_the_cluster(ray_cluster: ModuleType) -> None:
+    check = LeakCheck()
+    with socket.socket() as leaked:
+        assert f"socket:[{os.fstat(leaked.fileno()).st_ino}]" in "".join(check.leaks())
+    assert check.leaks() == []

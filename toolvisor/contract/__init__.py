@@ -46,6 +46,7 @@ from toolvisor.contract._model_progress import (
     report_model_progress,
     reporting_model_progress,
 )
+from toolvisor.contract._ray import RayActor
 from toolvisor.contract._results import (
     LEGAL_RESULT_TYPES,
     AskUser,
@@ -104,6 +105,7 @@ __all__ = [
     "OnTimeout",
     "OutputWindow",
     "Pending",
+    "RayActor",
     "Scheduling",
     "StateAccess",
     "SystemMessage",

@@ -11,7 +11,7 @@ import types
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeAlias, cast, overload
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias, cast, overload
 
 from pydantic import TypeAdapter
 
@@ -19,6 +19,9 @@ from toolvisor.contract._arity import handler_arity
 from toolvisor.contract._errors import InvalidHandlerError
 from toolvisor.contract._messages import ToolCall, ToolSpec
 from toolvisor.contract._schema import check_input_schema
+
+if TYPE_CHECKING:
+    from toolvisor.contract._ray import RayActor
 
 Scheduling: TypeAlias = Literal["parallel", "serial"]
 Isolation: TypeAlias = Literal["thread", "process", "asyncio", "ray"]
@@ -51,6 +54,7 @@ class Tool:
     ``output_window`` says which end of an output over the budget is kept.
     ``ray_options`` (only with ``isolation="ray"``) go to the call's Ray task as they are:
     ``num_cpus``, ``num_gpus``, ``memory``, ``resources``, ``runtime_env``, ...
+    ``ray_actor`` (set by ``RayActor.tools``) is the Ray actor and method that serve the call.
     ``on_cancel`` is called by the host when a run is cancelled while this tool's call waits
     on ``Pending(on_cancel="cancel_external_work")``, with the call and its completion key.
     Tools compare by identity: two tools with the same name are still two tools.
@@ -70,6 +74,7 @@ class Tool:
     on_cancel: CancelHook | None = None
     manual: bool = False
     ray_options: Mapping[str, Any] | None = None
+    ray_actor: tuple[RayActor, str] | None = None
     arity: int = field(init=False, default=0)
     is_async: bool = field(init=False, default=False)
 
@@ -154,6 +159,8 @@ def _check_ray(tool: Tool) -> None:
     if tool.isolation == "ray" and importlib.util.find_spec("ray") is None:
         raise ImportError(f"tool {tool.name!r}: isolation='ray' needs Ray; install it with "
                           "pip install 'toolvisor[ray]'")
+    if tool.ray_actor is not None and tool.isolation != "ray":
+        raise ValueError(f"tool {tool.name!r}: ray_actor needs isolation='ray'")
     if options is None:
         return
     if tool.isolation != "ray":
@@ -255,6 +262,11 @@ class ToolMethod:
 
     def __set_name__(self, owner: type, name: str) -> None:
         self._attribute = name
+
+    @property
+    def template(self) -> Tool:
+        """The tool every instance's ``Tool`` is a copy of (its handler bound to no instance)."""
+        return self._template
 
     @overload
     def __get__(self, instance: None, owner: type | None = None) -> ToolMethod: ...

@@ -6,7 +6,8 @@ shut down when the last runner that used it closes. A call's task carries a copy
 with only what the handler needs; the task runs it through ``execute`` and sends back the
 pickled result, as a worker process does. The runner is told when the task's future completes
 (no thread waits per call); at the deadline the task is cancelled with ``force=True`` (its
-worker process is killed).
+worker process is killed). A ``RayActor`` tool's call goes to its actor instead
+(``_ray_actors.py``), which a deadline kills.
 """
 
 from __future__ import annotations
@@ -20,11 +21,11 @@ from types import ModuleType
 from typing import Any
 
 from toolvisor._logging import get_event_log
-from toolvisor.contract import CallContext, Err, HandlerResult, Tool, ToolCall
+from toolvisor.contract import Err, HandlerResult, Tool
 from toolvisor.executor._calls import RunningCall
-from toolvisor.executor._execute import execute
+from toolvisor.executor._ray_actors import ActorCall, RayActors
+from toolvisor.executor._ray_task import CallFields, run_task
 from toolvisor.executor._stats import Counters
-from toolvisor.executor._worker import dump_result
 
 _log = get_event_log("tool_runner", isolation="ray")
 _cluster_lock = threading.Lock()
@@ -65,18 +66,6 @@ def _disconnect(ray: ModuleType) -> None:
             _log.info("ray_cluster_stopped")
 
 
-CallFields = tuple[str | None, str | None, ToolCall | None, int]
-"""What of the context crosses to the task: session id, request id, tool call, attempt."""
-
-
-def run_task(tool: Tool, arguments: Any, fields: CallFields) -> bytes:
-    """The Ray task: run the handler once and return the pickled result."""
-    session_id, request_id, tool_call, attempt = fields
-    ctx = CallContext(session_id=session_id, request_id=request_id, tool_call=tool_call,
-                      attempt=attempt)
-    return dump_result(execute(tool, arguments, ctx), ctx, tool.name)
-
-
 _shipped: weakref.WeakKeyDictionary[Tool, Tool] = weakref.WeakKeyDictionary()
 
 
@@ -107,6 +96,7 @@ class RayIsolation:
         self._lock = threading.Lock()  # guards _ray and _task
         self._ray: ModuleType | None = None
         self._task: Any = None
+        self._actors = RayActors()
 
     def _remote(self) -> tuple[ModuleType, Any]:
         with self._lock:
@@ -119,37 +109,58 @@ class RayIsolation:
         """Start ``call``'s task; an ``Err`` if it cannot be sent (the runner settles it)."""
         ray, task = self._remote()
         ctx = call.ctx
-        options = {"max_retries": 0, "retry_exceptions": False, **(call.tool.ray_options or {})}
+        fields: CallFields = (ctx.session_id, ctx.request_id, ctx.tool_call, ctx.attempt)
+        worker: Any
         try:
-            ref = task.options(**options).remote(
-                _shipped_tool(call.tool), call.arguments,
-                (ctx.session_id, ctx.request_id, ctx.tool_call, ctx.attempt))
+            if call.tool.ray_actor is not None:
+                worker = self._actors.submit(ray, call, fields)
+                if isinstance(worker, Err):
+                    return worker
+                ref = worker.ref
+            else:
+                options = {"max_retries": 0, "retry_exceptions": False,
+                           **(call.tool.ray_options or {})}
+                ref = worker = task.options(**options).remote(_shipped_tool(call.tool),
+                                                              call.arguments, fields)
         except Exception as exc:
             return call.error("encoding_failed",
                               f"the call cannot be sent to Ray: {type(exc).__name__}: {exc}",
                               f"{type(exc).__name__}: {exc}")
         with call.lock:
-            if call.settled:  # cancelled while it was being sent
-                ray.cancel(ref, force=True)
-                return None
-            call.worker = ref
+            cancelled = call.settled  # cancelled while it was being sent
+            if not cancelled:
+                call.worker = worker
+        if cancelled:
+            self._kill(ray, worker)
+            return None
         self._arm(call)
-        ref.future().add_done_callback(lambda done: self._done(call, ray, done))
+        ref.future().add_done_callback(lambda done: self._done(call, ray, worker, done))
         return None
 
-    def _done(self, call: RunningCall, ray: ModuleType, done: Future[Any]) -> None:
+    def _done(self, call: RunningCall, ray: ModuleType, worker: Any, done: Future[Any]) -> None:
         """The task's future completed (on a Ray thread): settle the call from its outcome."""
         with call.lock:
+            killed = call.worker is None  # stop() took it
             call.worker = None
-        self._settle(call, _outcome(call, ray, done))
+        result = _outcome(call, ray, done)
+        if isinstance(worker, ActorCall) and not killed and isinstance(
+                done.exception(), ray.exceptions.ActorDiedError):
+            self._actors.died(worker)
+        self._settle(call, result)
+
+    def _kill(self, ray: ModuleType, worker: Any) -> None:
+        if isinstance(worker, ActorCall):
+            self._actors.kill(ray, worker)
+        else:
+            ray.cancel(worker, force=True)
+        self._counters.add("workers_killed")
 
     def stop(self, call: RunningCall) -> None:
         """Cancel ``call``'s task, killing its worker (called once the call was claimed)."""
         with call.lock:
-            ref = call.worker
-        if ref is not None and self._ray is not None:
-            self._ray.cancel(ref, force=True)
-            self._counters.add("workers_killed")
+            worker, call.worker = call.worker, None
+        if worker is not None and self._ray is not None:
+            self._kill(self._ray, worker)
             _log.warning("ray_task_cancelled", tool_name=call.tool.name,
                          tool_call_id=call.ctx.tool_call_id)
 
@@ -158,6 +169,7 @@ class RayIsolation:
         with self._lock:
             ray, self._ray = self._ray, None
         if ray is not None:
+            self._actors.close(ray)
             _disconnect(ray)
 
 
