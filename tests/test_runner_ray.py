@@ -5,6 +5,8 @@ from __future__ import annotations
 import importlib.util
 import os
 import socket
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -156,3 +158,31 @@ def test_leaks_are_still_caught_beside_the_cluster(ray_cluster: ModuleType) -> N
     with socket.socket() as leaked:
         assert f"socket:[{os.fstat(leaked.fileno()).st_ino}]" in "".join(check.leaks())
     assert check.leaks() == []
+
+
+def test_a_ray_actor_needs_a_class_with_tool_methods() -> None:
+    with pytest.raises(ValueError, match="no @tool method"):
+        RayActor(dict)
+    with pytest.raises(ValueError, match="max_restarts"):
+        RayActor(h.Counter, max_restarts=-1)
+
+
+LAZY_CLUSTER = """
+import ray
+from toolvisor import Ok, Tool
+from toolvisor.executor import ToolRunner
+with ToolRunner() as runner:
+    print(runner.run(Tool(name="r", handler=lambda a: Ok(7), isolation="ray"), {}))
+    print(ray.is_initialized())
+print(ray.is_initialized())
+"""
+
+
+def test_without_a_cluster_one_is_started_and_shut_down_with_the_runner(
+        tmp_path_factory: pytest.TempPathFactory) -> None:
+    """In a child process: this one's session cluster must not be there. (A short temp dir:
+    Ray's socket paths must fit in 107 bytes.)"""
+    temp = tmp_path_factory.mktemp("lazy")
+    done = subprocess.run([sys.executable, "-c", LAZY_CLUSTER], capture_output=True, text=True,
+                          env={**os.environ, "RAY_TMPDIR": str(temp)}, timeout=120, check=False)
+    assert done.stdout.split("\n")[:3] == ["Ok(value=7)", "True", "False"], done.stderr[-2000:]
