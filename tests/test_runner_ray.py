@@ -165,6 +165,8 @@ def test_a_ray_actor_needs_a_class_with_tool_methods() -> None:
         RayActor(dict)
     with pytest.raises(ValueError, match="max_restarts"):
         RayActor(h.Counter, max_restarts=-1)
+    with pytest.raises(ValueError, match="unknown ray_options"):
+        RayActor(h.Counter, ray_options={"max_restarts": 5})
 
 
 LAZY_CLUSTER = """

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from toolvisor.contract._tool import Tool, ToolMethod
+from toolvisor.contract._tool import RAY_OPTIONS, Tool, ToolMethod
 
 
 @dataclass(frozen=True, eq=False)
@@ -37,6 +37,10 @@ class RayActor:
             raise ValueError(f"RayActor: {self.cls.__qualname__} has no @tool method")
         if self.max_restarts < 0 or self.max_seconds <= 0:
             raise ValueError("RayActor: max_restarts must be >= 0 and max_seconds > 0")
+        unknown = sorted(set(self.ray_options or {}) - (RAY_OPTIONS - {"max_retries"}))
+        if unknown:
+            raise ValueError(f"RayActor: unknown ray_options {unknown} (restarts are "
+                             "max_restarts and max_seconds)")
 
     def methods(self) -> dict[str, ToolMethod]:
         """The class's ``@tool`` methods by attribute name."""
