@@ -11,6 +11,7 @@ import statistics
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 from bench import _handlers
@@ -42,7 +43,9 @@ def start_ray() -> None:
     """One local Ray cluster for every ``ray`` row (else each agent would start its own)."""
     import ray  # noqa: PLC0415 - the optional extra, installed with the bench's dev extra
 
-    ray.init(include_dashboard=False, log_to_driver=False)
+    root = str(Path(__file__).resolve().parent.parent)  # where workers import bench's handlers
+    ray.init(include_dashboard=False, log_to_driver=False,
+             runtime_env={"env_vars": {"PYTHONPATH": root}})
 
 
 def batch_model(size: int, tool_name: str) -> FunctionModel:
