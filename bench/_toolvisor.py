@@ -11,6 +11,7 @@ import statistics
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 from bench import _handlers
@@ -28,13 +29,23 @@ from toolvisor.machine import MachineConfig, TurnMachine
 from toolvisor.testing import FunctionModel
 
 Row = dict[str, Any]
-ISOLATIONS = ("thread", "process", "asyncio")
+ISOLATIONS = ("thread", "process", "asyncio", "ray")
 MAX_PROCESS_WORKERS = 32  # worker processes for the sleeping batches (no-op batches use 2)
 HANDLERS: dict[str, dict[str, Callable[..., Any]]] = {
     "no_op": {"thread": _handlers.no_op, "process": _handlers.no_op,
-              "asyncio": _handlers.async_no_op},
-    "nap": {"thread": _handlers.nap, "process": _handlers.nap, "asyncio": _handlers.async_nap},
+              "asyncio": _handlers.async_no_op, "ray": _handlers.no_op},
+    "nap": {"thread": _handlers.nap, "process": _handlers.nap, "asyncio": _handlers.async_nap,
+            "ray": _handlers.nap},
 }
+
+
+def start_ray() -> None:
+    """One local Ray cluster for every ``ray`` row (else each agent would start its own)."""
+    import ray  # noqa: PLC0415 - the optional extra, installed with the bench's dev extra
+
+    root = str(Path(__file__).resolve().parent.parent)  # where workers import bench's handlers
+    ray.init(include_dashboard=False, log_to_driver=False,
+             runtime_env={"env_vars": {"PYTHONPATH": root}})
 
 
 def batch_model(size: int, tool_name: str) -> FunctionModel:
@@ -100,7 +111,7 @@ def hung_rows(repeats: int) -> list[Row]:
     ``timeout``; for ``process`` also when its worker was killed and replaced."""
     rows: list[Row] = []
     handlers = {"thread": _handlers.hang, "process": _handlers.hang_hard,
-                "asyncio": _handlers.async_hang}
+                "asyncio": _handlers.async_hang, "ray": _handlers.hang_hard}
     for isolation, handler in handlers.items():
         seen_at: list[float] = []
 

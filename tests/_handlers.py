@@ -172,3 +172,36 @@ def returns_pending(arguments: dict[str, Any]) -> Pending:
 
 def returns_legal(arguments: dict[str, Any]) -> Any:
     return LEGAL_BY_KIND[arguments["kind"]]
+
+
+def exits_on_first_attempt(arguments: dict[str, Any], ctx: CallContext) -> Ok:
+    """Logs each run's attempt to ``arguments["log"]``; the first attempt kills its process."""
+    with open(arguments["log"], "a") as log:
+        log.write(f"{ctx.attempt}\n")
+    if ctx.attempt == 1:
+        os._exit(9)
+    return Ok(ctx.attempt)
+
+
+class Counter:
+    """Stateful tools for a ``RayActor``: the count lives in the actor."""
+
+    def __init__(self, start: int = 0) -> None:
+        self.count = start
+
+    @tool
+    def add(self, arguments: dict[str, Any]) -> Ok:
+        """Add ``by`` (1) to the count."""
+        self.count += arguments.get("by", 1)
+        return Ok(self.count)
+
+    @tool
+    def crash(self, arguments: dict[str, Any]) -> Ok:
+        """Kill the actor's process."""
+        os._exit(7)
+
+    @tool(timeout=1.0)
+    def hang(self, arguments: dict[str, Any]) -> Ok:
+        """Never return."""
+        threading.Event().wait()
+        return Ok(None)

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from types import ModuleType
 
 import pytest
 from test_supervisor import Events
 
 from tests._provider_server import ProviderServer
+from tests._ray_cluster import start_cluster, worker_sockets
 from toolvisor._logging import set_event_sink
 from toolvisor.executor import prepare_process_isolation
+from toolvisor.testing import tolerate_fds
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -31,6 +34,19 @@ def _provider_server() -> Iterator[ProviderServer]:
     server = ProviderServer()
     yield server
     server.close()
+
+
+@pytest.fixture(scope="session")
+def ray_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ModuleType]:
+    """One local Ray cluster (2 CPUs, no dashboard, its files in the session's tmp dir) for
+    the whole session, started before the first test that needs it takes its leak snapshot."""
+    ray = start_cluster(tmp_path_factory.mktemp("ray"))
+    # The driver connects to each worker process the cluster starts (new actors, killed
+    # tasks' replacements) on demand: those connections belong to the session's cluster.
+    withdraw = tolerate_fds(worker_sockets(ray.util.get_node_ip_address()))
+    yield ray
+    withdraw()
+    ray.shutdown()
 
 
 @pytest.fixture

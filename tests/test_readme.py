@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -21,7 +22,8 @@ def test_the_readme_has_examples() -> None:
 
 @pytest.mark.parametrize("source", BLOCKS, ids=[f"block{i}" for i in range(len(BLOCKS))])
 def test_readme_example_runs(source: str, provider: ProviderServer,
-                             monkeypatch: pytest.MonkeyPatch) -> None:
+                             monkeypatch: pytest.MonkeyPatch, ray_cluster: ModuleType) -> None:
+    """``ray_cluster``: a ``ray`` example runs on the session's cluster, not one of its own."""
     monkeypatch.setenv("OPENAI_BASE_URL", f"{provider.url}/v1")
     monkeypatch.setenv("OPENAI_API_KEY", "readme-key")
     provider.script(*[ChatWire().reply(Turn(text="Hello from the wire."))] * 3)

@@ -47,6 +47,7 @@ from toolvisor.contract._model_progress import (
     reporting_model_progress,
 )
 from toolvisor.contract._outcome import result_outcome
+from toolvisor.contract._ray import RayActor
 from toolvisor.contract._results import (
     LEGAL_RESULT_TYPES,
     AskUser,
@@ -105,6 +106,7 @@ __all__ = [
     "OnTimeout",
     "OutputWindow",
     "Pending",
+    "RayActor",
     "Scheduling",
     "StateAccess",
     "SystemMessage",

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import importlib.util
 import inspect
 import re
 import types
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeAlias, cast, overload
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias, cast, overload
 
 from pydantic import TypeAdapter
 
@@ -19,8 +20,11 @@ from toolvisor.contract._errors import InvalidHandlerError
 from toolvisor.contract._messages import ToolCall, ToolSpec
 from toolvisor.contract._schema import check_input_schema
 
+if TYPE_CHECKING:
+    from toolvisor.contract._ray import RayActor
+
 Scheduling: TypeAlias = Literal["parallel", "serial"]
-Isolation: TypeAlias = Literal["thread", "process", "asyncio"]
+Isolation: TypeAlias = Literal["thread", "process", "asyncio", "ray"]
 OutputWindow: TypeAlias = Literal["head", "tail"]
 Handler: TypeAlias = Callable[..., Any]
 CancelHook: TypeAlias = Callable[[ToolCall, str], None]
@@ -30,6 +34,9 @@ _NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 """What model providers accept as a tool name; matched with ``fullmatch`` (``$`` would also
 accept a trailing newline)."""
 _OPEN_OBJECT: dict[str, Any] = {"type": "object"}
+RAY_OPTIONS = frozenset({"num_cpus", "num_gpus", "memory", "resources", "runtime_env",
+                         "accelerator_type", "scheduling_strategy", "max_retries"})
+"""What ``ray_options`` may set on a ``ray`` tool's task (``max_retries`` only if retryable)."""
 _UNTYPED = (inspect.Parameter.empty, Any, dict, Mapping, typing.Mapping, typing.Dict)  # noqa: UP006
 
 
@@ -45,6 +52,9 @@ class Tool:
     is the type the validated arguments are converted to before the handler sees them.
     ``internal`` tools are never offered to the model (the host calls them itself).
     ``output_window`` says which end of an output over the budget is kept.
+    ``ray_options`` (only with ``isolation="ray"``) go to the call's Ray task as they are:
+    ``num_cpus``, ``num_gpus``, ``memory``, ``resources``, ``runtime_env``, ...
+    ``ray_actor`` (set by ``RayActor.tools``) is the Ray actor and method that serve the call.
     ``on_cancel`` is called by the host when a run is cancelled while this tool's call waits
     on ``Pending(on_cancel="cancel_external_work")``, with the call and its completion key.
     Tools compare by identity: two tools with the same name are still two tools.
@@ -63,6 +73,8 @@ class Tool:
     output_window: OutputWindow = "head"
     on_cancel: CancelHook | None = None
     manual: bool = False
+    ray_options: Mapping[str, Any] | None = None
+    ray_actor: tuple[RayActor, str] | None = None
     arity: int = field(init=False, default=0)
     is_async: bool = field(init=False, default=False)
 
@@ -88,11 +100,12 @@ class Tool:
                 f"tool {self.name!r}: timeout must be a positive number of seconds or None, "
                 f"got {self.timeout!r}"
             )
-        if self.isolation not in (None, "thread", "process", "asyncio"):
+        if self.isolation not in (None, "thread", "process", "asyncio", "ray"):
             raise ValueError(
-                f"tool {self.name!r}: isolation must be 'thread', 'process' or 'asyncio', "
-                f"got {self.isolation!r}"
+                f"tool {self.name!r}: isolation must be 'thread', 'process', 'asyncio' or "
+                f"'ray', got {self.isolation!r}"
             )
+        _check_ray(self)
         if self.output_window not in ("head", "tail"):
             raise ValueError(
                 f"tool {self.name!r}: output_window must be 'head' or 'tail', "
@@ -123,7 +136,7 @@ class Tool:
         if isolation == "asyncio" and not is_async:
             raise ValueError(
                 f"tool {self.name!r}: isolation='asyncio' needs an async def handler; "
-                "use 'thread' or 'process' for a sync one"
+                "use 'thread', 'process' or 'ray' for a sync one"
             )
         if isolation == "process":
             _check_importable(self.handler, self.name)
@@ -138,6 +151,30 @@ class Tool:
 
     def __repr__(self) -> str:
         return f"Tool(name={self.name!r}, isolation={self.isolation!r})"
+
+
+def _check_ray(tool: Tool) -> None:
+    """``ray`` isolation needs Ray installed; ``ray_options`` need ``ray`` isolation."""
+    options = tool.ray_options
+    if tool.isolation == "ray" and importlib.util.find_spec("ray") is None:
+        raise ImportError(f"tool {tool.name!r}: isolation='ray' needs Ray; install it with "
+                          "pip install 'toolvisor[ray]'")
+    if tool.ray_actor is not None and tool.isolation != "ray":
+        raise ValueError(f"tool {tool.name!r}: ray_actor needs isolation='ray'")
+    if options is None:
+        return
+    if tool.isolation != "ray":
+        raise ValueError(f"tool {tool.name!r}: ray_options need isolation='ray'")
+    if not isinstance(options, Mapping):
+        raise TypeError(f"tool {tool.name!r}: ray_options must be a mapping, got {options!r}")
+    unknown = sorted(set(options) - RAY_OPTIONS)
+    if unknown:
+        raise ValueError(f"tool {tool.name!r}: unknown ray_options {unknown}; "
+                         f"known: {sorted(RAY_OPTIONS)}")
+    if "max_retries" in options and not tool.retryable:
+        raise ValueError(f"tool {tool.name!r}: ray_options max_retries needs retryable=True "
+                         "(Ray never retries a tool that is not retryable)")
+    object.__setattr__(tool, "ray_options", dict(options))  # a copy the caller cannot change
 
 
 def _check_importable(handler: Handler, tool_name: str) -> None:
@@ -226,6 +263,11 @@ class ToolMethod:
     def __set_name__(self, owner: type, name: str) -> None:
         self._attribute = name
 
+    @property
+    def template(self) -> Tool:
+        """The tool every instance's ``Tool`` is a copy of (its handler bound to no instance)."""
+        return self._template
+
     @overload
     def __get__(self, instance: None, owner: type | None = None) -> ToolMethod: ...
 
@@ -285,6 +327,7 @@ def tool(
     internal: bool = False,
     output_window: OutputWindow = "head",
     on_cancel: CancelHook | None = None,
+    ray_options: Mapping[str, Any] | None = None,
 ) -> Callable[[Handler], Tool]: ...
 
 
@@ -302,6 +345,7 @@ def tool(
     internal: bool = False,
     output_window: OutputWindow = "head",
     on_cancel: CancelHook | None = None,
+    ray_options: Mapping[str, Any] | None = None,
 ) -> Tool | Callable[[Handler], Tool]:
     """Build a :class:`Tool` from a callable: ``@tool`` or ``@tool(timeout=5, ...)``.
 
@@ -357,6 +401,7 @@ def tool(
             internal=internal,
             output_window=output_window,
             on_cancel=on_cancel,
+            ray_options=ray_options,
         )
 
     if handler is not None:

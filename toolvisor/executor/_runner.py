@@ -18,6 +18,7 @@ from toolvisor.executor._calls import CallHandle, RunningCall
 from toolvisor.executor._deadlines import DeadlineTimer
 from toolvisor.executor._execute import not_found
 from toolvisor.executor._process_isolation import MpContext, ProcessIsolation, address_of
+from toolvisor.executor._ray_isolation import RayIsolation
 from toolvisor.executor._stats import Counters, RunnerStats
 from toolvisor.executor._thread_isolation import GiveUp, ThreadIsolation
 from toolvisor.executor._validation import prepare_arguments
@@ -48,6 +49,10 @@ class ToolRunner:
       this process (a bad call never costs a round trip); ``ctx.context``, ``ctx.engine`` and
       ``ctx.state`` stay here, the worker's handler gets the ids, the tool call and ``attempt``.
     * ``asyncio``: ``async def`` handlers on one event loop thread; cancelled at the deadline.
+    * ``ray``: each call a Ray task (with the tool's ``ray_options``, never retried by Ray
+      unless they say so) on the cluster the program connected to, or on a local one started
+      on first use and shut down at close; cancelled with ``force=True`` at the deadline.
+      Arguments are validated here; the task's handler gets what a ``process`` one gets.
 
     The timeout is ``tool.timeout`` or ``tool_timeout``, counted from when the handler starts
     (waiting for a free thread or worker does not count). One timer thread watches every
@@ -81,6 +86,7 @@ class ToolRunner:
                                            arm=self._arm, settle=self._settle,
                                            counters=self._counters)
         self._asyncio = AsyncioIsolation(arm=self._arm, settle=self._settle)
+        self._ray = RayIsolation(arm=self._arm, settle=self._settle, counters=self._counters)
         self._lock = threading.Lock()  # guards _inflight, _closed and _hung_at_close
         self._all_done = threading.Condition(self._lock)
         self._inflight: set[RunningCall] = set()
@@ -156,6 +162,8 @@ class ToolRunner:
             self._settle_soon(call, not_found(tool, call.ctx))
         elif tool.isolation == "process":
             self._start_in_process(call)
+        elif tool.isolation == "ray":
+            self._start_on_ray(call)
         elif tool.isolation == "asyncio":
             call.stop = self._asyncio.stop
             self._asyncio.submit(call)
@@ -186,6 +194,16 @@ class ToolRunner:
             return
         call.stop = self._processes.stop
         self._processes.submit(call, request)
+
+    def _start_on_ray(self, call: RunningCall) -> None:
+        prepared = prepare_arguments(call.tool, call.arguments)
+        if isinstance(prepared, Err):
+            self._settle_soon(call, prepared)
+            return
+        call.stop = self._ray.stop
+        refused = self._ray.submit(call)
+        if refused is not None:
+            self._settle_soon(call, refused)
 
     def run(self, tool: Tool, arguments: Any, ctx: CallContext | None = None) -> HandlerResult:
         """Run one call and wait for its result."""
@@ -298,6 +316,7 @@ class ToolRunner:
         for call in leftover:
             self._cancel(call)
         self._processes.close()
+        self._ray.close()
         self._asyncio.close(self._close_grace)
         hung = self._threads.close(self._close_grace)
         self._timer.close()

@@ -3,7 +3,7 @@ a fake clock and a breaker harness."""
 
 from toolvisor.testing._drive import DriveResult, DriveScriptError, drive
 from toolvisor.testing._events import capture_events
-from toolvisor.testing._leaks import LeakCheck
+from toolvisor.testing._leaks import LeakCheck, tolerate_fds
 from toolvisor.testing._models import (
     FunctionModel,
     ScriptedModel,
@@ -32,4 +32,5 @@ __all__ = [
     "decide_model",
     "drive",
     "drive_breaker",
+    "tolerate_fds",
 ]

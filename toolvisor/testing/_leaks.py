@@ -5,16 +5,34 @@ from __future__ import annotations
 import multiprocessing
 import os
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 _FD_DIR = "/proc/self/fd"
+_tolerated: list[Callable[[int, str], bool]] = []
 
 
-def _open_fds() -> set[int]:
+def tolerate_fds(predicate: Callable[[int, str], bool]) -> Callable[[], None]:
+    """Let every later check ignore new file descriptors that ``predicate(fd, target)``
+    accepts (``target``: ``socket:[123]``, a path): those a session-wide service opens on
+    demand (a Ray cluster's connections to its workers). Returns what withdraws it."""
+    _tolerated.append(predicate)
+    return lambda: _tolerated.remove(predicate)
+
+
+def _open_fds() -> dict[int, str]:
+    """Each open file descriptor and what it points to (a number alone can be reused)."""
     try:
-        return {int(fd) for fd in os.listdir(_FD_DIR)}
+        listing = os.listdir(_FD_DIR)
     except FileNotFoundError:  # not Linux: file handles are not checked
-        return set()
+        return {}
+    found = {}
+    for fd in listing:
+        try:
+            found[int(fd)] = os.readlink(f"{_FD_DIR}/{fd}")
+        except OSError:
+            continue  # closed while we looked: the listing's own descriptor
+    return found
 
 
 @dataclass
@@ -30,7 +48,7 @@ class LeakCheck:
     children: set[int] = field(
         default_factory=lambda: {p.pid for p in multiprocessing.active_children() if p.pid}
     )
-    fds: set[int] = field(default_factory=_open_fds)
+    fds: dict[int, str] = field(default_factory=_open_fds)
 
     def leaks(self) -> list[str]:
         """What was started since the snapshot and is still alive, one line each."""
@@ -45,10 +63,9 @@ class LeakCheck:
             proc.join(self.settle)
             if proc.is_alive():
                 found.append(f"process {proc.name!r} pid={proc.pid}")
-        for fd in sorted(_open_fds() - self.fds):
-            try:
-                target = os.readlink(f"{_FD_DIR}/{fd}")
-            except OSError:
-                continue  # closed while we looked: the listing's own descriptor
-            found.append(f"file descriptor {fd} -> {target}")
+        for fd, target in sorted(_open_fds().items()):
+            if self.fds.get(fd) == target or any(accepts(fd, target) for accepts in _tolerated):
+                continue
+            if _open_fds().get(fd) == target:  # not closed while we looked
+                found.append(f"file descriptor {fd} -> {target}")
         return found

@@ -1,0 +1,190 @@
+"""``ToolRunner`` under ``ray`` isolation: real Ray tasks on the session's local cluster."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from tests import _handlers as h
+from toolvisor import (
+    Agent,
+    CallContext,
+    Completed,
+    Err,
+    Ok,
+    RayActor,
+    Tool,
+    ToolCall,
+    ToolError,
+)
+from toolvisor.contract import HandlerResult, InvalidArguments
+from toolvisor.executor import ToolRunner
+from toolvisor.machine import RetryPolicy
+from toolvisor.testing import LeakCheck, ScriptedModel, call, calls
+
+
+@pytest.fixture
+def runner(ray_cluster: ModuleType) -> Iterator[ToolRunner]:
+    with ToolRunner(tool_timeout=20.0) as r:
+        yield r
+
+
+def on_ray(handler: Any, **options: Any) -> Tool:
+    return Tool(name=options.pop("name", "r"), handler=handler, isolation="ray", **options)
+
+
+def error_of(result: HandlerResult) -> ToolError:
+    assert isinstance(result, Err) and isinstance(result.reason, ToolError), result
+    return result.reason
+
+
+def test_a_plain_call_and_its_context_cross_back(runner: ToolRunner) -> None:
+    ctx = CallContext(tool_call=ToolCall(id="call-3", name="r"))
+    assert runner.run(on_ray(h.ok_echo), {"a": [1, 2]}) == Ok({"a": [1, 2]})
+    assert runner.run(on_ray(h.call_id), {}, ctx) == Ok("call-3")
+    assert runner.run(on_ray(lambda a: Ok(a["x"] * 2)), {"x": 21}) == Ok(42)  # by value
+
+
+def test_arguments_are_validated_before_anything_is_sent(runner: ToolRunner) -> None:
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
+    result = runner.run(on_ray(h.hard_exit, input_schema=schema), {"a": "x"})
+    assert isinstance(result, Err) and isinstance(result.reason, InvalidArguments)
+    assert runner.stats.workers_killed == 0
+
+
+def test_a_raise_is_handler_raised_with_the_original_exception(runner: ToolRunner) -> None:
+    error = error_of(runner.run(on_ray(h.raises), {}))
+    assert error.reason == "handler_raised"
+    assert type(error.cause) is ValueError and str(error.cause) == "boom"
+
+
+def test_an_unencodable_result_is_encoding_failed(runner: ToolRunner) -> None:
+    assert error_of(runner.run(on_ray(h.unencodable), {})).reason == "encoding_failed"
+
+
+def test_the_worker_exiting_is_handler_exit(runner: ToolRunner) -> None:
+    error = error_of(runner.run(on_ray(h.hard_exit), {}))
+    assert error.reason == "handler_exit"
+    assert error.cause == "WorkerCrashedError"
+    assert runner.run(on_ray(h.ok_echo), {"still": "up"}) == Ok({"still": "up"})
+
+
+def test_a_hang_past_the_deadline_is_a_timeout_and_its_worker_is_killed(
+        runner: ToolRunner) -> None:
+    error = error_of(runner.run(on_ray(h.hangs_forever, timeout=1.0), {}))
+    assert error.reason == "timeout" and error.cause == 1.0
+    # A task needing both CPUs of the cluster runs only once the hung one's CPU is free.
+    whole = on_ray(h.ok_echo, ray_options={"num_cpus": 2})
+    assert runner.run(whole, {"still": "up"}) == Ok({"still": "up"})
+    runner.close()  # the deadline's cancel has run by now
+    assert runner.stats.workers_killed == 1
+
+
+def test_ray_options_reach_the_task(runner: ToolRunner) -> None:
+    tool = on_ray(h.ok_echo, ray_options={"num_cpus": 2, "resources": {}}, timeout=5.0)
+    assert runner.run(tool, {"n": 1}) == Ok({"n": 1})
+    too_big = on_ray(h.ok_echo, ray_options={"resources": {"nowhere": 1}}, timeout=1.0)
+    assert error_of(runner.run(too_big, {})).reason == "timeout"  # it can never be scheduled
+
+
+def test_ray_options_are_checked_when_the_tool_is_built() -> None:
+    with pytest.raises(ValueError, match="unknown ray_options"):
+        on_ray(h.ok_echo, ray_options={"num_cpu": 1})
+    with pytest.raises(ValueError, match="needs retryable=True"):
+        on_ray(h.ok_echo, ray_options={"max_retries": 3})
+    with pytest.raises(ValueError, match="need isolation='ray'"):
+        Tool(name="t", handler=h.ok_echo, ray_options={"num_cpus": 1})
+
+
+def test_a_retryable_tool_is_retried_by_the_policy_not_by_ray(
+        ray_cluster: ModuleType, tmp_path: Path) -> None:
+    log = tmp_path / "runs"
+    tool = on_ray(h.exits_on_first_attempt, name="flaky", retryable=True)
+    model = ScriptedModel([calls(call("flaky", {"log": str(log)}, id="f")), "ok"])
+    policy = RetryPolicy(max_attempts=2, base_delay=0.001, max_delay=0.002)
+    with Agent(model, [tool], on_tool_error=policy) as agent:
+        assert isinstance(agent.run("go"), Completed)
+    assert log.read_text().split() == ["1", "2"]  # Ray ran each attempt once
+
+
+def test_without_ray_a_ray_tool_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "ray" else real(name, *a))
+    with pytest.raises(ImportError, match=r"toolvisor\[ray\]"):
+        on_ray(h.ok_echo)
+
+
+def counter_tools(**options: Any) -> dict[str, Tool]:
+    return {t.name: t for t in RayActor(h.Counter, kwargs={"start": 10}, **options).tools()}
+
+
+def test_a_ray_actor_keeps_its_tools_state_between_calls(runner: ToolRunner) -> None:
+    tools = counter_tools()
+    assert sorted(tools) == ["add", "crash", "hang"]
+    assert runner.run(tools["add"], {}) == Ok(11)
+    assert runner.run(tools["add"], {"by": 5}) == Ok(16)
+
+
+def test_a_dead_actor_is_restarted_within_its_intensity(runner: ToolRunner) -> None:
+    tools = counter_tools(max_restarts=1)
+    assert runner.run(tools["add"], {}) == Ok(11)
+    error = error_of(runner.run(tools["crash"], {}))
+    assert error.reason == "handler_exit" and error.cause == "ActorDiedError"
+    assert runner.run(tools["add"], {}) == Ok(11)  # a fresh actor: its state starts again
+    assert error_of(runner.run(tools["crash"], {})).reason == "handler_exit"
+    given_up = error_of(runner.run(tools["add"], {}))  # two deaths: past max_restarts=1
+    assert given_up.reason == "handler_exit" and given_up.code == "ray_actor_failed"
+
+
+def test_a_hung_actor_is_killed_at_the_deadline_without_counting(runner: ToolRunner) -> None:
+    tools = counter_tools(max_restarts=0)
+    assert runner.run(tools["add"], {}) == Ok(11)
+    assert error_of(runner.run(tools["hang"], {})).reason == "timeout"
+    assert runner.run(tools["add"], {}) == Ok(11)  # rebuilt: a kill is no death
+
+
+def test_leaks_are_still_caught_beside_the_cluster(ray_cluster: ModuleType) -> None:
+    check = LeakCheck()
+    with socket.socket() as leaked:
+        assert f"socket:[{os.fstat(leaked.fileno()).st_ino}]" in "".join(check.leaks())
+    assert check.leaks() == []
+
+
+def test_a_ray_actor_needs_a_class_with_tool_methods() -> None:
+    with pytest.raises(ValueError, match="no @tool method"):
+        RayActor(dict)
+    with pytest.raises(ValueError, match="max_restarts"):
+        RayActor(h.Counter, max_restarts=-1)
+    with pytest.raises(ValueError, match="unknown ray_options"):
+        RayActor(h.Counter, ray_options={"max_restarts": 5})
+
+
+LAZY_CLUSTER = """
+import ray
+from toolvisor import Ok, Tool
+from toolvisor.executor import ToolRunner
+with ToolRunner() as runner:
+    print(runner.run(Tool(name="r", handler=lambda a: Ok(7), isolation="ray"), {}))
+    print(ray.is_initialized())
+print(ray.is_initialized())
+"""
+
+
+def test_without_a_cluster_one_is_started_and_shut_down_with_the_runner(
+        tmp_path_factory: pytest.TempPathFactory) -> None:
+    """In a child process: this one's session cluster must not be there. (A short temp dir:
+    Ray's socket paths must fit in 107 bytes.)"""
+    temp = tmp_path_factory.mktemp("lazy")
+    done = subprocess.run([sys.executable, "-c", LAZY_CLUSTER], capture_output=True, text=True,
+                          env={**os.environ, "RAY_TMPDIR": str(temp)}, timeout=120, check=False)
+    assert done.stdout.split("\n")[:3] == ["Ok(value=7)", "True", "False"], done.stderr[-2000:]

@@ -1,0 +1,196 @@
+"""``ray`` isolation: each call is one Ray task on the cluster this process is connected to.
+
+Ray is imported when the first ``ray`` call starts (``toolvisor[ray]``). If the program has not
+connected (``ray.init(address=...)``), a local cluster is started then, once per process, and
+shut down when the last runner that used it closes. A call's task carries a copy of its tool
+with only what the handler needs; the task runs it through ``execute`` and sends back the
+pickled result, as a worker process does. The runner is told when the task's future completes
+(no thread waits per call); at the deadline the task is cancelled with ``force=True`` (its
+worker process is killed). A ``RayActor`` tool's call goes to its actor instead
+(``_ray_actors.py``), which a deadline kills.
+"""
+
+from __future__ import annotations
+
+import pickle
+import threading
+import weakref
+from collections.abc import Callable
+from concurrent.futures import Future
+from types import ModuleType
+from typing import Any
+
+from toolvisor._logging import get_event_log
+from toolvisor.contract import Err, HandlerResult, Tool
+from toolvisor.executor._calls import RunningCall
+from toolvisor.executor._ray_actors import ActorCall, RayActors
+from toolvisor.executor._ray_task import CallFields, run_task
+from toolvisor.executor._stats import Counters
+
+_log = get_event_log("tool_runner", isolation="ray")
+_cluster_lock = threading.Lock()
+_users = 0  # runners that use the cluster now (guarded by _cluster_lock)
+_started_here = False  # whether toolvisor started the local cluster (guarded by _cluster_lock)
+
+
+def import_ray() -> ModuleType:
+    """The ``ray`` module, or an ``ImportError`` naming the extra that installs it."""
+    try:
+        import ray  # noqa: PLC0415 - an optional dependency, imported when first needed
+    except ImportError as exc:
+        raise ImportError("isolation='ray' needs Ray: pip install 'toolvisor[ray]'") from exc
+    return ray
+
+
+def _connect() -> ModuleType:
+    """Join the cluster the program connected to, or start a local one (once per process)."""
+    global _users, _started_here  # noqa: PLW0603 - one cluster connection per process
+    ray = import_ray()
+    with _cluster_lock:
+        if not ray.is_initialized():
+            ray.init(log_to_driver=False)
+            _started_here = True
+            _log.info("ray_cluster_started")
+        _users += 1
+    return ray
+
+
+def _disconnect(ray: ModuleType) -> None:
+    """The last user of a cluster toolvisor started shuts it down."""
+    global _users, _started_here  # noqa: PLW0603
+    with _cluster_lock:
+        _users -= 1
+        if _users == 0 and _started_here:
+            _started_here = False
+            ray.shutdown()
+            _log.info("ray_cluster_stopped")
+
+
+_shipped: weakref.WeakKeyDictionary[Tool, Tool] = weakref.WeakKeyDictionary()
+
+
+def _shipped_tool(tool: Tool) -> Tool:
+    """What crosses to the task: the handler, its name, schema and arguments type."""
+    found = _shipped.get(tool)
+    if found is None:
+        found = _shipped[tool] = Tool(
+            name=tool.name, input_schema=tool.input_schema, handler=tool.handler,
+            isolation="thread", arguments_type=tool.arguments_type,
+        )
+    return found
+
+
+class RayIsolation:
+    """Submits calls as Ray tasks; ``call.worker`` is the task's ``ObjectRef`` while it runs."""
+
+    def __init__(
+        self,
+        *,
+        arm: Callable[[RunningCall], None],
+        settle: Callable[[RunningCall, HandlerResult], None],
+        counters: Counters,
+    ) -> None:
+        self._arm = arm
+        self._settle = settle
+        self._counters = counters
+        self._lock = threading.Lock()  # guards _ray and _task
+        self._ray: ModuleType | None = None
+        self._task: Any = None
+        self._actors = RayActors()
+
+    def _remote(self) -> tuple[ModuleType, Any]:
+        with self._lock:
+            if self._ray is None:
+                self._ray = _connect()
+                self._task = self._ray.remote(run_task)
+            return self._ray, self._task
+
+    def submit(self, call: RunningCall) -> Err | None:
+        """Start ``call``'s task; an ``Err`` if it cannot be sent (the runner settles it)."""
+        ray, task = self._remote()
+        ctx = call.ctx
+        fields: CallFields = (ctx.session_id, ctx.request_id, ctx.tool_call, ctx.attempt)
+        worker: Any
+        try:
+            if call.tool.ray_actor is not None:
+                worker = self._actors.submit(ray, call, fields)
+                if isinstance(worker, Err):
+                    return worker
+                ref = worker.ref
+            else:
+                options = {"max_retries": 0, "retry_exceptions": False,
+                           **(call.tool.ray_options or {})}
+                ref = worker = task.options(**options).remote(_shipped_tool(call.tool),
+                                                              call.arguments, fields)
+        except Exception as exc:
+            return call.error("encoding_failed",
+                              f"the call cannot be sent to Ray: {type(exc).__name__}: {exc}",
+                              f"{type(exc).__name__}: {exc}")
+        with call.lock:
+            cancelled = call.settled  # cancelled while it was being sent
+            if not cancelled:
+                call.worker = worker
+        if cancelled:
+            self._kill(ray, worker)
+            return None
+        self._arm(call)
+        ref.future().add_done_callback(lambda done: self._done(call, ray, worker, done))
+        return None
+
+    def _done(self, call: RunningCall, ray: ModuleType, worker: Any, done: Future[Any]) -> None:
+        """The task's future completed (on a Ray thread): settle the call from its outcome."""
+        with call.lock:
+            killed = call.worker is None  # stop() took it
+            call.worker = None
+        result = _outcome(call, ray, done)
+        if isinstance(worker, ActorCall) and not killed and isinstance(
+                done.exception(), ray.exceptions.ActorDiedError):
+            self._actors.died(worker)
+        self._settle(call, result)
+
+    def _kill(self, ray: ModuleType, worker: Any) -> None:
+        if isinstance(worker, ActorCall):
+            self._actors.kill(ray, worker)
+        else:
+            ray.cancel(worker, force=True)
+        self._counters.add("workers_killed")
+
+    def stop(self, call: RunningCall) -> None:
+        """Cancel ``call``'s task, killing its worker (called once the call was claimed)."""
+        with call.lock:
+            worker, call.worker = call.worker, None
+        if worker is not None and self._ray is not None:
+            self._kill(self._ray, worker)
+            _log.warning("ray_task_cancelled", tool_name=call.tool.name,
+                         tool_call_id=call.ctx.tool_call_id)
+
+    def close(self) -> None:
+        """Leave the cluster (shutting it down if toolvisor started it and nobody else uses it)."""
+        with self._lock:
+            ray, self._ray = self._ray, None
+        if ray is not None:
+            self._actors.close(ray)
+            _disconnect(ray)
+
+
+def _outcome(call: RunningCall, ray: ModuleType, done: Future[Any]) -> HandlerResult:
+    errors = ray.exceptions
+    try:
+        data = done.result()
+    except errors.RayTaskError as exc:  # the task itself raised: unwrap Ray's wrapper
+        cause = exc.cause if exc.cause is not None else exc
+        return call.error("handler_raised", f"{type(cause).__name__}: {cause}", cause)
+    except errors.TaskCancelledError:
+        return call.cancelled_error()
+    except (errors.WorkerCrashedError, errors.ActorDiedError) as exc:
+        return call.error("handler_exit", f"the Ray worker died: {type(exc).__name__}",
+                          type(exc).__name__)
+    except errors.RayError as exc:  # the node, the object store: the task's process is gone
+        return call.error("handler_exit", f"{type(exc).__name__}: {exc}", type(exc).__name__)
+    try:
+        result: HandlerResult = pickle.loads(data)
+    except Exception as exc:
+        return call.error("encoding_failed",
+                          f"the result from the Ray task cannot be unpickled: "
+                          f"{type(exc).__name__}: {exc}", f"{type(exc).__name__}: {exc}")
+    return result
