@@ -17,6 +17,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from bench._handlers import no_op
@@ -51,6 +52,11 @@ class PeakThreads:
 
 
 def _peak_rss_mib() -> float:
+    """This process's peak RSS. ``VmHWM`` starts afresh at ``exec``; ``ru_maxrss`` would keep
+    the peak of the (much larger) parent that forked the child."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
