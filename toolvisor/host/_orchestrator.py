@@ -8,13 +8,15 @@ runs it hosts go on concurrently.
 
 With a session store it also makes runs durable: it saves the machine's checkpoint after every
 machine step (before performing the step's effects, so no effect is ever performed that a
-restart would not know about), and its ``DurableWaits`` gives each call a completion-key issuer
-and durable effects, parks the keys of ``Pending`` calls and says when a run can continue.
+restart would not know about), its ``DurableWaits`` gives each call a completion-key issuer
+and durable effects, parks the keys of ``Pending`` calls and says when a run can continue, and
+its ``RunLeases`` keep one host per run. Whatever goes wrong while it handles one run's message
+ends that run alone (``Failed``), never the actor.
 
-State: every ``HostedRun`` (its machine, watchers, timers, key waiters, cancel tokens) belongs
-to this actor's thread. Other threads only ``tell`` it messages: tool-call actors report
-outcomes, timers and key waiters report wake-ups, the ``Agent`` starts, answers, attaches and
-cancels runs.
+State: every ``HostedRun`` (its machine, watchers, timers, key waiters, cancel tokens, call
+actors, model call) belongs to this actor's thread. Other threads only ``tell`` it messages:
+tool-call actors report outcomes, the runner reports model answers, timers and key waiters
+report wake-ups, the ``Agent`` starts, answers, attaches and cancels runs.
 """
 
 from __future__ import annotations
