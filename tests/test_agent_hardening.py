@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from tests._runs import cancel_arun_once
 from toolvisor import (
     Agent,
     AskUser,
@@ -79,17 +80,20 @@ def store(tmp_path: Path) -> Iterator[SqliteSessionStore]:
 
 def test_a_timeout_while_waiting_never_cancels_a_durable_run(store: SqliteSessionStore) -> None:
     gate = threading.Event()
+    started = threading.Event()
+    run_ids: list[str] = []
 
-    def slow(arguments: dict[str, Any]) -> Ok:
+    def slow(arguments: dict[str, Any], ctx: CallContext) -> Ok:
+        run_ids.append(ctx.session_id or "")  # the run's id: its calls' session
+        started.set()
         gate.wait(10)
         return Ok("done")
 
     model = ScriptedModel([calls(call("slow", id="c1")), "finished"])
-    run_ids: list[str] = []
-    with model, Agent(model, [Tool("slow", handler=slow)], store=store,
-                      on_progress=lambda r, e, d: run_ids.append(r)) as agent:
+    with model, Agent(model, [Tool("slow", handler=slow)], store=store) as agent:
         with pytest.raises(TimeoutError, match="it goes on"):
             agent.run("go", timeout=0.05)
+        assert started.wait(10)  # the run went on after the wait stopped
         with pytest.raises(TimeoutError, match="it goes on"):
             agent.resume_run(run_ids[0], timeout=0.05)
         gate.set()
@@ -107,16 +111,9 @@ def test_cancelling_a_run_sets_its_running_calls_ctx_cancelled_at_once() -> None
             saw_cancel.set()
         return Ok("stopped")
 
-    async def main(agent: Agent) -> None:
-        task = asyncio.ensure_future(agent.arun("go"))
-        await asyncio.to_thread(running.wait, 10)
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await task
-
     model = ScriptedModel([calls(call("patient", id="c1"))])
     with Agent(model, [Tool("patient", handler=patient, timeout=30)]) as agent:
-        asyncio.run(main(agent))
+        cancel_arun_once(agent, running)
         assert saw_cancel.wait(10)  # set by the cancel, long before the call's 30 s timeout
 
 

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from tests._runs import cancel_arun_once
 from toolvisor import Agent, Completed, Failed, ModelError, Ok, OrchestratorStopped, tool
 from toolvisor.contract import ModelRequest, ModelResponse, UserMessage
 from toolvisor.durable import SqliteSessionStore
@@ -178,15 +179,8 @@ def test_cancelling_a_run_during_its_model_call_cancels_the_call() -> None:
             raise
         return "never"
 
-    async def main(agent: Agent) -> None:
-        task = asyncio.ensure_future(agent.arun("go"))
-        await asyncio.to_thread(entered.wait, 10)
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await task
-
     with Agent(FunctionModel(model)) as agent:
-        asyncio.run(main(agent))
+        cancel_arun_once(agent, entered)
         assert saw_cancel.wait(10)  # the model's task was cancelled for real
         assert agent.runner.stats.cancelled == 1
 

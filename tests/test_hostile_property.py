@@ -10,6 +10,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests._runs import nested
 from toolvisor import Agent, AskUser, Completed, Ok, Suspended, tool
 from toolvisor.contract import ModelRequest, ModelResponse, ToolResultMessage, UserMessage
 from toolvisor.durable import SignatureError
@@ -18,15 +19,6 @@ from toolvisor.testing import FunctionModel, call, calls
 
 HOSTILE = ("deep_args", "huge_args", "raising_policy", "invalid_return", "unencodable_result",
            "raising_progress", "forged_resume", "bad_answers")
-
-
-def nested(depth: int) -> dict[str, Any]:
-    root: dict[str, Any] = {}
-    node = root
-    for _ in range(depth):
-        node["a"] = {}
-        node = node["a"]
-    return root
 
 
 @tool

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+from tests._runs import nested
 from toolvisor import Agent, Completed, Failed, Halted, Ok, tool
 from toolvisor.contract import ModelRequest, UserMessage
 from toolvisor.machine import FailedCall
@@ -15,15 +16,6 @@ from toolvisor.testing import FunctionModel, call, calls, capture_events
 def noop(arguments: dict[str, Any]) -> Ok:
     """Does nothing."""
     return Ok("ok")
-
-
-def nested(depth: int) -> dict[str, Any]:
-    root: dict[str, Any] = {}
-    node = root
-    for _ in range(depth):
-        node["a"] = {}
-        node = node["a"]
-    return root
 
 
 def test_arguments_nested_too_deep_fail_their_run_alone() -> None:

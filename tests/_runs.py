@@ -1,0 +1,35 @@
+"""Helpers the agent-level tests share: hostile arguments, cancelling a run mid-flight."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any
+
+import pytest
+
+from toolvisor import Agent
+
+
+def nested(depth: int) -> dict[str, Any]:
+    """Arguments nested ``depth`` objects deep."""
+    root: dict[str, Any] = {}
+    node = root
+    for _ in range(depth):
+        node["a"] = {}
+        node = node["a"]
+    return root
+
+
+def cancel_arun_once(agent: Agent, reached: threading.Event) -> None:
+    """Start ``agent.arun("go")``, cancel its task once ``reached`` is set, and check the
+    awaiting side sees the cancellation."""
+
+    async def main() -> None:
+        task = asyncio.ensure_future(agent.arun("go"))
+        await asyncio.to_thread(reached.wait, 10)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(main())
