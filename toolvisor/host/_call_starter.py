@@ -18,7 +18,8 @@ from typing import Any
 
 from pykka import ActorRef
 
-from toolvisor.contract import CallContext, Err, ModelRequest, ToolResultMessage
+from toolvisor.actors import CallReply
+from toolvisor.contract import CallContext, Err, ModelRequest, Tool, ToolCall, ToolResultMessage
 from toolvisor.executor import OutputProjection
 from toolvisor.host._commands import OrchestratorSettings
 from toolvisor.host._durable_waits import DurableWaits, interrupted_error
@@ -111,13 +112,17 @@ class CallStarter:
                 self.gated.admit(GatedCall(run.run_id, effect.id, tool, planned.call, ctx,
                                            reply, ticket))
                 continue
-            actor = settings.dispatcher.start_call(tool, planned.call, ctx, reply)
-            if actor is not None:  # kept in its run: stopped (cancelled) when the run ends
-                run.calls[effect.id, planned.call.id] = actor
+            self._dispatch(run, effect.id, tool, planned.call, ctx=ctx, reply=reply)
 
     def _launch(self, call: GatedCall) -> None:
         """Start a call that passed its gate, as :meth:`start` starts any other."""
-        actor = self._settings.dispatcher.start_call(call.tool, call.call, call.ctx, call.reply)
-        run = self._runs.get(call.run_id)
+        self._dispatch(self._runs.get(call.run_id), call.effect_id, call.tool, call.call,
+                       ctx=call.ctx, reply=call.reply)
+
+    def _dispatch(self, run: HostedRun | None, effect_id: int, tool: Tool, call: ToolCall, *,
+                  ctx: CallContext, reply: Callable[[CallReply], None]) -> None:
+        """Start the call in its own actor, kept in its run (if the run is still hosted): the
+        run's end stops it, which cancels the call."""
+        actor = self._settings.dispatcher.start_call(tool, call, ctx, reply)
         if actor is not None and run is not None:
-            run.calls[call.effect_id, call.call.id] = actor
+            run.calls[effect_id, call.id] = actor
