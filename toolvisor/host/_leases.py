@@ -4,8 +4,9 @@ An orchestrator takes a run's lease before it drives the run (starting it, or re
 the store), renews its leases every third of their ttl while it hosts them, and gives each up
 when the run leaves it. A second host is refused with ``RunLeasedError`` until the lease
 expires, so a dead host's runs can be taken over; a lease whose holder is a dead process on
-this machine is taken over at once. State (the held run ids, the renewal timer) belongs to the
-orchestrator's thread; the timer thread only tells the orchestrator it is time to renew.
+this machine (gone, or a zombie its parent has not reaped yet) is taken over at once. State
+(the held run ids, the renewal timer) belongs to the orchestrator's thread; the timer thread
+only tells the orchestrator it is time to renew.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ from toolvisor.durable import SessionStore
 
 
 class RunLeasedError(ToolvisorError, RuntimeError):
-    """Another host drives the run: resume it there, or once its lease has expired."""
+    """Another host drives the run: resume it there, or once that host has closed its agent or
+    died, or its lease has expired."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,7 +34,8 @@ class RenewLeases:
 
 
 def _dead_here(holder: str) -> bool:
-    """Whether ``holder`` names a process of this machine that no longer exists."""
+    """Whether ``holder`` names a process of this machine that no longer runs: gone, or a
+    zombie (killed, its parent has not reaped it yet: its pid is still taken)."""
     host, _, rest = holder.partition(":")
     pid = rest.partition(":")[0]
     if host != socket.gethostname() or not pid.isdigit():
@@ -41,9 +44,19 @@ def _dead_here(holder: str) -> bool:
         os.kill(int(pid), 0)
     except ProcessLookupError:
         return True
-    except PermissionError:  # alive, another user's
+    except PermissionError:  # alive or a zombie, another user's
+        pass
+    return _zombie(int(pid))
+
+
+def _zombie(pid: int) -> bool:
+    """Whether ``pid`` is a zombie, as ``/proc`` says (Linux); ``False`` where it cannot tell."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as stat:
+            fields = stat.read().rpartition(")")[2].split()  # "pid (comm) STATE ..."
+    except OSError:
         return False
-    return False
+    return bool(fields) and fields[0] in ("Z", "X")
 
 
 class RunLeases:
@@ -68,7 +81,7 @@ class RunLeases:
             raise RunLeasedError(
                 f"run {run_id!r} is hosted by {standing.holder} (its lease runs {left:.0f} s "
                 "more and is renewed while that host lives); resume it there, or here once "
-                "the lease has expired")
+                "that host has closed its agent or died, or the lease has expired")
         self._held.add(run_id)
         self._arm()
 
