@@ -55,7 +55,7 @@ def test_legal_results_survive_the_trip(runner: ToolRunner, kind: str) -> None:
 
 
 def test_pending_cannot_come_from_a_worker_process(runner: ToolRunner) -> None:
-    """A worker process has no completion keys, so its Pending could never be resolved."""
+    """Without a store a worker has no completion keys, so its Pending could never be resolved."""
     result = runner.run(in_process(h.returns_pending), {})
     assert isinstance(result, Err) and isinstance(result.reason, ToolError)
     assert result.reason.code == "pending_tool_missing_completion_key"

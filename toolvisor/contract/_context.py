@@ -28,6 +28,12 @@ class CapabilityError(ToolvisorError):
     def __init__(self, code: str, message: str) -> None:
         super().__init__(f"{code}: {message}")
         self.code = code
+        self.message = message
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickles with its own arguments (and attributes), so it crosses to and from a worker
+        process intact."""
+        return type(self), (self.code, self.message), self.__dict__
 
 
 @runtime_checkable
@@ -141,8 +147,8 @@ class CallContext:
         if self.completion_keys is None:
             raise CapabilityError(
                 "completion_keys_unavailable",
-                "this call has no completion keys: the run has no session store (or the tool "
-                "runs in a worker process); give the agent a store, e.g. Agent(..., "
+                "this call has no completion keys: the run has no session store; give the "
+                "agent a store, e.g. Agent(..., "
                 "store='runs.sqlite')",
             )
         return self.completion_keys.issue()
@@ -156,8 +162,8 @@ class CallContext:
         if self.durable is None:
             raise CapabilityError(
                 "durable_effects_unavailable",
-                "this call has no durable effects: the run has no session store (or the tool "
-                "runs in a worker process); give the agent a store, e.g. Agent(..., "
+                "this call has no durable effects: the run has no session store; give the "
+                "agent a store, e.g. Agent(..., "
                 "store='runs.sqlite')",
             )
         return self.durable

@@ -3,7 +3,9 @@
 The pool is the workers' supervisor: one manager thread starts them, hands them calls, reads
 their results, kills the one running a call past its deadline (SIGKILL) and replaces any worker
 that dies, whatever killed it (a permanent child, restarted without an intensity limit: a
-worker dying is a handler's failure, reported on that call, not the pool's).
+worker dying is a handler's failure, reported on that call, not the pool's). Each worker has a
+second pipe, its context link, answered by a thread of its own (``_context_server.py``): the
+handler's capabilities are served there, on the call's real context.
 """
 
 from __future__ import annotations
@@ -25,8 +27,9 @@ from multiprocessing.context import BaseContext
 from typing import Any, Literal
 
 from toolvisor._logging import get_event_log
-from toolvisor.contract import HandlerResult, Tool
+from toolvisor.contract import CallContext, HandlerResult, Tool
 from toolvisor.executor._calls import RunningCall
+from toolvisor.executor._context_server import serve_link
 from toolvisor.executor._stats import Counters
 from toolvisor.executor._worker import READY, HandlerAddress, resolve, serve
 
@@ -59,9 +62,10 @@ def prepare_process_isolation(mp_context: MpContext = "forkserver") -> None:
 
 
 class _Worker:
-    """One worker process and the parent's end of its pipe; ``call`` is the call it runs."""
+    """One worker process and the parent's end of its pipe; ``call`` is the call it runs
+    (written by the manager thread, read by the worker's link thread)."""
 
-    __slots__ = ("call", "conn", "killed", "process", "ready")
+    __slots__ = ("call", "conn", "killed", "link", "process", "ready")
 
     def __init__(self, process: Any, conn: Connection) -> None:
         self.process = process
@@ -69,6 +73,12 @@ class _Worker:
         self.call: RunningCall | None = None
         self.killed = False
         self.ready = False  # it sent READY: it started and may take calls
+        self.link: threading.Thread | None = None
+
+    def context(self) -> CallContext | None:
+        """The context of the call this worker runs now, for its link thread."""
+        call = self.call
+        return None if call is None else call.ctx
 
 
 class ProcessIsolation:
@@ -110,6 +120,7 @@ class ProcessIsolation:
         self._names = itertools.count()
         # Owned by the manager thread:
         self._workers: list[_Worker] = []
+        self._links: list[threading.Thread] = []  # link threads of workers started so far
         self._idle: collections.deque[_Worker] = collections.deque()
         self._waiting: collections.deque[tuple[RunningCall, bytes]] = collections.deque()
         self._closing = False
@@ -197,13 +208,21 @@ class ProcessIsolation:
 
     def _spawn(self, context: BaseContext) -> None:
         parent_end, child_end = context.Pipe(duplex=True)
+        link_end, link_child_end = context.Pipe(duplex=True)
+        name = f"toolvisor-worker-{next(self._names)}"
         process = context.Process(  # type: ignore[attr-defined]
-            target=serve, args=(child_end,), name=f"toolvisor-worker-{next(self._names)}",
-            daemon=True,
+            target=serve, args=(child_end, link_child_end), name=name, daemon=True,
         )
         process.start()
         child_end.close()
+        link_child_end.close()
         worker = _Worker(process, parent_end)
+        # The link thread ends when the worker's end closes (it exited or was killed).
+        worker.link = threading.Thread(target=serve_link, args=(link_end, worker.context),
+                                       name=f"{name}-link", daemon=True)
+        worker.link.start()
+        self._links = [t for t in self._links if t.is_alive()]
+        self._links.append(worker.link)
         self._workers.append(worker)
         self._alive = len(self._workers)
         self._counters.add("workers_started")
@@ -280,6 +299,7 @@ class ProcessIsolation:
         if call is not None:
             with call.lock:
                 call.worker = None
+            call.token.set()  # the call is over: a request still served for it stops waiting
         if not worker.killed:
             self._counters.add("workers_died")
             _log.warning("worker_died", pid=pid, exitcode=code, ready=worker.ready,
@@ -347,6 +367,8 @@ class ProcessIsolation:
             if not call.settled:
                 self._settle(call, call.cancelled_error())
         self._waiting.clear()
+        for link in self._links:
+            link.join()
 
 
 def _exit_error(call: RunningCall, code: int | None) -> Any:

@@ -6,7 +6,8 @@ shut down when the last runner that used it closes. A call's task carries a copy
 with only what the handler needs; the task runs it through ``execute`` and sends back the
 pickled result, as a worker process does. The runner is told when the task's future completes
 (no thread waits per call); at the deadline the task is cancelled with ``force=True`` (its
-worker process is killed). A ``RayActor`` tool's call goes to its actor instead
+worker process is killed). The handler's context is served over a link the task opens back
+to this process (``_ray_links.py``). A ``RayActor`` tool's call goes to its actor instead
 (``_ray_actors.py``), which a deadline kills.
 """
 
@@ -24,7 +25,9 @@ from toolvisor._logging import get_event_log
 from toolvisor.contract import Err, HandlerResult, Tool
 from toolvisor.executor._calls import RunningCall
 from toolvisor.executor._ray_actors import ActorCall, RayActors
+from toolvisor.executor._ray_links import LinkAddress, RayContextLinks, node_address
 from toolvisor.executor._ray_task import CallFields, run_task
+from toolvisor.executor._remote_context import RemoteCall
 from toolvisor.executor._stats import Counters
 
 _log = get_event_log("tool_runner", isolation="ray")
@@ -93,25 +96,28 @@ class RayIsolation:
         self._arm = arm
         self._settle = settle
         self._counters = counters
-        self._lock = threading.Lock()  # guards _ray and _task
+        self._lock = threading.Lock()  # guards _ray, _task and _links
         self._ray: ModuleType | None = None
         self._task: Any = None
+        self._links: RayContextLinks | None = None
         self._actors = RayActors()
 
-    def _remote(self) -> tuple[ModuleType, Any]:
+    def _remote(self) -> tuple[ModuleType, Any, RayContextLinks]:
         with self._lock:
             if self._ray is None:
                 self._ray = _connect()
                 self._task = self._ray.remote(run_task)
-            return self._ray, self._task
+                self._links = RayContextLinks(node_address(self._ray))
+            assert self._links is not None
+            return self._ray, self._task, self._links
 
     def submit(self, call: RunningCall) -> Err | None:
         """Start ``call``'s task; an ``Err`` if it cannot be sent (the runner settles it)."""
-        ray, task = self._remote()
-        ctx = call.ctx
-        fields: CallFields = (ctx.session_id, ctx.request_id, ctx.tool_call, ctx.attempt)
+        ray, task, links = self._remote()
+        address = links.address_for(call)
         worker: Any
         try:
+            fields: CallFields = (RemoteCall.of(call.ctx), address)
             if call.tool.ray_actor is not None:
                 worker = self._actors.submit(ray, call, fields)
                 if isinstance(worker, Err):
@@ -123,6 +129,7 @@ class RayIsolation:
                 ref = worker = task.options(**options).remote(_shipped_tool(call.tool),
                                                               call.arguments, fields)
         except Exception as exc:
+            links.forget(address)
             return call.error("encoding_failed",
                               f"the call cannot be sent to Ray: {type(exc).__name__}: {exc}",
                               f"{type(exc).__name__}: {exc}")
@@ -131,17 +138,23 @@ class RayIsolation:
             if not cancelled:
                 call.worker = worker
         if cancelled:
+            links.forget(address)
             self._kill(ray, worker)
             return None
         self._arm(call)
-        ref.future().add_done_callback(lambda done: self._done(call, ray, worker, done))
+        ref.future().add_done_callback(
+            lambda done: self._done(call, ray, worker, (links, address), done))
         return None
 
-    def _done(self, call: RunningCall, ray: ModuleType, worker: Any, done: Future[Any]) -> None:
+    def _done(self, call: RunningCall, ray: ModuleType, worker: Any,
+              link: tuple[RayContextLinks, LinkAddress], done: Future[Any]) -> None:
         """The task's future completed (on a Ray thread): settle the call from its outcome."""
         with call.lock:
             killed = call.worker is None  # stop() took it
             call.worker = None
+        links, address = link
+        links.forget(address)
+        call.token.set()  # the task is over: a request still served for it stops waiting
         result = _outcome(call, ray, done)
         if isinstance(worker, ActorCall) and not killed and isinstance(
                 done.exception(), ray.exceptions.ActorDiedError):
@@ -168,9 +181,12 @@ class RayIsolation:
         """Leave the cluster (shutting it down if toolvisor started it and nobody else uses it)."""
         with self._lock:
             ray, self._ray = self._ray, None
+            links, self._links = self._links, None
         if ray is not None:
             self._actors.close(ray)
             _disconnect(ray)
+        if links is not None:
+            links.close()
 
 
 def _outcome(call: RunningCall, ray: ModuleType, done: Future[Any]) -> HandlerResult:

@@ -1,20 +1,28 @@
-"""What runs on the Ray cluster: one call through ``execute``, its result pickled back."""
+"""What runs on the Ray cluster: one call through ``execute``, its result pickled back; the
+handler's context is served by the agent over a link the task opens on first use."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from toolvisor.contract import CallContext, Tool, ToolCall
+from toolvisor.contract import Tool
 from toolvisor.executor._execute import execute
+from toolvisor.executor._ray_links import LinkAddress
+from toolvisor.executor._remote_context import ContextLink, RemoteCall, remote_context, traced
 from toolvisor.executor._worker import dump_result
 
-CallFields = tuple[str | None, str | None, ToolCall | None, int]
-"""What of the context crosses to the cluster: session id, request id, tool call, attempt."""
+CallFields = tuple[RemoteCall, LinkAddress]
+"""What of the context crosses to the cluster, and where the task reaches the rest of it."""
 
 
 def run_task(tool: Tool, arguments: Any, fields: CallFields) -> bytes:
     """Run ``tool``'s handler once and return the pickled result (a Ray task's body)."""
-    session_id, request_id, tool_call, attempt = fields
-    ctx = CallContext(session_id=session_id, request_id=request_id, tool_call=tool_call,
-                      attempt=attempt)
-    return dump_result(execute(tool, arguments, ctx), ctx, tool.name)
+    call, address = fields
+    link = ContextLink(address.connect)
+    try:
+        ctx = remote_context(call, link)
+        with traced(call.trace):
+            result = execute(tool, arguments, ctx)
+        return dump_result(result, ctx, tool.name)
+    finally:
+        link.close()

@@ -19,6 +19,7 @@ from toolvisor.executor._deadlines import DeadlineTimer
 from toolvisor.executor._execute import not_found
 from toolvisor.executor._process_isolation import MpContext, ProcessIsolation, address_of
 from toolvisor.executor._ray_isolation import RayIsolation
+from toolvisor.executor._remote_context import RemoteCall
 from toolvisor.executor._stats import Counters, RunnerStats
 from toolvisor.executor._thread_isolation import GiveUp, ThreadIsolation
 from toolvisor.executor._validation import prepare_arguments
@@ -46,13 +47,14 @@ class ToolRunner:
     * ``process``: ``process_workers`` worker processes (``mp_context``: ``forkserver`` or
       ``spawn``), supervised by the pool: at the deadline the worker is killed with SIGKILL and
       replaced; a worker that dies mid-call gives ``handler_exit``. Arguments are validated in
-      this process (a bad call never costs a round trip); ``ctx.context``, ``ctx.engine`` and
-      ``ctx.state`` stay here, the worker's handler gets the ids, the tool call and ``attempt``.
+      this process (a bad call never costs a round trip); ``ctx.context`` and ``ctx.engine``
+      stay here, the rest of the context is served to the worker (``_context_server.py``).
     * ``asyncio``: ``async def`` handlers on one event loop thread; cancelled at the deadline.
     * ``ray``: each call a Ray task (with the tool's ``ray_options``, never retried by Ray
       unless they say so) on the cluster the program connected to, or on a local one started
       on first use and shut down at close; cancelled with ``force=True`` at the deadline.
-      Arguments are validated here; the task's handler gets what a ``process`` one gets.
+      Arguments are validated here; the task's handler gets what a ``process`` one gets, its
+      context served over a link the task opens back to this process (``_ray_links.py``).
 
     The timeout is ``tool.timeout`` or ``tool_timeout``, counted from when the handler starts
     (waiting for a free thread or worker does not count). One timer thread watches every
@@ -184,8 +186,7 @@ class ToolRunner:
             return
         ctx = call.ctx
         try:
-            request = pickle.dumps(WorkRequest(address, call.arguments, ctx.session_id,
-                                               ctx.request_id, ctx.tool_call, ctx.attempt))
+            request = pickle.dumps(WorkRequest(address, call.arguments, RemoteCall.of(ctx)))
         except Exception as exc:
             self._settle_soon(call, call.error(
                 "encoding_failed",

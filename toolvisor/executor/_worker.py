@@ -2,7 +2,9 @@
 
 The parent sends one pickled :class:`WorkRequest` at a time over a pipe; the worker imports the
 handler by module and qualified name, runs it through ``execute`` and sends the pickled result
-back. Only the parent's own requests are unpickled here (the pipe is private to the pool).
+back. The handler's context reaches the agent over a second pipe (``_remote_context.py``): its
+state, catalog, completion keys, durable effects and cancel token are served there. Only the
+parent's own messages are unpickled here (the pipes are private to the pool).
 """
 
 from __future__ import annotations
@@ -14,8 +16,9 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
 
-from toolvisor.contract import CallContext, Err, HandlerResult, Tool, ToolCall, ToolError
+from toolvisor.contract import CallContext, Err, HandlerResult, Tool, ToolError
 from toolvisor.executor._execute import execute
+from toolvisor.executor._remote_context import ContextLink, RemoteCall, remote_context, traced
 
 READY = b"ready"
 """A worker's first message: it started and can take calls. One that dies before sending it
@@ -39,14 +42,12 @@ class HandlerAddress:
 
 @dataclass(frozen=True, slots=True)
 class WorkRequest:
-    """One call for a worker. Only these context fields cross the process boundary."""
+    """One call for a worker: where its handler is, its arguments and what of its context
+    crosses the process boundary."""
 
     address: HandlerAddress
     arguments: Any
-    session_id: str | None
-    request_id: str | None
-    tool_call: ToolCall | None
-    attempt: int
+    call: RemoteCall
 
 
 def resolve(address: HandlerAddress) -> Any:
@@ -113,9 +114,13 @@ def dump_result(result: HandlerResult, ctx: CallContext, tool_name: str) -> byte
     )))
 
 
-def serve(conn: Connection) -> None:
-    """The worker's loop (the ``target`` of its ``Process``); returns on ``None`` or EOF."""
+def serve(conn: Connection, link_conn: Connection) -> None:
+    """The worker's loop (the ``target`` of its ``Process``); returns on ``None`` or EOF.
+
+    ``link_conn`` is this worker's end of its context link.
+    """
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when a worker stops
+    link = ContextLink(lambda: link_conn)
     tools: dict[tuple[str, str, str], Tool] = {}
     conn.send_bytes(READY)
     while True:
@@ -125,8 +130,7 @@ def serve(conn: Connection) -> None:
             return
         if request is None:
             return
-        ctx = CallContext(session_id=request.session_id, request_id=request.request_id,
-                          tool_call=request.tool_call, attempt=request.attempt)
+        ctx = remote_context(request.call, link)
         address = request.address
         tool = tools.get(address.key)
         result: HandlerResult
@@ -136,5 +140,6 @@ def serve(conn: Connection) -> None:
             except Exception as exc:
                 result = _not_importable(address, ctx, exc)
         if tool is not None:
-            result = execute(tool, request.arguments, ctx)
+            with traced(request.call.trace):
+                result = execute(tool, request.arguments, ctx)
         conn.send_bytes(dump_result(result, ctx, address.tool_name))

@@ -1,0 +1,89 @@
+"""Module-level handlers that use the whole call context from a worker process or a Ray task
+(importable by name there); each reports the pid it ran in, so a test sees it left the agent."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from toolvisor import CallContext, Ok, Pending
+
+
+def append_line(path: str, line: str) -> None:
+    """A step's side effect: one line per execution, so a test can count executions."""
+    with open(path, "a", encoding="utf-8") as out:
+        out.write(line + "\n")
+
+
+def journals(arguments: dict[str, Any], ctx: CallContext) -> Ok:
+    """One journaled step (its side effect appends a line), then a process event."""
+    effects = ctx.durable_effects()
+    log = arguments["log"]
+    charged = effects.run_json("charge", log, lambda path: append_line(path, "charge") or 42)
+    seq = effects.emit_process_event("charged", {"cents": charged})
+    return Ok({"charged": charged, "seq": seq, "pid": os.getpid()})
+
+
+def journals_a_failure(arguments: dict[str, Any], ctx: CallContext) -> Ok:
+    """A step whose function raises: nothing is journaled, the error reaches the handler."""
+    def fail(_: Any) -> Any:
+        raise ValueError("card declined")
+    try:
+        ctx.durable_effects().run_json("charge", 1, fail)
+    except ValueError as exc:
+        return Ok({"caught": str(exc)})
+    return Ok("unreachable")
+
+
+def nested_step(arguments: dict[str, Any], ctx: CallContext) -> Ok:
+    """A step whose function itself reads the run's state (a request inside a request)."""
+    value = ctx.durable_effects().run_json(
+        "read", None, lambda _: (ctx.state.get("city") if ctx.state else None))
+    return Ok(value)
+
+
+def parks(arguments: dict[str, Any], ctx: CallContext) -> Pending:
+    """Takes a completion key, journals that it registered a webhook, and parks the call."""
+    ctx.completion_key()
+    ctx.durable_effects().run_json("register", arguments["log"],
+                                   lambda path: append_line(path, "register"))
+    return Pending(deadline=600)
+
+
+def uses_state(arguments: dict[str, Any], ctx: CallContext) -> Ok:
+    """Reads the run's state and writes to it; reports whether the call is cancelled."""
+    assert ctx.state is not None
+    seen = ctx.state.get("visits", 0)
+    ctx.state.set("visits", seen + 1)
+    ctx.state.set("worker_pid", os.getpid())
+    return Ok({"seen": seen, "cancelled": ctx.cancelled.is_set(), "pid": os.getpid()})
+
+
+def awaits_event(arguments: dict[str, Any], ctx: CallContext) -> Ok:
+    """Makes an external event key, hands it to the test through a FIFO, awaits its value."""
+    effects = ctx.durable_effects()
+    key = effects.external_event_key("approval")
+    with open(arguments["fifo"], "w", encoding="utf-8") as fifo:
+        fifo.write(key)
+    return Ok(effects.await_event_json(key, timeout=30))
+
+
+def waits_for_cancel(arguments: dict[str, Any], ctx: CallContext) -> Ok:
+    """Blocks on the call's cancel token, served by the agent."""
+    ctx.cancelled.wait()
+    return Ok("cancelled")
+
+
+def trace_ids(arguments: dict[str, Any]) -> Ok:
+    """The trace and span id current in the worker: the call's span, propagated."""
+    from opentelemetry import trace  # noqa: PLC0415
+
+    context = trace.get_current_span().get_span_context()
+    return Ok({"trace_id": format(context.trace_id, "032x"),
+               "span_id": format(context.span_id, "016x")})
+
+
+def dies_inside_a_step(arguments: dict[str, Any], ctx: CallContext) -> Ok:
+    """The worker exits while the agent waits for its step's function."""
+    ctx.durable_effects().run_json("charge", None, lambda _: os._exit(3))
+    return Ok("unreachable")

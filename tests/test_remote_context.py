@@ -1,0 +1,232 @@
+"""The whole call context out of process: state, completion keys, durable effects and the
+cancel token are served by the agent to a worker process or a Ray task, with the guarantees
+they have in process. Every test runs under both isolations."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from tests import _remote_handlers as rh
+from toolvisor import Agent, CallContext, Completed, Ok, Suspended, Tool, ToolCall
+from toolvisor.contract import CapabilityError, ModelRequest, ModelResponse, ToolResultMessage
+from toolvisor.durable import DurableEffects, SqliteSessionStore
+from toolvisor.executor import ToolRunner, prepare_process_isolation
+from toolvisor.testing import FunctionModel, call, calls
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _process_helpers() -> None:
+    prepare_process_isolation()
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[SqliteSessionStore]:
+    with SqliteSessionStore(tmp_path / "runs.sqlite", poll_interval=0.01) as opened:
+        opened.create_run("run-1")  # for the calls run without an agent
+        yield opened
+
+
+@pytest.fixture(params=["process", "ray"])
+def isolation(request: pytest.FixtureRequest, ray_cluster: ModuleType) -> str:
+    """Where the handlers run; ``ray`` on the session's cluster (started before any test's
+    leak snapshot, whichever isolation it runs)."""
+    return str(request.param)
+
+
+@pytest.fixture
+def runner(isolation: str) -> Iterator[ToolRunner]:
+    with ToolRunner(tool_timeout=20.0, process_workers=1) as opened:
+        yield opened
+
+
+@pytest.fixture
+def in_worker(isolation: str) -> Callable[..., Tool]:
+    def build(handler: Any, name: str = "remote", **options: Any) -> Tool:
+        return Tool(name=name, handler=handler, isolation=isolation, **options)  # type: ignore[arg-type]
+    return build
+
+
+def journaled_ctx(store: SqliteSessionStore, call_id: str) -> CallContext:
+    """The context the host gives a durable call (here without an agent around it)."""
+    return CallContext(session_id="run-1", tool_call=ToolCall(id=call_id, name="remote"),
+                       durable=DurableEffects(store, "run-1", call_id))
+
+
+def test_a_journaled_step_runs_in_the_worker_once_and_replays_from_the_journal(
+        in_worker: Callable[..., Tool], runner: ToolRunner, store: SqliteSessionStore,
+        tmp_path: Path) -> None:
+    """A second execution of the call (a restarted agent replaying it) gets the record."""
+    log = tmp_path / "side-effects.log"
+    first = runner.run(in_worker(rh.journals), {"log": str(log)}, journaled_ctx(store, "c1"))
+    again = runner.run(in_worker(rh.journals), {"log": str(log)}, journaled_ctx(store, "c1"))
+    assert isinstance(first, Ok) and isinstance(again, Ok)
+    assert first.value["pid"] != os.getpid()
+    assert first.value["charged"] == again.value["charged"] == 42
+    assert first.value["seq"] == again.value["seq"]  # the process event was recorded once
+    assert log.read_text().splitlines() == ["charge"]
+    assert [e.type for e in store.process_events()] == ["charged"]
+
+
+def test_a_step_that_raises_in_the_worker_raises_there_and_journals_nothing(
+        in_worker: Callable[..., Tool], runner: ToolRunner, store: SqliteSessionStore) -> None:
+    result = runner.run(in_worker(rh.journals_a_failure), {}, journaled_ctx(store, "c2"))
+    assert result == Ok({"caught": "card declined"})
+    assert store.journal_record("run-1", "c2", "charge") is None
+
+
+def test_a_request_made_inside_a_step_is_served_inside_it(
+        in_worker: Callable[..., Tool], runner: ToolRunner, store: SqliteSessionStore) -> None:
+    from toolvisor.machine import StateView  # noqa: PLC0415
+
+    ctx = journaled_ctx(store, "c3")
+    ctx = CallContext(session_id=ctx.session_id, tool_call=ctx.tool_call, durable=ctx.durable,
+                      state=StateView({"city": "Lyon"}))
+    assert runner.run(in_worker(rh.nested_step), {}, ctx) == Ok("Lyon")
+
+
+def test_without_a_store_the_worker_gets_the_same_capability_errors(
+        in_worker: Callable[..., Tool], runner: ToolRunner) -> None:
+    result = runner.run(in_worker(rh.journals), {"log": "unused"})
+    assert result.reason.reason == "handler_raised"  # type: ignore[union-attr]
+    cause = result.reason.cause  # type: ignore[union-attr]
+    assert isinstance(cause, CapabilityError) and cause.code == "durable_effects_unavailable"
+
+
+def test_the_cancel_token_is_served_and_a_cancel_reaches_the_worker(
+        in_worker: Callable[..., Tool], runner: ToolRunner) -> None:
+    """``ctx.cancelled.wait()`` in the worker returns when the agent's token is set."""
+    done: list[Any] = []
+    finished = threading.Event()
+    handle = runner.start(in_worker(rh.waits_for_cancel), {}, None,
+                          lambda result: (done.append(result), finished.set()))
+    handle.cancel()
+    assert finished.wait(10)
+    assert done[0].reason.code == "cancelled"
+
+
+def answers(request: ModelRequest) -> dict[str, str]:
+    """The text of every tool result the model has seen, by call id."""
+    return {m.tool_call_id: m.content for m in request.messages
+            if isinstance(m, ToolResultMessage)}
+
+
+def test_state_writes_and_reads_from_a_worker_land_in_the_run(
+        in_worker: Callable[..., Tool], store: SqliteSessionStore) -> None:
+    def respond(request: ModelRequest) -> ModelResponse:
+        seen = answers(request)
+        if len(seen) < 2:
+            return calls(call("remote", {}, id=f"c{len(seen) + 1}"))
+        return ModelResponse(text="done")
+
+    with Agent(FunctionModel(respond), [in_worker(rh.uses_state)], store=store) as agent:
+        outcome = agent.run("go", state={"visits": 1}, timeout=30)
+    assert isinstance(outcome, Completed), outcome
+    assert outcome.state["visits"] == 3
+    assert outcome.state["worker_pid"] != os.getpid()
+
+
+def test_a_worker_takes_a_completion_key_and_the_run_waits_for_it(
+        in_worker: Callable[..., Tool], store: SqliteSessionStore, tmp_path: Path) -> None:
+    log = tmp_path / "hooks.log"
+
+    def respond(request: ModelRequest) -> ModelResponse:
+        seen = answers(request)
+        if not seen:
+            return calls(call("hook", {"log": str(log)}, id="c1"))
+        return ModelResponse(text=seen["c1"])
+
+    with Agent(FunctionModel(respond), [in_worker(rh.parks, name="hook")],
+               store=store) as agent:
+        suspended = agent.run("go", timeout=30)
+        assert isinstance(suspended, Suspended), suspended
+        assert agent.resolve(suspended.keys["c1"], ok={"paid": True}) == "accepted"
+        assert suspended.run_id is not None
+        outcome = agent.resume_run(suspended.run_id, timeout=30)
+    assert isinstance(outcome, Completed), outcome
+    assert json.loads(outcome.text) == {"paid": True}
+    assert log.read_text().splitlines() == ["register"]
+
+
+def test_an_external_event_awaited_in_a_worker_is_delivered(
+        in_worker: Callable[..., Tool], store: SqliteSessionStore, tmp_path: Path) -> None:
+    fifo = tmp_path / "keys"
+    os.mkfifo(fifo)
+
+    def respond(request: ModelRequest) -> ModelResponse:
+        seen = answers(request)
+        if not seen:
+            return calls(call("approve", {"fifo": str(fifo)}, id="c1"))
+        return ModelResponse(text=seen["c1"])
+
+    def deliver() -> None:
+        with open(fifo, encoding="utf-8") as keys:  # blocks until the handler writes its key
+            store.resolve(keys.read(), ok="approved")
+
+    with Agent(FunctionModel(respond), [in_worker(rh.awaits_event, name="approve")],
+               store=store) as agent:
+        resolver = threading.Thread(target=deliver)
+        resolver.start()
+        outcome = agent.run("go", timeout=30)
+        resolver.join()
+    assert isinstance(outcome, Completed), outcome
+    assert outcome.text == "approved"
+
+
+def test_a_worker_that_dies_inside_a_step_is_handler_exit_and_journals_nothing(
+        in_worker: Callable[..., Tool], runner: ToolRunner, store: SqliteSessionStore,
+        tmp_path: Path) -> None:
+    result = runner.run(in_worker(rh.dies_inside_a_step), {}, journaled_ctx(store, "c4"))
+    assert result.reason.reason == "handler_exit"  # type: ignore[union-attr]
+    assert store.journal_record("run-1", "c4", "charge") is None
+    log = tmp_path / "after.log"  # the replacement worker serves the next call's context
+    assert runner.run(in_worker(rh.journals), {"log": str(log)},
+                      journaled_ctx(store, "c5")).value["charged"] == 42  # type: ignore[union-attr]
+
+
+def test_a_deadline_ends_an_await_the_agent_serves_for_a_worker(
+        in_worker: Callable[..., Tool], runner: ToolRunner, store: SqliteSessionStore,
+        tmp_path: Path) -> None:
+    fifo = tmp_path / "keys"
+    os.mkfifo(fifo)
+    reader = threading.Thread(target=fifo.read_text)
+    reader.start()
+    over = threading.Event()  # set when the call is over, as the host does: the await ends
+    ctx = CallContext(session_id="run-1", tool_call=ToolCall(id="c6", name="remote"),
+                      durable=DurableEffects(store, "run-1", "c6", cancelled=over))
+    result = runner.run(in_worker(rh.awaits_event, timeout=0.5), {"fifo": str(fifo)}, ctx)
+    over.set()
+    reader.join()
+    assert result.reason.reason == "timeout"  # type: ignore[union-attr]
+
+
+def test_the_calls_span_is_current_in_the_worker(in_worker: Callable[..., Tool]) -> None:
+    """The trace context crosses: the worker's current span is the call's ``execute_tool``."""
+    from opentelemetry.sdk.trace import TracerProvider  # noqa: PLC0415
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: PLC0415
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import (  # noqa: PLC0415
+        InMemorySpanExporter,
+    )
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    model = FunctionModel(lambda request: calls(call("traced", {}, id="c1")) if not answers(
+        request) else ModelResponse(text=answers(request)["c1"]))
+    with Agent(model, [in_worker(rh.trace_ids, name="traced")],
+               tracer_provider=provider) as agent:
+        outcome = agent.run("go", timeout=30)
+    provider.shutdown()
+    assert isinstance(outcome, Completed), outcome
+    seen = json.loads(outcome.text)
+    [span] = [s for s in exporter.get_finished_spans() if s.name == "execute_tool traced"]
+    assert span.context is not None
+    assert seen == {"trace_id": format(span.context.trace_id, "032x"),
+                    "span_id": format(span.context.span_id, "016x")}

@@ -1,0 +1,76 @@
+"""The agent's end of a worker's context link: each request performed on the call's real context.
+
+One thread per link (a ``process`` worker's, or a Ray task's connection) reads the worker's
+requests and performs each on the capabilities of the call it runs now: the same objects an
+in-process handler gets, so journaling, keys, state writes and the cancel token behave the
+same. Only the methods ``SERVED`` lists are performed. A callable argument is a ``Callback``:
+calling it asks the worker to run its function and waits for the answer, serving any request
+the function itself makes meanwhile.
+"""
+
+from __future__ import annotations
+
+import pickle
+from collections.abc import Callable
+from multiprocessing.connection import Connection
+from typing import Any
+
+from toolvisor.contract import CallContext, CapabilityError
+from toolvisor.executor._remote_context import SERVED, Callback, call_over, portable, send
+
+
+def serve_link(conn: Connection, context_of: Callable[[], CallContext | None]) -> None:
+    """Answer the requests on ``conn`` until the worker's end closes, then close it.
+
+    ``context_of`` gives the context of the call the worker runs now (``None``: none).
+    """
+    try:
+        while True:
+            message = pickle.loads(conn.recv_bytes())
+            _answer(conn, context_of(), message)
+    except (EOFError, OSError):
+        return
+    finally:
+        conn.close()
+
+
+def _answer(conn: Connection, ctx: CallContext | None, message: tuple[Any, ...]) -> None:
+    kind, target, method, args = message
+    try:
+        if kind != "ask" or method not in SERVED.get(target, ()):
+            raise CapabilityError("not_served",
+                                  f"a worker asked for {target}.{method}, which is not served")
+        if ctx is None:
+            raise call_over()
+        capability = ctx.cancelled if target == "cancelled" else getattr(ctx, target)
+        if capability is None:
+            raise CapabilityError(f"{target}_unavailable", f"this call has no {target}")
+        value = getattr(capability, method)(*(
+            _Callback(conn, ctx, a.index) if isinstance(a, Callback) else a for a in args))
+    except (EOFError, OSError):
+        raise  # the worker is gone: nobody to answer
+    except Exception as exc:
+        send(conn, ("raised", portable(exc)))
+    else:
+        send(conn, ("done", value))
+
+
+class _Callback:
+    """A worker's function, called from the agent: it runs in the worker, over the link."""
+
+    def __init__(self, conn: Connection, ctx: CallContext, index: int) -> None:
+        self._conn = conn
+        self._ctx = ctx
+        self._index = index
+
+    def __call__(self, *args: Any) -> Any:
+        send(self._conn, ("call", self._index, args))
+        while True:
+            message = pickle.loads(self._conn.recv_bytes())
+            if message[0] == "ask":
+                _answer(self._conn, self._ctx, message)
+                continue
+            kind, value = message
+            if kind == "done":
+                return value
+            raise value

@@ -1,0 +1,265 @@
+"""The call context of a handler that runs out of process, as the worker sees it.
+
+A worker (a ``process`` pool worker, a Ray task) gets a ``CallContext`` whose state, catalog,
+completion keys, durable effects and cancel token are proxies: each use is one request over a
+``ContextLink`` to the agent, which performs it on the call's real context (the very objects an
+in-process handler gets, see ``_context_server.py``) and answers. A callable argument (the
+``fn`` of ``run_json``) stays here: the agent calls it back over the same link. So a journaled
+step, a completion key or a state write has the guarantees it has in process.
+
+Messages are pickled tuples on a ``multiprocessing`` ``Connection`` (a private pipe, or a
+socket authenticated with a per-agent key): ``("ask", target, method, args)`` from the worker;
+``("done", value)``, ``("raised", exc)`` or ``("call", index, args)`` (run callback ``index``)
+from the agent, to which the worker answers ``done`` or ``raised``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import pickle
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from typing import Any
+
+from toolvisor.contract import CallContext, CapabilityError, ToolCall
+
+CAPABILITIES = ("state", "catalog", "completion_keys", "durable")
+"""The context's capabilities a worker can reach, by the ``CallContext`` field that holds them."""
+
+SERVED: Mapping[str, frozenset[str]] = {
+    "state": frozenset({"get", "set"}),
+    "catalog": frozenset({"add", "remove", "members"}),
+    "completion_keys": frozenset({"issue"}),
+    "durable": frozenset({"run_json", "external_event_key", "await_event_json",
+                          "emit_process_event"}),
+    "cancelled": frozenset({"is_set", "wait"}),
+}
+"""What a worker may ask for: the methods of each capability, and nothing else."""
+
+
+@dataclass(frozen=True, slots=True)
+class RemoteCall:
+    """What of a call's context crosses to the worker: the ids, which capabilities the call
+    has (each served over the link) and the W3C trace headers of its span, if traced."""
+
+    session_id: str | None
+    request_id: str | None
+    tool_call: ToolCall | None
+    attempt: int
+    turn: int | None
+    capabilities: frozenset[str]
+    trace: Mapping[str, str] | None
+
+    @classmethod
+    def of(cls, ctx: CallContext) -> RemoteCall:
+        return cls(ctx.session_id, ctx.request_id, ctx.tool_call, ctx.attempt, ctx.turn,
+                   frozenset(name for name in CAPABILITIES if getattr(ctx, name) is not None),
+                   trace_headers(ctx))
+
+
+@dataclass(frozen=True, slots=True)
+class Callback:
+    """Stands for the ``index``-th callable argument of a request; the agent calls it back."""
+
+    index: int
+
+
+def portable(exc: BaseException) -> BaseException:
+    """``exc`` if it survives a pickle round trip, else a ``RuntimeError`` that says what it was."""
+    try:
+        pickle.loads(pickle.dumps(exc))
+        return exc
+    except Exception:
+        return RuntimeError(f"{type(exc).__qualname__}: {exc}")
+
+
+def send(conn: Connection, message: tuple[Any, ...]) -> None:
+    """Send ``message``; a value that cannot be pickled is sent as the error it raised."""
+    try:
+        data = pickle.dumps(message)
+    except Exception as exc:
+        data = pickle.dumps(("raised", portable(exc)))
+    conn.send_bytes(data)
+
+
+class ContextLink:
+    """The worker's end of its link to the agent; :meth:`ask` is safe from any thread.
+
+    ``connect`` opens the connection on first use (a Ray task connects only if its handler
+    uses the context). The lock is reentrant: a callback the agent runs here may use the
+    context again, and its requests nest inside the one that is waiting.
+    """
+
+    def __init__(self, connect: Callable[[], Connection]) -> None:
+        self._connect = connect
+        self._conn: Connection | None = None
+        self._lock = threading.RLock()
+
+    def ask(self, target: str, method: str, *args: Any) -> Any:
+        with self._lock:
+            if self._conn is None:
+                self._conn = self._connect()
+            callbacks = [a for a in args if callable(a)]
+            sent = tuple(Callback(callbacks.index(a)) if callable(a) else a for a in args)
+            send(self._conn, ("ask", target, method, sent))
+            return self._answer(self._conn, callbacks)
+
+    def _answer(self, conn: Connection, callbacks: list[Callable[..., Any]]) -> Any:
+        while True:
+            kind, *rest = pickle.loads(conn.recv_bytes())
+            if kind == "done":
+                return rest[0]
+            if kind == "raised":
+                raise rest[0]
+            index, args = rest
+            try:
+                value = callbacks[index](*args)
+            except Exception as exc:
+                send(conn, ("raised", portable(exc)))
+            else:
+                send(conn, ("done", value))
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+
+class _RemoteState:
+    """The run's state, read and written in the agent (its writes are the call's writes)."""
+
+    def __init__(self, link: ContextLink) -> None:
+        self._link = link
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self._link.ask("state", "get", key, default)
+
+    def set(self, key: str, value: Any) -> None:
+        self._link.ask("state", "set", key, value)
+
+
+class _RemoteCatalog:
+    """The session's catalog, edited in the agent."""
+
+    def __init__(self, link: ContextLink) -> None:
+        self._link = link
+
+    def add(self, name: str) -> bool:
+        return bool(self._link.ask("catalog", "add", name))
+
+    def remove(self, name: str) -> bool:
+        return bool(self._link.ask("catalog", "remove", name))
+
+    def members(self) -> frozenset[str]:
+        return frozenset(self._link.ask("catalog", "members"))
+
+
+class _RemoteKeys:
+    """Completion keys issued by the agent; remembers the key taken, for ``Pending``."""
+
+    def __init__(self, link: ContextLink) -> None:
+        self._link = link
+        self.issued: str | None = None
+
+    def issue(self) -> str:
+        key: str = self._link.ask("completion_keys", "issue")
+        self.issued = key
+        return key
+
+
+class _RemoteDurable:
+    """Durable effects journaled by the agent; a step's ``fn`` runs here, called back."""
+
+    def __init__(self, link: ContextLink) -> None:
+        self._link = link
+
+    def run_json(self, step_id: str, input: Any, fn: Callable[[Any], Any]) -> Any:
+        return self._link.ask("durable", "run_json", step_id, input, fn)
+
+    def external_event_key(self, name: str) -> str:
+        key: str = self._link.ask("durable", "external_event_key", name)
+        return key
+
+    def await_event_json(self, key: str, timeout: float | None = None) -> Any:
+        return self._link.ask("durable", "await_event_json", key, timeout)
+
+    def emit_process_event(self, type: str, payload: Any = None) -> int:
+        seq: int = self._link.ask("durable", "emit_process_event", type, payload)
+        return seq
+
+
+class _RemoteToken:
+    """The call's cancel token, read from the agent; a link that broke reads as cancelled."""
+
+    def __init__(self, link: ContextLink) -> None:
+        self._link = link
+        self._set = False
+
+    def is_set(self) -> bool:
+        return self._ask("is_set")
+
+    def wait(self, timeout: float | None = None) -> bool:
+        return self._ask("wait", timeout)
+
+    def _ask(self, method: str, *args: Any) -> bool:
+        if not self._set:
+            try:
+                self._set = bool(self._link.ask("cancelled", method, *args))
+            except (EOFError, OSError):
+                self._set = True
+        return self._set
+
+
+def remote_context(call: RemoteCall, link: ContextLink) -> CallContext:
+    """The context a worker's handler gets for ``call``: capabilities served over ``link``."""
+    has = call.capabilities
+    return CallContext(
+        session_id=call.session_id, request_id=call.request_id, tool_call=call.tool_call,
+        attempt=call.attempt, turn=call.turn, cancelled=_RemoteToken(link),
+        state=_RemoteState(link) if "state" in has else None,
+        catalog=_RemoteCatalog(link) if "catalog" in has else None,
+        completion_keys=_RemoteKeys(link) if "completion_keys" in has else None,
+        durable=_RemoteDurable(link) if "durable" in has else None,
+    )
+
+
+def call_over() -> CapabilityError:
+    """What a request for a call that already ended gets."""
+    return CapabilityError("call_finished", "the call this request belongs to has ended")
+
+
+def trace_headers(ctx: CallContext) -> dict[str, str] | None:
+    """The W3C trace headers of the call's span, or ``None`` when the call is not traced.
+
+    ``opentelemetry`` is imported only for a traced call (the host gives it a ``trace_scope``).
+    """
+    if ctx.trace_scope is None:
+        return None
+    from opentelemetry import propagate  # noqa: PLC0415 - only when tracing is on
+
+    headers: dict[str, str] = {}
+    with ctx.trace_scope():
+        propagate.inject(headers)
+    return headers
+
+
+@contextlib.contextmanager
+def traced(headers: Mapping[str, str] | None) -> Iterator[None]:
+    """Make the call's span current around the handler in the worker, if the call is traced
+    and ``opentelemetry`` is importable there; the handler's own spans are its children."""
+    if not headers:
+        yield
+        return
+    try:
+        from opentelemetry import context, propagate  # noqa: PLC0415
+    except ImportError:
+        yield
+        return
+    token = context.attach(propagate.extract(dict(headers)))
+    try:
+        yield
+    finally:
+        context.detach(token)
