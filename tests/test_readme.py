@@ -66,3 +66,14 @@ def test_the_readme_otlp_block_sends_the_run_to_a_collector() -> None:
     assert tool_call.attributes["gen_ai.tool.name"] == "weather"
     assert tool_call.attributes["gen_ai.tool.call.id"] == "w"
     assert tool_call.attributes["toolvisor.call.outcome"] == "ok"
+
+
+def test_the_readme_s_images_are_committed() -> None:
+    """The live view's picture (``python -m examples.demo --svg docs/live-view.svg``)."""
+    images = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", README.read_text())
+    assert "docs/live-view.svg" in images
+    for image in images:
+        drawn = (README.parent / image).read_text()
+        assert drawn.startswith("<svg"), image
+    live_view = (README.parent / "docs/live-view.svg").read_text().replace("&#160;", " ")
+    assert all(shown in live_view for shown in ("restarts:", "run ", "book", "completed"))
