@@ -4,8 +4,10 @@ One ``invoke_agent {agent}`` span per run (each ``run``, ``resume`` or restore o
 ``chat {model}`` span per model call attempt and one ``execute_tool {tool}`` span per tool
 call attempt, children of their run's span. Spans are started and ended with explicit
 parents, so the tree holds whichever thread (the orchestrator's, a call actor's, the event
-loop's) ends a span. ``opentelemetry`` is imported only when an agent is given (or finds) a
-tracer provider; without one there is no ``Tracing`` and every hook is one ``None`` check.
+loop's) ends a span. A supervisor's restart or give-up is an event on every run span in
+flight, or a span of its own when none is. ``opentelemetry`` is imported only when an agent is
+given (or finds) a tracer provider; without one there is no ``Tracing`` and every hook is one
+``None`` check.
 """
 
 from __future__ import annotations
