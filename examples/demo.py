@@ -5,11 +5,14 @@ one reports an error and one asks the user. Each runs in its own supervised acto
 decides what the model sees; the run suspends for the question and resumes with the answer.
 No network and no key: the model is a ``ScriptedModel``. ``toolvisor.observe.live`` draws the
 runs, turns and calls as they go (plain lines when stdout is not a terminal), and the finished
-run is written as a Mermaid timeline to ``docs/demo-run.md``.
+run is written as a Mermaid timeline to ``docs/demo-run.md``. ``--svg PATH`` also draws the
+live view as it stands at the end into an SVG image (``python -m examples.demo --svg
+docs/live-view.svg`` makes the README's picture).
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 from pathlib import Path
 from typing import Any
@@ -27,7 +30,7 @@ from toolvisor import (
     tool,
 )
 from toolvisor.machine import Continue, FailedCall
-from toolvisor.observe import live, write_mermaid
+from toolvisor.observe import live, save_svg, write_mermaid
 from toolvisor.testing import ScriptedModel, call, calls, capture_events
 
 
@@ -92,7 +95,8 @@ def show_events(events: list[dict[str, Any]]) -> None:
     print(f"  the supervisor saw {len(exits)} call actors exit: {sorted(set(exits))}")
 
 
-def main() -> None:
+def main(svg: Path | None = None, timeline: Path = TIMELINE) -> None:
+    """The demo; ``svg``: where to draw the live view once both runs ended."""
     model = ScriptedModel([
         calls(call("weather", {"city": "Lisbon"}, id="w"), call("flights", id="f"),
               call("hotels", id="h"), call("loyalty", id="l"), call("book", id="b")),
@@ -100,7 +104,7 @@ def main() -> None:
     ])
     tools: list[Tool] = [weather, flights, hotels, loyalty, book]
     print("toolvisor demo: one model turn, five tool calls, each in its own supervised actor\n")
-    with capture_events() as events, live(), \
+    with capture_events() as events, live() as board, \
             Agent(model, tools, name="travel", on_tool_error=policy) as agent:
         first = agent.run("Plan and book my trip to Lisbon")
         assert isinstance(first, Suspended)
@@ -110,13 +114,15 @@ def main() -> None:
         print("  the human answers: yes\n")
         outcome = agent.resume(first, "yes")
         stats = agent.runner.stats
+    if svg is not None:
+        print(f"the live view as an image: {save_svg(board, svg)}")
     assert isinstance(outcome, Completed)
     print("\nwhat the model was shown for each call:")
     for message in model.requests[1].messages:
         if message.role == "tool":
             print(f"  {message.tool_call_id}  {message.name:<8} {message.content}")
     print(f"\nfinal answer ({outcome.turns} model turns): {outcome.text}")
-    print(f"the run as a Mermaid timeline: {write_mermaid(outcome, TIMELINE)}")
+    print(f"the run as a Mermaid timeline: {write_mermaid(outcome, timeline)}")
     print(f"runner: {stats.calls_started} calls ({outcome.turns} of them to the model), "
           f"{stats.timeouts} timed out, "
           f"{stats.threads_abandoned} thread abandoned")
@@ -125,4 +131,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    parser = argparse.ArgumentParser(description="toolvisor's demo: a supervised agent loop")
+    parser.add_argument("--svg", type=Path, help="also draw the live view into this SVG file")
+    main(parser.parse_args().svg)

@@ -1,4 +1,5 @@
-"""The live view's plain-text fallback and a run's Mermaid timeline."""
+"""The live view's plain-text fallback, its tree drawn into an SVG, and a run's Mermaid
+timeline."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from pathlib import Path
 from _observed_run import observed_run
 from rich.console import Console
 
-from toolvisor.observe import live, mermaid_timeline, render, write_mermaid
+from toolvisor.observe import live, mermaid_timeline, render, save_svg, write_mermaid
 from toolvisor.testing import capture_events
 
 
@@ -36,6 +37,19 @@ def test_the_tree_renders_every_run() -> None:
     console.print(render(board))
     drawn = console.file.getvalue()  # type: ignore[attr-defined]
     assert "suspended" in drawn and "completed" in drawn and "(retried)" in drawn
+
+
+def test_the_tree_saves_as_an_svg_image(tmp_path: Path) -> None:
+    with live(io.StringIO()) as board:
+        observed_run()
+    drawn = save_svg(board, tmp_path / "live.svg", title="runs").read_text()
+    assert drawn.startswith("<svg") and "runs</text>" in drawn
+    text = drawn.replace("&#160;", " ")  # rich keeps spaces as no-break ones
+    assert "restarts: 0" in text
+    for run in board.runs():
+        assert f"run {run.run_id[:8]}" in text
+    for shown in ("suspended", "completed", "turn 1", "flaky", "handler_raised", "(retried)"):
+        assert shown in text, shown
 
 
 def test_a_run_as_a_mermaid_timeline(tmp_path: Path) -> None:

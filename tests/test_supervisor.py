@@ -229,6 +229,35 @@ def test_max_restarts_zero_gives_up_at_the_first_exit_that_needs_a_restart(
     assert events.wait_for("supervisor_stopped", supervisor_id="z")["reason"] == "shutdown"
 
 
+def test_on_event_is_told_each_restart_and_the_give_up_before_they_are_logged(
+    events: Events,
+) -> None:
+    told: list[tuple[str, dict[str, Any]]] = []
+
+    def on_event(event: str, fields: dict[str, Any]) -> None:
+        logged = any(e["event"] == event and e.get("child_id") == fields["child_id"]
+                     for e in list(events.items))
+        told.append((event, {**fields, "already_logged": logged}))
+        if len(told) == 1:
+            raise RuntimeError("a broken hook")  # logged and ignored: the restarts go on
+
+    supervisor = Supervisor.start([spec("a"), spec("b")], strategy="one_for_all",
+                                  max_restarts=1, name="h", on_event=on_event)
+    end_child(supervisor, events, "b", "crash")
+    events.wait_for("child_restarted", child_id="b")
+    assert events.wait_for("event_callback_failed")["error"] == "RuntimeError: a broken hook"
+    end_child(supervisor, events, "b", "crash")
+    events.wait_for("supervisor_stopped", supervisor_id="h")
+    assert [(event, fields["child_id"], fields["reason"], fields.get("restarts"))
+            for event, fields in told] == [
+        ("child_restarted", "a", "sibling 'b': ValueError('b crashed')", 1),
+        ("child_restarted", "b", "ValueError('b crashed')", 1),
+        ("restart_intensity_exceeded", "b", "ValueError('b crashed')", None),
+    ]
+    assert all(f["supervisor_id"] == "h" and not f["already_logged"] for _, f in told)
+    assert told[2][1]["max_restarts"] == 1
+
+
 # --- escalation ---
 
 

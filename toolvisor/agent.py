@@ -114,7 +114,9 @@ class Agent:
 
     Runs are traced with OpenTelemetry (``toolvisor[otel]``) when ``tracer_provider`` is given
     or the application set a global one: spans ``invoke_agent {name}``, ``chat {model}`` and
-    ``execute_tool {tool}``; ``trace_content=True`` records tool arguments and results too.
+    ``execute_tool {tool}``; ``trace_content=True`` records tool arguments and results too. A
+    supervisor of the tree restarting a child (the orchestrator, an MCP connection) or giving
+    up is an event on the spans of the runs in flight (else a span of its own).
     """
 
     def __init__(
@@ -189,14 +191,15 @@ class Agent:
             else self._store if self._store is not None
             else KeyRing([secrets.token_bytes(32)]))
         self._models = ModelCalls(model, self._runner, float(model_timeout))
+        tracing = tracing_for(model, tracer_provider, agent_name=name,
+                              record_content=trace_content)
+        on_event = None if tracing is None else tracing.supervisor_event
         settings = OrchestratorSettings(
             models=self._models, signer=self._signer,
             registry=self._registry, dispatcher=self._dispatcher,
             projection=output_budget or OutputProjection(), context=context,
             on_progress=on_progress, store=self._store, config=self._config,
-            lease_ttl=lease_ttl, gates=self._gates,
-            tracing=tracing_for(model, tracer_provider, agent_name=name,
-                                record_content=trace_content),
+            lease_ttl=lease_ttl, gates=self._gates, tracing=tracing,
         )
 
         def start_tool_calls() -> ToolCallSupervisorRef:
@@ -207,10 +210,10 @@ class Agent:
         try:
             self._tree: SupervisorRef = Supervisor.start([
                 ChildSpec("tool_calls", start_tool_calls, type="supervisor"),
-                *(server.child_spec(functools.partial(self._orphan, server.source))
+                *(server.child_spec(functools.partial(self._orphan, server.source), on_event)
                   for server in mcp),
                 ChildSpec("orchestrator", lambda: OrchestratorActor.start(settings)),
-            ], strategy="one_for_one", name="agent")
+            ], strategy="one_for_one", name="agent", on_event=on_event)
         except BaseException:
             self._close_resources()
             raise

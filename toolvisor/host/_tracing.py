@@ -4,8 +4,10 @@ One ``invoke_agent {agent}`` span per run (each ``run``, ``resume`` or restore o
 ``chat {model}`` span per model call attempt and one ``execute_tool {tool}`` span per tool
 call attempt, children of their run's span. Spans are started and ended with explicit
 parents, so the tree holds whichever thread (the orchestrator's, a call actor's, the event
-loop's) ends a span. ``opentelemetry`` is imported only when an agent is given (or finds) a
-tracer provider; without one there is no ``Tracing`` and every hook is one ``None`` check.
+loop's) ends a span. A supervisor's restart or give-up is an event on every run span in
+flight, or a span of its own when none is. ``opentelemetry`` is imported only when an agent is
+given (or finds) a tracer provider; without one there is no ``Tracing`` and every hook is one
+``None`` check.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import functools
 import json
 import sys
+import threading
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -104,7 +107,8 @@ class ToolSpan:
 
 
 class Tracing:
-    """Makes the spans of one agent's runs. Thread-safe: it holds no mutable state."""
+    """Makes the spans of one agent's runs. Thread-safe: its one mutable state, the spans of
+    the runs in flight (where a supervisor's restart is told), is under a lock."""
 
     def __init__(self, provider: TracerProvider, *, agent_name: str, model_name: str,
                  provider_name: str, record_content: bool) -> None:
@@ -117,10 +121,12 @@ class Tracing:
         self._provider_name = provider_name
         self._record_content = record_content
         self._trace = trace
+        self._lock = threading.Lock()
+        self._live: set[Span] = set()
 
     def run_started(self, run_id: str, *, resumed: bool) -> Span:
         """The span of one run's stretch on this host (a ``run``, ``resume`` or restore)."""
-        return self._tracer.start_span(
+        span = self._tracer.start_span(
             f"invoke_agent {self._agent_name}", kind=self._trace.SpanKind.INTERNAL,
             attributes={"gen_ai.operation.name": "invoke_agent",
                         "gen_ai.agent.name": self._agent_name,
@@ -128,6 +134,27 @@ class Tracing:
                         "gen_ai.provider.name": self._provider_name,
                         "gen_ai.request.model": self._model_name,
                         "toolvisor.run.resumed": resumed})
+        with self._lock:
+            self._live.add(span)
+        return span
+
+    def supervisor_event(self, event: str, fields: dict[str, Any]) -> None:
+        """A supervisor of the agent's tree restarted a child or gave up (its ``on_event``):
+        an event ``supervisor.{event}`` on every run span in flight, since the restart is
+        part of their story; with no run in flight, a span ``supervisor {event}`` of its
+        own that carries the event."""
+        name = f"supervisor.{event}"
+        with self._lock:  # held: a run span leaves the set before it ends
+            live = bool(self._live)
+            for span in self._live:
+                self.run_event(span, name, fields)
+        if not live:
+            span = self._tracer.start_span(
+                f"supervisor {event}", kind=self._trace.SpanKind.INTERNAL,
+                attributes={"gen_ai.agent.name": self._agent_name,
+                            "toolvisor.supervisor.id": str(fields.get("supervisor_id"))})
+            self.run_event(span, name, fields)
+            span.end()
 
     def run_event(self, run_span: Span, event: str, fields: dict[str, Any]) -> None:
         """A machine event (a policy decision, a retry, a suspension) on the run's span."""
@@ -140,6 +167,8 @@ class Tracing:
         if error is not None:
             run_span.set_attribute("error.type", error)
             run_span.set_status(self._trace.Status(self._trace.StatusCode.ERROR, error))
+        with self._lock:
+            self._live.discard(run_span)
         run_span.end()
 
     def model_call(self, run_span: Span, turn: int, attempt: int) -> Span:

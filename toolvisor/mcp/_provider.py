@@ -24,7 +24,7 @@ from toolvisor.contract import CallContext, HandlerResult, Tool
 from toolvisor.mcp._errors import McpConnectionError, transport_closed
 from toolvisor.mcp._sdk import load
 from toolvisor.registry import DynamicToolProvider
-from toolvisor.supervisors import ChildSpec, SupervisedActor, Supervisor
+from toolvisor.supervisors import ChildSpec, SupervisedActor, Supervisor, SupervisorEventHook
 
 if TYPE_CHECKING:
     import mcp_types
@@ -78,15 +78,18 @@ class McpToolProvider(DynamicToolProvider):
         """The provider's source name in a registry: ``mcp:<name>``."""
         return f"mcp:{self.name}"
 
-    def child_spec(self, on_give_up: Callable[[], None] | None = None) -> ChildSpec:
+    def child_spec(self, on_give_up: Callable[[], None] | None = None,
+                   on_event: SupervisorEventHook | None = None) -> ChildSpec:
         """The provider's supervisor, as a ``temporary`` child for the agent's tree: it keeps
         the connection up within the intensity, then calls ``on_give_up`` and exits (and is
-        not restarted: the rest of the tree goes on)."""
+        not restarted: the rest of the tree goes on). ``on_event`` is its ``Supervisor``
+        hook: the agent's tracing hears of the connection's restarts through it."""
         connection = ChildSpec("connection", lambda: McpConnection.start(self),
                                start_timeout=self._connect_timeout + 5.0)
         return ChildSpec(self.source, lambda: Supervisor.start(
             [connection], max_restarts=self._max_restarts, max_seconds=self._max_seconds,
-            name=self.source, on_give_up=on_give_up), type="supervisor", restart="temporary")
+            name=self.source, on_give_up=on_give_up, on_event=on_event), type="supervisor",
+            restart="temporary")
 
     # -- the connection's side -----------------------------------------------------------------
 

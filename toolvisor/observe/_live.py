@@ -8,10 +8,12 @@ step, with no ``rich`` needed.
 
 from __future__ import annotations
 
+import io
 import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from toolvisor._logging import EventSink, set_event_sink
@@ -39,6 +41,21 @@ def render(board: Board) -> Tree:
     for run in board.runs():
         _render_run(root, run)
     return root
+
+
+def save_svg(board: Board, path: str | Path, *, width: int = 100,
+             title: str = "toolvisor live view") -> Path:
+    """Draw the board's tree as it stands into an SVG file at ``path`` (``rich``'s terminal
+    export, colours and all), so a picture of the live view is made from a real run rather
+    than by hand. Returns the path."""
+    from rich.console import Console  # noqa: PLC0415
+
+    console = Console(record=True, file=io.StringIO(), width=width, force_terminal=True,
+                      color_system="truecolor")
+    console.print(render(board))
+    target = Path(path)
+    console.save_svg(str(target), title=title)
+    return target
 
 
 def _render_run(root: Tree, run: RunView) -> None:

@@ -12,7 +12,12 @@ from toolvisor.supervisors._errors import (
 from toolvisor.supervisors._intensity import Clock
 from toolvisor.supervisors._spec import ChildInfo, ChildSpec, ChildType, Restart, Shutdown
 from toolvisor.supervisors._supervised import ActorExit, ExitReason, SupervisedActor
-from toolvisor.supervisors._supervisor import Strategy, Supervisor, SupervisorRef
+from toolvisor.supervisors._supervisor import (
+    Strategy,
+    Supervisor,
+    SupervisorEventHook,
+    SupervisorRef,
+)
 
 __all__ = [
     "ActorExit",
@@ -30,6 +35,7 @@ __all__ = [
     "Strategy",
     "SupervisedActor",
     "Supervisor",
+    "SupervisorEventHook",
     "SupervisorRef",
     "TooManyChildrenError",
     "ToolCallSupervisor",

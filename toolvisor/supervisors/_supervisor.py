@@ -34,6 +34,8 @@ from toolvisor.supervisors._supervised import (
 
 Strategy = Literal["one_for_one", "one_for_all", "rest_for_one"]
 _STRATEGIES = ("one_for_one", "one_for_all", "rest_for_one")
+SupervisorEventHook = Callable[[str, dict[str, Any]], None]
+"""``on_event(event, fields)``: a supervisor's restarts, told to whoever traces them."""
 
 
 @dataclass(eq=False, slots=True)
@@ -43,6 +45,7 @@ class _Child:
     spec: ChildSpec
     ref: ActorRef[Any] | None = None
     link: ChildLink | None = None
+    restarts: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +56,7 @@ class _ChildExited:
 @dataclass(frozen=True, slots=True)
 class _TryAgainRestart:
     child_id: Hashable
+    reason: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,6 +180,7 @@ class Supervisor(SupervisedActor, pykka.ThreadingActor):
         clock: Clock,
         name: str | None,
         on_give_up: Callable[[], None] | None,
+        on_event: SupervisorEventHook | None,
     ) -> None:
         if strategy not in _STRATEGIES:
             raise ChildSpecError(
@@ -205,6 +210,7 @@ class Supervisor(SupervisedActor, pykka.ThreadingActor):
         self._name = name or f"supervisor-{self.actor_urn[-12:]}"
         self._log = get_event_log("supervisor", supervisor_id=self._name)
         self._on_give_up = on_give_up
+        self._on_event = on_event
 
     @classmethod
     def start(  # OTP's start_link: keyword settings, a richer ref
@@ -217,6 +223,7 @@ class Supervisor(SupervisedActor, pykka.ThreadingActor):
         clock: Clock = time.monotonic,
         name: str | None = None,
         on_give_up: Callable[[], None] | None = None,
+        on_event: SupervisorEventHook | None = None,
     ) -> SupervisorRef:
         """Start the supervisor and its children; return once they are all running (when a
         supervisor starts this one, that supervisor waits for them instead, within the spec's
@@ -225,6 +232,11 @@ class Supervisor(SupervisedActor, pykka.ThreadingActor):
         ``on_give_up`` is called in the supervisor's thread when it exceeds its intensity,
         before it stops its children and exits: how whoever owns what the children served
         learns that nothing will restart them (what it raises is logged and ignored).
+
+        ``on_event(event, fields)`` is told each ``child_restarted`` and the
+        ``restart_intensity_exceeded``, with the fields of their log events and
+        ``supervisor_id``, in the supervisor's thread and just before the event is logged (a
+        tracer records restarts with it; what it raises is logged and ignored).
 
         Raises :class:`ChildSpecError` for invalid settings and :class:`ChildStartError` if a
         child fails to start (the supervisor has then stopped its other children and exited);
@@ -239,6 +251,7 @@ class Supervisor(SupervisedActor, pykka.ThreadingActor):
             clock=clock,
             name=name,
             on_give_up=on_give_up,
+            on_event=on_event,
         )
         assert isinstance(ref, SupervisorRef)
         actor = ref._actor_weakref()
@@ -278,10 +291,10 @@ class Supervisor(SupervisedActor, pykka.ThreadingActor):
         match message:
             case _ChildExited(link):
                 self._child_exited(link)
-            case _TryAgainRestart(child_id):
+            case _TryAgainRestart(child_id, reason):
                 child = self._find(child_id)
                 if child is not None and child.ref is None:
-                    self._restart(child)
+                    self._restart(child, reason)
             case _WhichChildren():
                 return [
                     ChildInfo(c.spec.id, c.ref, c.spec.type, c.spec.restart)
@@ -359,17 +372,26 @@ class Supervisor(SupervisedActor, pykka.ThreadingActor):
         if restart == "temporary":
             self._children.remove(child)
         elif restart == "permanent" or link.reason not in NORMAL_REASONS:
-            self._restart(child)
+            self._restart(child, describe(link.reason))
 
-    def _restart(self, child: _Child) -> None:
-        """Apply the strategy after ``child`` stopped, or give up past the intensity."""
+    def _tell(self, event: str, fields: dict[str, Any]) -> None:
+        """Tell ``on_event`` (if any), then log the event: once it is logged, it was told."""
+        if self._on_event is not None:
+            try:
+                self._on_event(event, {"supervisor_id": self._name, **fields})
+            except Exception as exc:
+                self._log.error("event_callback_failed", error=f"{type(exc).__name__}: {exc}")
+        log = self._log.error if event == "restart_intensity_exceeded" else self._log.info
+        log(event, **fields)
+
+    def _restart(self, child: _Child, reason: str) -> None:
+        """Apply the strategy after ``child`` stopped (``reason``: why), or give up past the
+        intensity."""
         if not self._intensity.add_restart():
-            self._log.error(
-                "restart_intensity_exceeded",
-                child_id=child.spec.id,
-                max_restarts=self._intensity.max_restarts,
-                max_seconds=self._intensity.max_seconds,
-            )
+            self._tell("restart_intensity_exceeded", {
+                "child_id": child.spec.id, "reason": reason,
+                "max_restarts": self._intensity.max_restarts,
+                "max_seconds": self._intensity.max_seconds})
             self._record_exit_reason("shutdown")
             if self._on_give_up is not None:
                 try:
@@ -396,9 +418,13 @@ class Supervisor(SupervisedActor, pykka.ThreadingActor):
                 self._log.error(
                     "child_start_failed", child_id=member.spec.id, error=error.detail
                 )
-                self.actor_ref.tell(_TryAgainRestart(member.spec.id))
+                self.actor_ref.tell(_TryAgainRestart(member.spec.id, reason))
                 return
-            self._log.info("child_restarted", child_id=member.spec.id, child_urn=ref.actor_urn)
+            member.restarts += 1
+            self._tell("child_restarted", {
+                "child_id": member.spec.id, "child_urn": ref.actor_urn,
+                "reason": reason if member is child else f"sibling {child.spec.id!r}: {reason}",
+                "restarts": member.restarts})
 
     def _restart_stopped(self, child: _Child) -> ActorRef[Any]:
         if child.ref is not None:
