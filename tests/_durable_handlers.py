@@ -122,6 +122,30 @@ def webhook(arguments: dict[str, Any], ctx: CallContext) -> Pending:
     return Pending(deadline=600)
 
 
+def remote(arguments: dict[str, Any], ctx: CallContext) -> Ok:
+    """Runs in a worker process: a journaled step, then (while the FIFO ``blocked.fifo`` is
+    beside the log) says so through the FIFO and waits until the call is cancelled (its host
+    killed), then a second journaled step."""
+    log = arguments["log"]
+    effects = ctx.durable_effects()
+    effects.run_json("remote-before", log, lambda p: append_line(p, "remote-before"))
+    fifo = Path(log).parent / "blocked.fifo"
+    if fifo.exists():
+        fifo.write_text("blocked", encoding="utf-8")
+        ctx.cancelled.wait()
+    effects.run_json("remote-after", log, lambda p: append_line(p, "remote-after"))
+    return Ok("remote done")
+
+
+def remote_model(log: str) -> Any:
+    def respond(request: ModelRequest) -> ModelResponse:
+        seen = results(request)
+        if not seen:
+            return calls(call("remote", {"log": log}, id="c_remote"))
+        return ModelResponse(text=f"done: {seen['c_remote']}")
+    return respond
+
+
 def results(request: ModelRequest) -> dict[str, str]:
     """The tool results the model was shown, by call id."""
     return {m.tool_call_id: m.content for m in request.messages
@@ -173,7 +197,8 @@ def main(scenario: str, phase: str, store: str, workdir: str, run_id: str | None
         if event == "call_finished" and data.get("call_id") == "c_fast":
             gate.fast_saved.set()
 
-    models = {"batch": batch_model, "webhook": webhook_model, "once": once_model}
+    models = {"batch": batch_model, "webhook": webhook_model, "once": once_model,
+              "remote": remote_model}
     model = FunctionModel(models[scenario](log))
     once = Once(block=phase == "first" and scenario == "once")
     tools = [Tool(name="fast", handler=fast, input_schema=RECORD_SCHEMA),
@@ -181,7 +206,9 @@ def main(scenario: str, phase: str, store: str, workdir: str, run_id: str | None
              Tool(name="webhook", handler=webhook, input_schema=RECORD_SCHEMA),
              Tool(name="charge", handler=once.charge, input_schema=RECORD_SCHEMA),
              Tool(name="fetch", handler=once.fetch, input_schema=RECORD_SCHEMA, retryable=True),
-             Tool(name="ship", handler=once.ship, input_schema=RECORD_SCHEMA)]
+             Tool(name="ship", handler=once.ship, input_schema=RECORD_SCHEMA),
+             Tool(name="remote", handler=remote, input_schema=RECORD_SCHEMA,
+                  isolation="process")]
     agent = Agent(model, tools, store=store, on_progress=on_progress)
     with agent:
         if phase == "resume":

@@ -7,6 +7,7 @@ to know when it reached the point to kill it, so nothing here sleeps.
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -136,3 +137,20 @@ def test_after_a_crash_a_call_runs_at_most_once_unless_retryable_or_journaled(
     assert step_runs(log, "charge") == 1  # not retryable: never twice
     assert step_runs(log, "fetch") == 2  # declared retryable: run again
     assert step_runs(log, "ship") == 1  # journaled: run again, its step replayed
+
+
+def test_a_journaled_step_in_a_worker_process_is_not_run_again_after_a_crash(
+        tmp_path: Path, start: Start) -> None:
+    """The step's record was journaled by the host that was killed, over the worker's link."""
+    store, fifo = tmp_path / "runs.sqlite", tmp_path / "blocked.fifo"
+    os.mkfifo(fifo)
+    first = start("remote", "first", store, tmp_path)
+    run_id = next_line(first)["run_id"]
+    assert fifo.read_text(encoding="utf-8") == "blocked"  # the worker is past its first step
+    kill(first)
+    fifo.unlink()
+
+    lines = finish("remote", "resume", store, tmp_path, run_id)
+    assert lines[-1]["outcome"] == {"kind": "completed", "text": "done: remote done"}
+    assert step_runs(tmp_path / "steps.log", "remote-before") == 1
+    assert step_runs(tmp_path / "steps.log", "remote-after") == 1
