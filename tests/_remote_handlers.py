@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import threading
 from typing import Any
 
 from toolvisor import CallContext, Ok, Pending
@@ -87,3 +88,30 @@ def dies_inside_a_step(arguments: dict[str, Any], ctx: CallContext) -> Ok:
     """The worker exits while the agent waits for its step's function."""
     ctx.durable_effects().run_json("charge", None, lambda _: os._exit(3))
     return Ok("unreachable")
+
+
+_left_behind: list[Any] = []
+_release = threading.Event()
+
+
+def leaves_a_thread(arguments: dict[str, Any], ctx: CallContext) -> Ok:
+    """Starts a thread that uses this call's context only after the call has ended."""
+    def later() -> None:
+        _release.wait()
+        try:
+            _left_behind.append(ctx.state.get("city") if ctx.state else None)
+        except Exception as exc:
+            _left_behind.append(exc)
+    thread = threading.Thread(target=later, daemon=True)
+    _left_behind.append(thread)
+    thread.start()
+    return Ok("left a thread")
+
+
+def what_the_thread_got(arguments: dict[str, Any], ctx: CallContext) -> Ok:
+    """Lets the thread the previous call left behind go, and reports what it got."""
+    thread = _left_behind.pop(0)
+    _release.set()
+    thread.join()
+    got = _left_behind.pop(0)
+    return Ok(getattr(got, "code", repr(got)))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -19,6 +20,7 @@ from toolvisor import Agent, CallContext, Completed, Ok, Suspended, Tool, ToolCa
 from toolvisor.contract import CapabilityError, ModelRequest, ModelResponse, ToolResultMessage
 from toolvisor.durable import DurableEffects, SqliteSessionStore
 from toolvisor.executor import ToolRunner, prepare_process_isolation
+from toolvisor.executor._calls import RunningCall
 from toolvisor.testing import FunctionModel, call, calls
 
 
@@ -230,3 +232,61 @@ def test_the_calls_span_is_current_in_the_worker(in_worker: Callable[..., Tool])
     assert span.context is not None
     assert seen == {"trace_id": format(span.context.trace_id, "032x"),
                     "span_id": format(span.context.span_id, "016x")}
+
+
+def test_a_thread_a_call_left_behind_cannot_reach_the_next_calls_context() -> None:
+    """A worker process runs call after call: each request names its call (a Ray task's link
+    is its own connection, closed when the task returns)."""
+    from toolvisor.machine import StateView  # noqa: PLC0415
+
+    def in_process(handler: Any) -> Tool:
+        return Tool(name="remote", handler=handler, isolation="process")
+
+    with ToolRunner(tool_timeout=20.0, process_workers=1) as runner:
+        first = CallContext(state=StateView({"city": "Lyon"}))
+        assert runner.run(in_process(rh.leaves_a_thread), {}, first) == Ok("left a thread")
+        second = CallContext(state=StateView({"city": "Oslo"}))
+        assert runner.run(in_process(rh.what_the_thread_got), {}, second) == Ok("call_finished")
+
+
+def waiting_call(ctx: CallContext) -> RunningCall:
+    return RunningCall(Tool(name="t"), {}, ctx, token=threading.Event(), timeout=1.0,
+                       on_done=lambda result: None)
+
+
+def test_a_ray_link_serves_only_a_peer_that_holds_the_runners_key() -> None:
+    """The handshake before anything is unpickled: the right key is served, a wrong key or
+    garbage is refused, an unknown call gets nothing."""
+    from toolvisor.executor._ray_links import LinkAddress, RayContextLinks  # noqa: PLC0415
+    from toolvisor.executor._remote_context import ContextLink  # noqa: PLC0415
+    from toolvisor.machine import StateView  # noqa: PLC0415
+    from toolvisor.testing import capture_events  # noqa: PLC0415
+
+    links = RayContextLinks("127.0.0.1")
+    try:
+        address = links.address_for(waiting_call(CallContext(state=StateView({"a": 1}))), 7)
+        link = ContextLink(address.connect)
+        assert link.ask(7, "state", "get", "a") == 1
+        with pytest.raises(CapabilityError, match="call_finished"):
+            link.ask(8, "state", "get", "a")  # another call's tag
+        link.close()
+
+        with capture_events() as events:
+            forged = LinkAddress(address.host, address.port, b"x" * 32, address.token)
+            with pytest.raises(ConnectionError, match="failed the challenge"):
+                forged.connect()
+            with socket.create_connection((address.host, address.port)) as raw:
+                raw.sendall(b"\0\0\0\x20" + b"g" * 32)  # a challenge, then a bad proof
+                raw.recv(4096)
+                raw.sendall(b"\0\0\0\x40" + b"h" * 64)
+                assert raw.recv(4096) == b""  # refused: closed without a word
+        refused = [e for e in events if e["event"] == "ray_link_refused"]
+        assert len(refused) == 2
+
+        unknown = LinkAddress(address.host, address.port, address.authkey, "no-such-call")
+        link = ContextLink(unknown.connect)
+        with pytest.raises(CapabilityError, match="call_finished"):
+            link.ask(7, "state", "get", "a")
+        link.close()
+    finally:
+        links.close()

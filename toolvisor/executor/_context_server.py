@@ -18,35 +18,36 @@ from typing import Any
 from toolvisor.contract import CallContext, CapabilityError
 from toolvisor.executor._remote_context import SERVED, Callback, call_over, portable, send
 
+ContextOf = Callable[[int], CallContext | None]
+"""The context of the call a link's worker runs now if its tag is the one given, else ``None``."""
 
-def serve_link(conn: Connection, context_of: Callable[[], CallContext | None]) -> None:
-    """Answer the requests on ``conn`` until the worker's end closes, then close it.
 
-    ``context_of`` gives the context of the call the worker runs now (``None``: none).
-    """
+def serve_link(conn: Connection, context_of: ContextOf) -> None:
+    """Answer the requests on ``conn`` until the worker's end closes, then close it."""
     try:
         while True:
-            message = pickle.loads(conn.recv_bytes())
-            _answer(conn, context_of(), message)
+            _answer(conn, context_of, pickle.loads(conn.recv_bytes()))
     except (EOFError, OSError):
         return
     finally:
         conn.close()
 
 
-def _answer(conn: Connection, ctx: CallContext | None, message: tuple[Any, ...]) -> None:
-    kind, target, method, args = message
+def _answer(conn: Connection, context_of: ContextOf, message: Any) -> None:
     try:
+        kind, tag, target, method, args = message
         if kind != "ask" or method not in SERVED.get(target, ()):
             raise CapabilityError("not_served",
                                   f"a worker asked for {target}.{method}, which is not served")
+        ctx = context_of(tag)
         if ctx is None:
             raise call_over()
         capability = ctx.cancelled if target == "cancelled" else getattr(ctx, target)
         if capability is None:
             raise CapabilityError(f"{target}_unavailable", f"this call has no {target}")
         value = getattr(capability, method)(*(
-            _Callback(conn, ctx, a.index) if isinstance(a, Callback) else a for a in args))
+            _Callback(conn, context_of, a.index) if isinstance(a, Callback) else a
+            for a in args))
     except (EOFError, OSError):
         raise  # the worker is gone: nobody to answer
     except Exception as exc:
@@ -58,9 +59,9 @@ def _answer(conn: Connection, ctx: CallContext | None, message: tuple[Any, ...])
 class _Callback:
     """A worker's function, called from the agent: it runs in the worker, over the link."""
 
-    def __init__(self, conn: Connection, ctx: CallContext, index: int) -> None:
+    def __init__(self, conn: Connection, context_of: ContextOf, index: int) -> None:
         self._conn = conn
-        self._ctx = ctx
+        self._context_of = context_of
         self._index = index
 
     def __call__(self, *args: Any) -> Any:
@@ -68,7 +69,7 @@ class _Callback:
         while True:
             message = pickle.loads(self._conn.recv_bytes())
             if message[0] == "ask":
-                _answer(self._conn, self._ctx, message)
+                _answer(self._conn, self._context_of, message)
                 continue
             kind, value = message
             if kind == "done":

@@ -65,20 +65,22 @@ class _Worker:
     """One worker process and the parent's end of its pipe; ``call`` is the call it runs
     (written by the manager thread, read by the worker's link thread)."""
 
-    __slots__ = ("call", "conn", "killed", "link", "process", "ready")
+    __slots__ = ("call", "conn", "killed", "link", "process", "ready", "tag")
 
     def __init__(self, process: Any, conn: Connection) -> None:
         self.process = process
         self.conn = conn
         self.call: RunningCall | None = None
+        self.tag = 0  # the link tag of ``call``
         self.killed = False
         self.ready = False  # it sent READY: it started and may take calls
         self.link: threading.Thread | None = None
 
-    def context(self) -> CallContext | None:
-        """The context of the call this worker runs now, for its link thread."""
+    def context(self, tag: int) -> CallContext | None:
+        """The context of the call this worker runs now, if ``tag`` names it (for its link
+        thread: a request from a thread an earlier call left behind gets nothing)."""
         call = self.call
-        return None if call is None else call.ctx
+        return None if call is None or tag != self.tag else call.ctx
 
 
 class ProcessIsolation:
@@ -122,7 +124,7 @@ class ProcessIsolation:
         self._workers: list[_Worker] = []
         self._links: list[threading.Thread] = []  # link threads of workers started so far
         self._idle: collections.deque[_Worker] = collections.deque()
-        self._waiting: collections.deque[tuple[RunningCall, bytes]] = collections.deque()
+        self._waiting: collections.deque[tuple[RunningCall, bytes, int]] = collections.deque()
         self._closing = False
         self._start_failures: collections.deque[float] = collections.deque()
         self._failed: str | None = None  # why the pool gave up restarting workers
@@ -145,9 +147,10 @@ class ProcessIsolation:
         self._inbox.put(message)
         os.write(self._wake_w, b"\0")
 
-    def submit(self, call: RunningCall, request: bytes) -> None:
-        """Queue ``call`` (its pickled ``WorkRequest``) for the next free worker."""
-        self._post(("submit", (call, request)))
+    def submit(self, call: RunningCall, request: bytes, tag: int) -> None:
+        """Queue ``call`` (its pickled ``WorkRequest``, ``tag`` its link tag) for the next
+        free worker."""
+        self._post(("submit", (call, request, tag)))
 
     def stop(self, call: RunningCall) -> None:
         """Kill the worker running ``call`` (called once the call was claimed)."""
@@ -241,13 +244,14 @@ class ProcessIsolation:
 
     def _dispatch(self) -> None:
         while self._idle and self._waiting and not self._closing:
-            call, request = self._waiting.popleft()
+            call, request, tag = self._waiting.popleft()
             worker = self._idle.popleft()
             with call.lock:
                 if call.settled:  # cancelled while it waited
                     self._idle.appendleft(worker)
                     continue
                 call.worker = worker
+            worker.tag = tag
             worker.call = call
             self._arm(call)
             try:
@@ -336,7 +340,7 @@ class ProcessIsolation:
     def _fail_waiting(self) -> None:
         assert self._failed is not None
         while self._waiting:
-            call, _ = self._waiting.popleft()
+            call, _, _ = self._waiting.popleft()
             if not call.settled:
                 self._settle(call, call.error("handler_exit", self._failed, self._failed,
                                               code="worker_pool_failed"))
@@ -363,7 +367,7 @@ class ProcessIsolation:
                 worker.process.join()
         for worker in list(self._workers):
             self._release(worker)
-        for call, _ in self._waiting:
+        for call, _, _ in self._waiting:
             if not call.settled:
                 self._settle(call, call.cancelled_error())
         self._waiting.clear()

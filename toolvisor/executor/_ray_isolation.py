@@ -25,7 +25,7 @@ from toolvisor._logging import get_event_log
 from toolvisor.contract import Err, HandlerResult, Tool
 from toolvisor.executor._calls import RunningCall
 from toolvisor.executor._ray_actors import ActorCall, RayActors
-from toolvisor.executor._ray_links import LinkAddress, RayContextLinks, node_address
+from toolvisor.executor._ray_links import LinkAddress, RayContextLinks
 from toolvisor.executor._ray_task import CallFields, run_task
 from toolvisor.executor._remote_context import RemoteCall
 from toolvisor.executor._stats import Counters
@@ -107,17 +107,18 @@ class RayIsolation:
             if self._ray is None:
                 self._ray = _connect()
                 self._task = self._ray.remote(run_task)
-                self._links = RayContextLinks(node_address(self._ray))
+                self._links = RayContextLinks(self._ray.util.get_node_ip_address())
             assert self._links is not None
             return self._ray, self._task, self._links
 
     def submit(self, call: RunningCall) -> Err | None:
         """Start ``call``'s task; an ``Err`` if it cannot be sent (the runner settles it)."""
         ray, task, links = self._remote()
-        address = links.address_for(call)
+        remote = RemoteCall.of(call.ctx)
+        address = links.address_for(call, remote.tag)
         worker: Any
         try:
-            fields: CallFields = (RemoteCall.of(call.ctx), address)
+            fields: CallFields = (remote, address)
             if call.tool.ray_actor is not None:
                 worker = self._actors.submit(ray, call, fields)
                 if isinstance(worker, Err):

@@ -8,7 +8,8 @@ in-process handler gets, see ``_context_server.py``) and answers. A callable arg
 step, a completion key or a state write has the guarantees it has in process.
 
 Messages are pickled tuples on a ``multiprocessing`` ``Connection`` (a private pipe, or a
-socket authenticated with a per-agent key): ``("ask", target, method, args)`` from the worker;
+socket authenticated with a per-runner key): ``("ask", tag, target, method, args)`` from the
+worker;
 ``("done", value)``, ``("raised", exc)`` or ``("call", index, args)`` (run callback ``index``)
 from the agent, to which the worker answers ``done`` or ``raised``.
 """
@@ -16,6 +17,7 @@ from the agent, to which the worker answers ``done`` or ``raised``.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import pickle
 import threading
 from collections.abc import Callable, Iterator, Mapping
@@ -39,11 +41,16 @@ SERVED: Mapping[str, frozenset[str]] = {
 """What a worker may ask for: the methods of each capability, and nothing else."""
 
 
+_tags = itertools.count(1)
+
+
 @dataclass(frozen=True, slots=True)
 class RemoteCall:
     """What of a call's context crosses to the worker: the ids, which capabilities the call
-    has (each served over the link) and the W3C trace headers of its span, if traced."""
+    has (each served over the link), the W3C trace headers of its span if traced, and the tag
+    that names this call on the link (unique in this process)."""
 
+    tag: int
     session_id: str | None
     request_id: str | None
     tool_call: ToolCall | None
@@ -54,9 +61,9 @@ class RemoteCall:
 
     @classmethod
     def of(cls, ctx: CallContext) -> RemoteCall:
-        return cls(ctx.session_id, ctx.request_id, ctx.tool_call, ctx.attempt, ctx.turn,
-                   frozenset(name for name in CAPABILITIES if getattr(ctx, name) is not None),
-                   trace_headers(ctx))
+        capabilities = frozenset(name for name in CAPABILITIES if getattr(ctx, name) is not None)
+        return cls(next(_tags), ctx.session_id, ctx.request_id, ctx.tool_call, ctx.attempt,
+                   ctx.turn, capabilities, trace_headers(ctx))
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,7 +83,7 @@ def portable(exc: BaseException) -> BaseException:
 
 
 def send(conn: Connection, message: tuple[Any, ...]) -> None:
-    """Send ``message``; a value that cannot be pickled is sent as the error it raised."""
+    """Send a reply; a value that cannot be pickled is sent as the error it raised."""
     try:
         data = pickle.dumps(message)
     except Exception as exc:
@@ -89,7 +96,8 @@ class ContextLink:
 
     ``connect`` opens the connection on first use (a Ray task connects only if its handler
     uses the context). The lock is reentrant: a callback the agent runs here may use the
-    context again, and its requests nest inside the one that is waiting.
+    context again, and its requests nest inside the one that is waiting. Every request names
+    its call by ``tag``: a thread a handler left behind cannot reach the next call's context.
     """
 
     def __init__(self, connect: Callable[[], Connection]) -> None:
@@ -97,13 +105,16 @@ class ContextLink:
         self._conn: Connection | None = None
         self._lock = threading.RLock()
 
-    def ask(self, target: str, method: str, *args: Any) -> Any:
+    def ask(self, tag: int, target: str, method: str, *args: Any) -> Any:
+        """Perform ``target.method(*args)`` on the agent's side; its result, or its exception
+        raised here. A request that cannot be pickled raises here, before anything is sent."""
+        callbacks = [a for a in args if callable(a)]
+        request = pickle.dumps(("ask", tag, target, method, tuple(
+            Callback(callbacks.index(a)) if callable(a) else a for a in args)))
         with self._lock:
             if self._conn is None:
                 self._conn = self._connect()
-            callbacks = [a for a in args if callable(a)]
-            sent = tuple(Callback(callbacks.index(a)) if callable(a) else a for a in args)
-            send(self._conn, ("ask", target, method, sent))
+            self._conn.send_bytes(request)
             return self._answer(self._conn, callbacks)
 
     def _answer(self, conn: Connection, callbacks: list[Callable[..., Any]]) -> Any:
@@ -128,86 +139,88 @@ class ContextLink:
                 self._conn = None
 
 
-class _RemoteState:
+class _Asker:
+    """What a proxy holds: the link and the tag of its call."""
+
+    def __init__(self, link: ContextLink, tag: int) -> None:
+        self._link = link
+        self._tag = tag
+
+    def _ask(self, target: str, method: str, *args: Any) -> Any:
+        return self._link.ask(self._tag, target, method, *args)
+
+
+class _RemoteState(_Asker):
     """The run's state, read and written in the agent (its writes are the call's writes)."""
 
-    def __init__(self, link: ContextLink) -> None:
-        self._link = link
-
     def get(self, key: str, default: Any = None) -> Any:
-        return self._link.ask("state", "get", key, default)
+        return self._ask("state", "get", key, default)
 
     def set(self, key: str, value: Any) -> None:
-        self._link.ask("state", "set", key, value)
+        self._ask("state", "set", key, value)
 
 
-class _RemoteCatalog:
+class _RemoteCatalog(_Asker):
     """The session's catalog, edited in the agent."""
 
-    def __init__(self, link: ContextLink) -> None:
-        self._link = link
-
     def add(self, name: str) -> bool:
-        return bool(self._link.ask("catalog", "add", name))
+        return bool(self._ask("catalog", "add", name))
 
     def remove(self, name: str) -> bool:
-        return bool(self._link.ask("catalog", "remove", name))
+        return bool(self._ask("catalog", "remove", name))
 
     def members(self) -> frozenset[str]:
-        return frozenset(self._link.ask("catalog", "members"))
+        return frozenset(self._ask("catalog", "members"))
 
 
-class _RemoteKeys:
+class _RemoteKeys(_Asker):
     """Completion keys issued by the agent; remembers the key taken, for ``Pending``."""
 
-    def __init__(self, link: ContextLink) -> None:
-        self._link = link
+    def __init__(self, link: ContextLink, tag: int) -> None:
+        super().__init__(link, tag)
         self.issued: str | None = None
 
     def issue(self) -> str:
-        key: str = self._link.ask("completion_keys", "issue")
+        key: str = self._ask("completion_keys", "issue")
         self.issued = key
         return key
 
 
-class _RemoteDurable:
+class _RemoteDurable(_Asker):
     """Durable effects journaled by the agent; a step's ``fn`` runs here, called back."""
 
-    def __init__(self, link: ContextLink) -> None:
-        self._link = link
-
     def run_json(self, step_id: str, input: Any, fn: Callable[[Any], Any]) -> Any:
-        return self._link.ask("durable", "run_json", step_id, input, fn)
+        return self._ask("durable", "run_json", step_id, input, fn)
 
     def external_event_key(self, name: str) -> str:
-        key: str = self._link.ask("durable", "external_event_key", name)
+        key: str = self._ask("durable", "external_event_key", name)
         return key
 
     def await_event_json(self, key: str, timeout: float | None = None) -> Any:
-        return self._link.ask("durable", "await_event_json", key, timeout)
+        return self._ask("durable", "await_event_json", key, timeout)
 
     def emit_process_event(self, type: str, payload: Any = None) -> int:
-        seq: int = self._link.ask("durable", "emit_process_event", type, payload)
+        seq: int = self._ask("durable", "emit_process_event", type, payload)
         return seq
 
 
-class _RemoteToken:
+class _RemoteToken(_Asker):
     """The call's cancel token, read from the agent; a link that broke reads as cancelled."""
 
-    def __init__(self, link: ContextLink) -> None:
-        self._link = link
+    def __init__(self, link: ContextLink, tag: int) -> None:
+        super().__init__(link, tag)
         self._set = False
 
     def is_set(self) -> bool:
-        return self._ask("is_set")
+        return self._ask_token("is_set")
 
     def wait(self, timeout: float | None = None) -> bool:
-        return self._ask("wait", timeout)
+        return self._ask_token("wait", timeout)
 
-    def _ask(self, method: str, *args: Any) -> bool:
+    def _ask_token(self, method: str, *args: Any) -> bool:
         if not self._set:
             try:
-                self._set = bool(self._link.ask("cancelled", method, *args))
+                self._set = bool(self._ask("cancelled", method, *args))
             except (EOFError, OSError):
                 self._set = True
         return self._set
@@ -215,14 +228,14 @@ class _RemoteToken:
 
 def remote_context(call: RemoteCall, link: ContextLink) -> CallContext:
     """The context a worker's handler gets for ``call``: capabilities served over ``link``."""
-    has = call.capabilities
+    has, tag = call.capabilities, call.tag
     return CallContext(
         session_id=call.session_id, request_id=call.request_id, tool_call=call.tool_call,
-        attempt=call.attempt, turn=call.turn, cancelled=_RemoteToken(link),
-        state=_RemoteState(link) if "state" in has else None,
-        catalog=_RemoteCatalog(link) if "catalog" in has else None,
-        completion_keys=_RemoteKeys(link) if "completion_keys" in has else None,
-        durable=_RemoteDurable(link) if "durable" in has else None,
+        attempt=call.attempt, turn=call.turn, cancelled=_RemoteToken(link, tag),
+        state=_RemoteState(link, tag) if "state" in has else None,
+        catalog=_RemoteCatalog(link, tag) if "catalog" in has else None,
+        completion_keys=_RemoteKeys(link, tag) if "completion_keys" in has else None,
+        durable=_RemoteDurable(link, tag) if "durable" in has else None,
     )
 
 

@@ -186,7 +186,8 @@ class ToolRunner:
             return
         ctx = call.ctx
         try:
-            request = pickle.dumps(WorkRequest(address, call.arguments, RemoteCall.of(ctx)))
+            remote = RemoteCall.of(ctx)
+            request = pickle.dumps(WorkRequest(address, call.arguments, remote))
         except Exception as exc:
             self._settle_soon(call, call.error(
                 "encoding_failed",
@@ -194,7 +195,7 @@ class ToolRunner:
                 f"{type(exc).__name__}: {exc}"))
             return
         call.stop = self._processes.stop
-        self._processes.submit(call, request)
+        self._processes.submit(call, request, remote.tag)
 
     def _start_on_ray(self, call: RunningCall) -> None:
         prepared = prepare_arguments(call.tool, call.arguments)
