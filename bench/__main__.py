@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from bench import _toolvisor, context_link, model_half, resilience
+from bench import _toolvisor, context_link, model_half, resilience, wide_batch
 from bench.competitors import markdown
 from toolvisor.executor import prepare_process_isolation
 
@@ -120,6 +120,9 @@ def main() -> None:
     rows = (_toolvisor.floor_rows(args.repeats, sizes) + _toolvisor.turn_rows(args.repeats, sizes)
             + _toolvisor.hung_rows(args.repeats) + _toolvisor.checkpoint_rows(args.repeats))
     ours = table(rows)
+    print("measuring a wide batch of waiting calls ...", flush=True)
+    wide_rows = wide_batch.measure()
+    ours += "\n\n" + wide_batch.table(wide_rows)
     print("measuring the call context out of process ...", flush=True)
     link_rows = context_link.measure(args.repeats)
     ours += "\n\n" + context_link.table(link_rows)
@@ -139,6 +142,7 @@ def main() -> None:
     (RESULTS / "bench.json").write_text(json.dumps(
         {"machine": info, "toolvisor": rows, "model_half": model_rows,
          "resilience": resilience_rows, "context_link": link_rows,
+         "wide_batch": wide_rows,
          "competitors": theirs_rows}, indent=2))
     report = (f"Machine: {info['cpu_model']}, {info['cpus']} cores, Python {info['python']}, "
               f"load {info['load_1min_at_start']:.2f} at start; medians of {args.repeats} "

@@ -21,6 +21,8 @@ ACTOR_METHODS: dict[str, list[str]] = {
     "_handle_failure": ["exception_type", "exception_value", "traceback"],
     "_handle_receive": ["message"],
     "_start_actor_loop": [],  # PooledThreadingActor runs the loop on a pooled thread
+    "_actor_loop_setup": [],  # PooledThreadingActor runs on_start in an actor's first slice
+    "_actor_loop_running": [],  # ... and the running loop in every slice
     "_stop": [],
 }
 
@@ -58,3 +60,22 @@ def test_instances_and_refs_have_the_attributes_we_read() -> None:
     for attribute in ("_actor_ref", "actor_inbox", "actor_stopped", "actor_urn"):
         assert hasattr(actor, attribute), f"pykka actors no longer have {attribute}"
     assert actor._actor_ref._actor_weakref() is actor
+
+
+def test_an_empty_mailbox_can_end_the_running_loop() -> None:
+    """``PooledThreadingActor`` parks by raising from its mailbox's ``get``: the running loop
+    must take its next message outside the ``try`` that turns errors into failures."""
+    class Empty(Exception):
+        pass
+
+    class Inbox:
+        def get(self) -> Any:
+            raise Empty
+
+    class Probe(pykka.ThreadingActor):
+        pass
+
+    actor: Any = Probe()
+    actor.actor_inbox = Inbox()
+    with pytest.raises(Empty):
+        actor._actor_loop_running()

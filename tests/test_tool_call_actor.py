@@ -372,3 +372,39 @@ def test_a_bad_supervisor_or_runner_is_refused_clearly(runner: ToolRunner,
         ToolCallDispatcher("supervisor", runner)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="runner must be a ToolRunner"):
         ToolCallDispatcher(supervisor, object())  # type: ignore[arg-type]
+
+
+def test_a_waiting_asyncio_call_holds_no_actor_thread(runner: ToolRunner,
+                                                      supervisor: ToolCallSupervisorRef) -> None:
+    """A call actor parks while its call waits on the event loop: ten calls wait at once on
+    two actor threads, and each still replies once it is released."""
+    entered = threading.Semaphore(0)
+    release = threading.Event()
+
+    async def waits(arguments: dict[str, Any]) -> Ok:
+        import asyncio  # noqa: PLC0415
+
+        entered.release()
+        while not release.is_set():
+            await asyncio.sleep(0.001)
+        return Ok(arguments["n"])
+
+    tool = Tool(name="waits", handler=waits, isolation="asyncio")
+    with ToolCallDispatcher(supervisor, runner, max_actor_threads=2) as dispatcher:
+        replies: list[CallReply] = []
+        done = threading.Semaphore(0)
+
+        def reply(outcome: CallReply) -> None:
+            replies.append(outcome)
+            done.release()
+
+        for n in range(10):
+            dispatcher.start_call(tool, ToolCall(id=f"c{n}", name="waits", arguments={"n": n}),
+                                  None, reply)
+        for _ in range(10):
+            assert entered.acquire(timeout=10)  # every handler runs, two threads or not
+        assert dispatcher.thread_pool.live_threads <= 2
+        release.set()
+        for _ in range(10):
+            assert done.acquire(timeout=10)
+    assert {r.tool_call_id: r.result for r in replies} == {f"c{n}": Ok(n) for n in range(10)}

@@ -1,19 +1,27 @@
-"""``PooledThreadingActor``: a pykka actor whose loop runs on a reused thread.
+"""``PooledThreadingActor``: a pykka actor whose loop runs on reused threads, only while it has
+mail.
 
-A ``ThreadingActor`` starts a thread per actor; for one short-lived actor per tool call that
-thread start is most of the cost. Here the loop runs on a thread of an :class:`ActorThreadPool`
-that its owner closes. Each actor keeps its own mailbox, loop and supervision.
+A ``ThreadingActor`` holds a thread of its own for its whole life; for one short-lived actor
+per tool call, that thread's start is most of the cost, and a call that waits (on an event
+loop, a worker process, a Ray task) holds it for nothing. Here the loop runs in slices on the
+threads of an :class:`ActorThreadPool` that its owner closes: a slice handles the mail there
+is and, when the mailbox is empty, gives its thread back (the actor *parks*); the next message
+starts a new slice. Each actor keeps its own mailbox, loop and supervision, and one slice at a
+time runs it, so its state still has one owner at a time, as under Erlang's schedulers.
 """
 
 from __future__ import annotations
 
-import queue
+import collections
+import functools
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import pykka
 
 from toolvisor._logging import get_event_log
+from toolvisor.contract import ToolvisorError
 from toolvisor.executor import ElasticThreadPool, PoolThread
 
 _log = get_event_log("actor_thread_pool")
@@ -67,29 +75,110 @@ class ActorThreadPool:
         return hung
 
 
-class PooledThreadingActor(pykka.ThreadingActor):
-    """A ``ThreadingActor`` whose loop runs on ``thread_pool`` instead of a thread of its own.
+class _Empty(ToolvisorError):
+    """Raised by an empty mailbox's ``get``: the slice's loop returns, to park or go on. It
+    never leaves the slice."""
 
-    Its mailbox is a ``queue.SimpleQueue`` (pykka's ``queue.Queue`` costs three condition
-    variables per actor, and this actor's loop is its only reader). ``_pool_thread`` is
-    written once by the pool thread before the loop starts.
+
+class ParkingMailbox:
+    """An actor's mailbox that starts a slice of its loop when mail comes to a parked actor.
+
+    ``_items``, ``_parked`` and ``_closed`` are guarded by ``_lock``. A slice parks only once
+    its loop has fully returned, and only if no mail came meanwhile (:meth:`park`, one step
+    under the lock); mail put to a parked actor starts the next slice (``wake``, set once
+    before the actor starts), so at most one slice runs an actor at a time. A closed mailbox
+    (the actor's loop ended) keeps late mail unread, as pykka does for a dead actor.
+    """
+
+    __slots__ = ("_closed", "_items", "_lock", "_parked", "wake")
+
+    wake: Callable[[], None]
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._items: collections.deque[Any] = collections.deque()
+        self._parked = False  # a new actor's first slice is on its way
+        self._closed = False
+
+    def put(self, item: Any, block: bool = True, timeout: float | None = None) -> None:
+        with self._lock:
+            self._items.append(item)
+            wake, self._parked = self._parked and not self._closed, False
+        if wake:
+            self.wake()
+
+    def get(self, block: bool = True, timeout: float | None = None) -> Any:
+        """The next message; with none, raise ``_Empty`` (the loop returns)."""
+        with self._lock:
+            if self._items:
+                return self._items.popleft()
+        raise _Empty
+
+    def empty(self) -> bool:
+        with self._lock:
+            return not self._items
+
+    def park(self) -> bool:
+        """Park if there is no mail (the slice then ends); ``False``: run the loop again."""
+        with self._lock:
+            self._parked = not self._items
+            return self._parked
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+
+
+class PooledThreadingActor(pykka.ThreadingActor):
+    """A ``ThreadingActor`` whose loop runs in slices on ``thread_pool`` (see the module).
+
+    pykka's loop runs unchanged inside each slice; only the mailbox's ``get`` differs: on an
+    empty mailbox the loop returns instead of blocking, and the slice parks. ``on_start`` runs
+    in the first slice, the teardown in the slice that sees the actor stopped. ``_pool_thread``
+    and ``_loop_began`` are written by the slice that runs the actor (one at a time).
     """
 
     def __init__(self, *args: Any, thread_pool: ActorThreadPool, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._thread_pool = thread_pool
         self._pool_thread: PoolThread | None = None
+        self._loop_began = False
+        inbox = self.actor_inbox
+        assert isinstance(inbox, ParkingMailbox)
+        inbox.wake = functools.partial(thread_pool.run_loop, self)
 
     @staticmethod
     def _create_actor_inbox() -> Any:
-        return queue.SimpleQueue()
+        return ParkingMailbox()
 
     def _start_actor_loop(self) -> None:
         self._thread_pool.run_loop(self)
 
     def _run_on(self, thread: PoolThread) -> None:
+        """One slice, on a pool thread: the loop until the mail runs out, then park (or go
+        on, if mail came while the loop was returning)."""
         self._pool_thread = thread
-        self._actor_loop()
+        inbox = self.actor_inbox
+        assert isinstance(inbox, ParkingMailbox)
+        while True:
+            self._actor_loop()
+            if self.actor_stopped.is_set():
+                inbox.close()
+                return
+            if inbox.park():
+                return
+
+    def _actor_loop(self) -> None:
+        """``on_start`` if this is the first slice, then the mail there is; once the actor has
+        stopped, the teardown (pending asks answered)."""
+        if not self._loop_began:
+            self._loop_began = True
+            self._actor_loop_setup()
+        try:
+            self._actor_loop_running()
+        except _Empty:
+            return
+        self._actor_loop_teardown()
 
     def abandon_thread(self) -> None:
         """Give up this actor's pool thread (stuck in user code), from any thread: the pool

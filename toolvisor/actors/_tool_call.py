@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import queue
 import threading
 import time
 from collections.abc import Callable
@@ -15,7 +14,7 @@ from pykka import ActorDeadError, ActorRegistry
 from pykka.messages import _ActorStop
 
 from toolvisor._logging import get_event_log
-from toolvisor.actors._pooled import ActorThreadPool, PooledThreadingActor
+from toolvisor.actors._pooled import ActorThreadPool, ParkingMailbox, PooledThreadingActor
 from toolvisor.contract import (
     CallContext,
     Err,
@@ -66,7 +65,7 @@ def reply_of(call: ToolCall, tool_name: str, result: HandlerResult) -> CallReply
     return CallReply(call.id, tool_name, checked, text)
 
 
-class _CallInbox(queue.SimpleQueue[Any]):
+class _CallInbox(ParkingMailbox):
     """A mailbox that lets a stop or shutdown request act at once while the handler runs on
     the actor's own thread (the loop cannot read its mail then). ``on_stop_request`` is set
     once by the actor's constructor; it runs on the sender's thread and returns whether the
@@ -98,8 +97,9 @@ class ToolCallActor(SupervisedActor, PooledThreadingActor):
     request arriving while the handler runs cancels the call from the requester's thread
     (same give-up). Exactly one reply: the runner's claim picks the one result.
 
-    ``process`` and ``asyncio`` tools: ``on_start`` starts the call on the runner; the result
-    comes back as a message; the actor replies and stops. Stopped before that (its supervisor
+    ``process``, ``asyncio`` and ``ray`` tools: ``on_start`` starts the call on the runner and
+    the actor parks (it holds no thread while the call waits); the result comes back as a
+    message; the actor replies and stops. Stopped before that (its supervisor
     shutting down), it cancels the call and replies with the cancelled result.
 
     ``reply_to`` may raise (e.g. ``pykka.ActorDeadError``: whoever asked has died): that is
@@ -108,8 +108,9 @@ class ToolCallActor(SupervisedActor, PooledThreadingActor):
     State: ``_handle`` is written once by the actor's thread; ``_given_up`` only under the
     call's lock by the thread that claims the call while the handler runs (read by the
     actor's thread after ``run_here`` returns); ``_stop_pending`` by a stop requester (read
-    by the actor's thread once ``_handle`` is set). ``_replied`` belongs to the actor's thread
-    (``process``/``asyncio`` only); ``_result`` is written once by the runner thread that
+    by the actor's thread once ``_handle`` is set). "The actor's thread" is whichever pool
+    thread runs its loop's current slice (one at a time). ``_replied`` belongs to it
+    (``process``/``asyncio``/``ray`` only); ``_result`` is written once by the runner thread that
     delivers it, before ``_result_ready`` is set. Events (component ``tool_call``, bound
     ``run_id``, ``turn``, ``tool_name``, ``tool_call_id``, ``attempt``, ``isolation``):
     ``call_started``, ``call_finished`` (``outcome``, ``duration_ms``), ``call_abandoned``.

@@ -224,7 +224,8 @@ class SupervisedActor(pykka.Actor):
             self._die(exc)
             self._actor_loop_teardown()
         finally:
-            self._report_exit()
+            if self.actor_stopped.is_set():  # else a loop run in slices only ran out of mail
+                self._report_exit()
 
     def _handle_receive(self, message: Any) -> Any:
         if isinstance(message, _ShutdownRequest):
