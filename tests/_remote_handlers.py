@@ -115,3 +115,14 @@ def what_the_thread_got(arguments: dict[str, Any], ctx: CallContext) -> Ok:
     thread.join()
     got = _left_behind.pop(0)
     return Ok(getattr(got, "code", repr(got)))
+
+
+def step_raises_os_error(arguments: dict[str, Any], ctx: CallContext) -> Ok:
+    """A step whose function raises an ``OSError`` of its own (not the link's)."""
+    def missing(_: Any) -> Any:
+        return open(arguments["path"], encoding="utf-8").read()
+    try:
+        ctx.durable_effects().run_json("read", None, missing)
+    except FileNotFoundError as exc:
+        return Ok({"caught": type(exc).__name__})
+    return Ok("unreachable")

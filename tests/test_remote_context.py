@@ -290,3 +290,14 @@ def test_a_ray_link_serves_only_a_peer_that_holds_the_runners_key() -> None:
         link.close()
     finally:
         links.close()
+
+
+def test_a_steps_own_os_error_is_its_error_not_a_closed_link(
+        in_worker: Callable[..., Tool], runner: ToolRunner, store: SqliteSessionStore,
+        tmp_path: Path) -> None:
+    result = runner.run(in_worker(rh.step_raises_os_error), {"path": str(tmp_path / "none")},
+                        journaled_ctx(store, "c7"))
+    assert result == Ok({"caught": "FileNotFoundError"})
+    log = tmp_path / "after.log"  # the same worker's link still serves the next call
+    assert runner.run(in_worker(rh.journals), {"log": str(log)},
+                      journaled_ctx(store, "c8")).value["charged"] == 42  # type: ignore[union-attr]

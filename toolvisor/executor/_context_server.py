@@ -16,7 +16,15 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from toolvisor.contract import CallContext, CapabilityError
-from toolvisor.executor._remote_context import SERVED, Callback, call_over, portable, send
+from toolvisor.executor._remote_context import (
+    SERVED,
+    Callback,
+    call_over,
+    portable,
+    receive,
+    send,
+    transmit,
+)
 
 ContextOf = Callable[[int], CallContext | None]
 """The context of the call a link's worker runs now if its tag is the one given, else ``None``."""
@@ -26,9 +34,10 @@ def serve_link(conn: Connection, context_of: ContextOf) -> None:
     """Answer the requests on ``conn`` until the worker's end closes, then close it."""
     try:
         while True:
-            _answer(conn, context_of, pickle.loads(conn.recv_bytes()))
-    except (EOFError, OSError):
-        return
+            _answer(conn, context_of, receive(conn))
+    except CapabilityError as exc:
+        if exc.code != "link_closed":
+            raise
     finally:
         conn.close()
 
@@ -48,9 +57,7 @@ def _answer(conn: Connection, context_of: ContextOf, message: Any) -> None:
         value = getattr(capability, method)(*(
             _Callback(conn, context_of, a.index) if isinstance(a, Callback) else a
             for a in args))
-    except (EOFError, OSError):
-        raise  # the worker is gone: nobody to answer
-    except Exception as exc:
+    except Exception as exc:  # a closed link included: the reply's send then raises it again
         send(conn, ("raised", portable(exc)))
     else:
         send(conn, ("done", value))
@@ -65,9 +72,9 @@ class _Callback:
         self._index = index
 
     def __call__(self, *args: Any) -> Any:
-        send(self._conn, ("call", self._index, args))
+        transmit(self._conn, pickle.dumps(("call", self._index, args)))  # a failure raises here
         while True:
-            message = pickle.loads(self._conn.recv_bytes())
+            message = receive(self._conn)
             if message[0] == "ask":
                 _answer(self._conn, self._context_of, message)
                 continue

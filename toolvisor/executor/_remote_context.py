@@ -82,13 +82,38 @@ def portable(exc: BaseException) -> BaseException:
         return RuntimeError(f"{type(exc).__qualname__}: {exc}")
 
 
+def link_closed(exc: BaseException) -> CapabilityError:
+    """What a use of the link raises once the other end is gone (the worker died, the call
+    was stopped, the agent exited): ``CapabilityError`` ``link_closed``."""
+    return CapabilityError("link_closed", f"the link between the agent and the worker closed "
+                                          f"({type(exc).__name__}): the call ended or the agent "
+                                          "exited")
+
+
+def transmit(conn: Connection, data: bytes) -> None:
+    try:
+        conn.send_bytes(data)
+    except (EOFError, OSError) as exc:
+        raise link_closed(exc) from exc
+
+
+def receive(conn: Connection) -> Any:
+    """The next message; ``link_closed`` if the other end is gone. Only the agent's own
+    workers (a private pipe, or a peer that passed the handshake) are read from."""
+    try:
+        data = conn.recv_bytes()
+    except (EOFError, OSError) as exc:
+        raise link_closed(exc) from exc
+    return pickle.loads(data)
+
+
 def send(conn: Connection, message: tuple[Any, ...]) -> None:
     """Send a reply; a value that cannot be pickled is sent as the error it raised."""
     try:
         data = pickle.dumps(message)
     except Exception as exc:
         data = pickle.dumps(("raised", portable(exc)))
-    conn.send_bytes(data)
+    transmit(conn, data)
 
 
 class ContextLink:
@@ -114,12 +139,12 @@ class ContextLink:
         with self._lock:
             if self._conn is None:
                 self._conn = self._connect()
-            self._conn.send_bytes(request)
+            transmit(self._conn, request)
             return self._answer(self._conn, callbacks)
 
     def _answer(self, conn: Connection, callbacks: list[Callable[..., Any]]) -> Any:
         while True:
-            kind, *rest = pickle.loads(conn.recv_bytes())
+            kind, *rest = receive(conn)
             if kind == "done":
                 return rest[0]
             if kind == "raised":
@@ -205,7 +230,8 @@ class _RemoteDurable(_Asker):
 
 
 class _RemoteToken(_Asker):
-    """The call's cancel token, read from the agent; a link that broke reads as cancelled."""
+    """The call's cancel token, read from the agent; a call that ended or a link that closed
+    reads as cancelled."""
 
     def __init__(self, link: ContextLink, tag: int) -> None:
         super().__init__(link, tag)
@@ -221,7 +247,11 @@ class _RemoteToken(_Asker):
         if not self._set:
             try:
                 self._set = bool(self._ask("cancelled", method, *args))
-            except (EOFError, OSError):
+            except OSError:  # the agent cannot be reached
+                self._set = True
+            except CapabilityError as exc:
+                if exc.code not in ("link_closed", "call_finished"):
+                    raise
                 self._set = True
         return self._set
 
