@@ -11,6 +11,7 @@ the function itself makes meanwhile.
 from __future__ import annotations
 
 import pickle
+import threading
 from collections.abc import Callable
 from multiprocessing.connection import Connection
 from typing import Any
@@ -25,6 +26,8 @@ from toolvisor.executor._remote_context import (
     send,
     transmit,
 )
+
+_LINK_WAIT = 5.0  # seconds close gives a link thread still serving a request of an ended call
 
 ContextOf = Callable[[int], CallContext | None]
 """The context of the call a link's worker runs now if its tag is the one given, else ``None``."""
@@ -82,3 +85,14 @@ class _Callback:
             if kind == "done":
                 return value
             raise value
+
+
+def join_links(threads: list[threading.Thread], log: Any) -> None:
+    """Wait for the link threads of workers that are gone. A thread still inside a request
+    after ``_LINK_WAIT`` (an ``await_event_json`` whose durable effects nobody cancels, when a
+    runner is used without an agent) is left to finish as a daemon, and logged."""
+    for thread in threads:
+        thread.join(_LINK_WAIT)
+    left = [t.name for t in threads if t.is_alive()]
+    if left:
+        log.warning("link_threads_left_busy", threads=left)

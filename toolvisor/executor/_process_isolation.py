@@ -29,7 +29,7 @@ from typing import Any, Literal
 from toolvisor._logging import get_event_log
 from toolvisor.contract import CallContext, HandlerResult, Tool
 from toolvisor.executor._calls import RunningCall
-from toolvisor.executor._context_server import serve_link
+from toolvisor.executor._context_server import join_links, serve_link
 from toolvisor.executor._stats import Counters
 from toolvisor.executor._worker import READY, HandlerAddress, resolve, serve
 
@@ -371,8 +371,7 @@ class ProcessIsolation:
             if not call.settled:
                 self._settle(call, call.cancelled_error())
         self._waiting.clear()
-        for link in self._links:
-            link.join()
+        join_links(self._links, _log)
 
 
 def _exit_error(call: RunningCall, code: int | None) -> Any:

@@ -22,7 +22,7 @@ from multiprocessing.connection import Connection
 from toolvisor._logging import get_event_log
 from toolvisor.contract import CallContext
 from toolvisor.executor._calls import RunningCall
-from toolvisor.executor._context_server import serve_link
+from toolvisor.executor._context_server import join_links, serve_link
 
 _log = get_event_log("tool_runner", isolation="ray")
 _HANDSHAKE_WAIT = 10.0  # seconds either end waits for the other's part of the handshake
@@ -163,6 +163,5 @@ class RayContextLinks:
         socket.create_connection(listener.getsockname()[:2]).close()  # wakes the accept
         with self._lock:
             threads = list(self._threads)
-        for thread in threads:
-            thread.join()
+        join_links(threads, _log)
         listener.close()
