@@ -3,7 +3,8 @@
 ``python -m tests._mcp_server`` serves over stdio; ``--http`` serves streamable HTTP on a
 free port of 127.0.0.1 and prints ``{"url": ...}`` first, so a test reads where it is instead
 of waiting; ``--doomed`` exits just after each tool listing (a server that keeps dying);
-``--token T`` refuses HTTP requests without ``Authorization: Bearer T``.
+``--token T`` refuses HTTP requests without ``Authorization: Bearer T``; ``--port N`` serves
+on that port (a restarted server takes its predecessor's place).
 """
 
 from __future__ import annotations
@@ -107,6 +108,7 @@ def main() -> None:
     parser.add_argument("--http", action="store_true")
     parser.add_argument("--doomed", action="store_true")
     parser.add_argument("--token")
+    parser.add_argument("--port", type=int, default=0)
     options = parser.parse_args()
     server = app
     if options.doomed:
@@ -124,7 +126,9 @@ def main() -> None:
 
         web.add_middleware(BaseHTTPMiddleware, dispatch=check)
     sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # a restart takes its port back
+    sock.bind(("127.0.0.1", options.port))
+    sock.listen()  # before the URL is told: a client may connect at once
     port = sock.getsockname()[1]
     sys.stdout.write(json.dumps({"url": f"http://127.0.0.1:{port}/mcp"}) + "\n")
     sys.stdout.flush()

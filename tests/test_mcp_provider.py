@@ -194,3 +194,61 @@ def test_the_example_shows_a_crash_and_a_restart() -> None:
     assert "crash failed -> crash: handler_exit (mcp_transport_closed)" in shown
     assert "[child_restarted] connection" in shown
     assert "run 2: {\"result\":\"Lima: 21 C, clear\"}" in shown
+
+
+def serve_http(*flags: str) -> tuple[subprocess.Popen[str], str]:
+    """An HTTP server of the test's own (it kills it); its URL from its first line."""
+    process = subprocess.Popen([*SERVER, "--http", "--token", TOKEN, *flags], cwd=ROOT,
+                               stdout=subprocess.PIPE, text=True)
+    assert process.stdout is not None
+    line = process.stdout.readline()
+    assert line, f"the MCP server exited with {process.wait()}"
+    return process, str(json.loads(line)["url"])
+
+
+def stop_server(process: subprocess.Popen[str]) -> None:
+    process.kill()
+    process.wait()
+    if process.stdout is not None:
+        process.stdout.close()
+
+
+def test_a_redeployed_http_server_is_reconnected_to_with_backoff(events: Events) -> None:
+    """The server dies while idle (its subscription stream drops): the session is lost, the
+    restarted connection cannot reach it and tries again with backoff instead of spending the
+    intensity; once the new server is up on the same port, calls go to it."""
+    model = ScriptedModel([calls(call("pid", {}, id="before")), "one",
+                           calls(call("pid", {}, id="after")), "two"])
+    first_server, url = serve_http()
+    servers = [first_server]
+    try:
+        with Agent(model, mcp=[http(url, reconnect_delay=0.05)]) as agent:
+            first = agent.run("go")
+            stop_server(first_server)
+            events.wait_for("child_restarted", child_id="connection")
+            assert events.wait_for("mcp_reconnect_failed")["attempt"] == 0
+            port = url.rsplit(":", 1)[1].split("/")[0]
+            second_server, _ = serve_http("--port", port)
+            servers.append(second_server)
+            events.wait_for("mcp_reconnected")
+            after = agent.run("again")
+    finally:
+        for server in servers:
+            stop_server(server)
+    assert json.loads(results(first)["before"].content)["result"] == first_server.pid
+    assert json.loads(results(after)["after"].content)["result"] == second_server.pid
+    assert not [e for e in events.named() if e == ("restart_intensity_exceeded", "connection")]
+
+
+def test_a_server_that_stays_away_is_given_up_after_its_reconnect_attempts(
+        events: Events) -> None:
+    server, url = serve_http()
+    try:
+        with Agent(ScriptedModel(["unused"]),
+                   mcp=[http(url, reconnect_attempts=2, reconnect_delay=0.01)]) as agent:
+            stop_server(server)
+            events.wait_for("restart_intensity_exceeded", child_id="connection")
+            events.wait_for("tool_source_orphaned")
+            assert "pid" not in {spec.name for spec in agent.registry.specs()}
+    finally:
+        stop_server(server)

@@ -30,8 +30,10 @@ _log = get_event_log("actor_thread_pool")
 class ActorThreadPool:
     """Reused threads for the loops of short-lived actors, owned (and closed) by its creator.
 
-    ``max_threads`` bounds the actors running at once: an actor started beyond it waits for a
-    thread (keep it at least the supervisor's ``max_children``). Idle threads retire after
+    ``max_threads`` bounds the slices running at once (an actor that waits for mail is parked
+    and holds none): a slice beyond it waits for a thread. A ``thread`` tool's handler runs in
+    its actor's first slice, so keep it at least the supervisor's ``max_children``. Idle
+    threads retire after
     ``idle_timeout`` seconds. An actor stuck in user code can have its thread abandoned
     (:meth:`PooledThreadingActor.abandon_thread`): it stops counting, a replacement starts if
     loops wait, and it exits once the actor's loop returns.

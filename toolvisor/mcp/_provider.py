@@ -6,11 +6,19 @@ the call to the current session). The session itself belongs to a supervised
 ``McpConnection`` actor, under a supervisor of the provider's own (``child_spec``): a session
 that ends is that actor's exit, restarted within the provider's intensity; past it the
 supervisor gives up and ``on_give_up`` lets the owner orphan the provider's tools.
+
+A server that cannot be reached when the agent starts fails the start (a wrong address is
+told at once). Once a session was up, a restarted connection that cannot reach the server
+stays alive and tries again with capped exponential backoff (a server being redeployed is
+down for seconds, and restarts in a row would spend the intensity in milliseconds); only
+when ``reconnect_attempts`` are spent does it exit, and the next start fails fast, so the
+supervisor gives up within its intensity.
 """
 
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass
@@ -40,14 +48,24 @@ class McpToolProvider(DynamicToolProvider):
     to the catalog and its connection to the supervision tree. Calls run as ``asyncio`` tools
     with the agent's tool timeout (or ``timeout``); at the deadline the call is cancelled and
     the server gets the MCP cancellation notification. ``max_restarts`` within
-    ``max_seconds`` is the connection's intensity.
+    ``max_seconds`` is the connection's intensity. After a lost session the connection tries
+    ``reconnect_attempts`` times, ``reconnect_delay`` seconds apart at first, doubling up to
+    ``max_reconnect_delay`` (0 attempts: the restart fails at once, as at the start).
     """
 
     def __init__(self, name: str, server: ServerAddress, *, timeout: float | None = None,
                  max_restarts: int = 3, max_seconds: float = 5.0,
-                 connect_timeout: float = 30.0) -> None:
+                 connect_timeout: float = 30.0, reconnect_attempts: int = 8,
+                 reconnect_delay: float = 0.1, max_reconnect_delay: float = 5.0) -> None:
         if not isinstance(name, str) or not name:
             raise ValueError(f"an MCP server needs a non-empty name, got {name!r}")
+        if isinstance(reconnect_attempts, bool) or not isinstance(reconnect_attempts, int) \
+                or reconnect_attempts < 0:
+            raise ValueError(f"reconnect_attempts must be an int >= 0, got "
+                             f"{reconnect_attempts!r}")
+        if not 0 < reconnect_delay <= max_reconnect_delay:
+            raise ValueError(f"need 0 < reconnect_delay <= max_reconnect_delay, got "
+                             f"{reconnect_delay!r} and {max_reconnect_delay!r}")
         super().__init__()
         self.name = name
         self._server = server
@@ -55,8 +73,14 @@ class McpToolProvider(DynamicToolProvider):
         self._max_restarts = max_restarts
         self._max_seconds = max_seconds
         self._connect_timeout = connect_timeout
+        self._reconnect_attempts = reconnect_attempts
+        self._reconnect_delay = reconnect_delay
+        self._max_reconnect_delay = max_reconnect_delay
         self._log = get_event_log("mcp", source=self.source)
         self._session: McpSession | None = None
+        # Whether a session was up and a restart should reconnect rather than fail: written
+        # by the connection actor of the moment (one at a time, under its supervisor).
+        self._reconnect = False
 
     @classmethod
     def stdio(cls, name: str, command: Sequence[str], *, env: Mapping[str, str] | None = None,
@@ -133,16 +157,34 @@ class _Lost:
     why: str
 
 
+@dataclass(frozen=True, slots=True)
+class _TryAgain:
+    attempt: int
+
+
 class McpConnection(SupervisedActor, pykka.ThreadingActor):
-    """One session of a provider, supervised: started connected (its tools listed), it exits
-    with ``McpConnectionError`` when the session ends, and its supervisor restarts it."""
+    """One session of a provider, supervised: it exits with ``McpConnectionError`` when the
+    session ends, and its supervisor restarts it. The first start connects (its tools listed)
+    or fails; a restart that cannot connect keeps trying with backoff (``_TryAgain``, told by
+    a timer that ``_timer`` holds; state owned by the actor's thread)."""
 
     def __init__(self, provider: McpToolProvider) -> None:
         super().__init__()
         self._provider = provider
         self._session: McpSession | None = None
+        self._timer: threading.Timer | None = None
 
     def on_start(self) -> None:
+        provider = self._provider
+        try:
+            self._connect()
+        except McpConnectionError as exc:
+            if not provider._reconnect or provider._reconnect_attempts == 0:
+                raise
+            provider._log.warning("mcp_reconnect_failed", attempt=0, error=str(exc))
+            self._try_again(1)
+
+    def _connect(self) -> None:
         provider = self._provider
         session = load("_session").McpSession(provider._server, provider.source,
                                               provider._take_listing, self._lost)
@@ -152,16 +194,46 @@ class McpConnection(SupervisedActor, pykka.ThreadingActor):
             raise McpConnectionError(f"{provider.source}: {exc}") from exc.__cause__
         self._session = session
         provider._attach(session)
+        provider._reconnect = True
+
+    def _try_again(self, attempt: int) -> None:
+        """Tell this actor ``_TryAgain(attempt)`` after the backoff of that attempt."""
+        provider = self._provider
+        delay = min(provider._reconnect_delay * 2 ** (attempt - 1),
+                    provider._max_reconnect_delay)
+        self._timer = threading.Timer(delay, self._tell_quietly, args=(_TryAgain(attempt),))
+        self._timer.daemon = True
+        self._timer.start()
+
+    def _tell_quietly(self, message: Any) -> None:
+        with suppress(ActorDeadError):
+            self.actor_ref.tell(message)
 
     def _lost(self, why: str) -> None:
         """Told by the session's thread: end this incarnation (its supervisor decides)."""
-        with suppress(ActorDeadError):
-            self.actor_ref.tell(_Lost(why))
+        self._tell_quietly(_Lost(why))
 
     def on_receive(self, message: Any) -> Any:
         if isinstance(message, _Lost):
             raise McpConnectionError(f"{self._provider.source}: {message.why}")
+        if isinstance(message, _TryAgain):
+            self._reconnect_once(message.attempt)
+            return None
         return super().on_receive(message)
+
+    def _reconnect_once(self, attempt: int) -> None:
+        provider = self._provider
+        try:
+            self._connect()
+        except McpConnectionError as exc:
+            provider._log.warning("mcp_reconnect_failed", attempt=attempt, error=str(exc))
+            if attempt < provider._reconnect_attempts:
+                self._try_again(attempt + 1)
+                return
+            provider._reconnect = False  # the next start fails fast: the supervisor decides
+            raise McpConnectionError(
+                f"{provider.source}: could not reconnect in {attempt} attempts: {exc}") from exc
+        provider._log.info("mcp_reconnected", attempt=attempt)
 
     def on_stop(self) -> None:
         self._close()
@@ -170,6 +242,10 @@ class McpConnection(SupervisedActor, pykka.ThreadingActor):
         self._close()
 
     def _close(self) -> None:
+        timer, self._timer = self._timer, None
+        if timer is not None:
+            timer.cancel()
+            timer.join()
         session, self._session = self._session, None
         if session is not None:
             self._provider._attach(None)

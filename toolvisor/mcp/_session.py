@@ -316,14 +316,19 @@ class McpSession:
                 or not capability.list_changed:
             task_status.started()
             return
+        listening = False
         try:
             async with client.listen(tools_list_changed=True) as events:
                 task_status.started()
+                listening = True
                 async for _ in events:
                     self._announce()
         except (ListenNotSupportedError, SubscriptionLost, MCPError) as exc:
             self._log.info("mcp_listen_ended", error=f"{type(exc).__name__}: {exc}")
-            task_status.started()
+            if not listening:  # refused at the start: the session goes on without it
+                task_status.started()
+            elif not self._stopping.is_set():  # cut off mid-session: the server went away
+                self._lose(f"the subscription stream ended: {type(exc).__name__}: {exc}")
 
 
 def _settle(future: Future[HandlerResult], done: Future[HandlerResult], tool: str,
