@@ -4,8 +4,10 @@ timeline."""
 from __future__ import annotations
 
 import io
+import sys
 from pathlib import Path
 
+import pytest
 from _observed_run import observed_run
 from rich.console import Console
 
@@ -63,3 +65,12 @@ def test_a_run_as_a_mermaid_timeline(tmp_path: Path) -> None:
     written = write_mermaid(outcome, tmp_path / "run.md").read_text()
     assert written == f"```mermaid\n{diagram}```\n"
     assert write_mermaid(outcome, tmp_path / "run.mmd").read_text() == diagram
+
+
+def test_without_rich_the_tree_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("rich", "rich.console", "rich.live", "rich.tree"):
+        monkeypatch.setitem(sys.modules, name, None)
+    from toolvisor.observe import Board  # noqa: PLC0415
+
+    with pytest.raises(ImportError, match=r"toolvisor\[observe\]"):
+        render(Board())

@@ -14,6 +14,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING, Any, TextIO
 
 from toolvisor._logging import EventSink, set_event_sink
@@ -32,12 +33,24 @@ def _attempts(attempts: list[tuple[int, str, float | None]]) -> str:
     return "  ↻ ".join(parts)
 
 
+def _rich() -> ModuleType:
+    """``rich`` (only for the terminal view and its picture), or an ``ImportError`` naming the
+    extra that installs it."""
+    try:
+        import rich.console  # noqa: PLC0415
+        import rich.live  # noqa: PLC0415
+        import rich.tree  # noqa: PLC0415
+    except ImportError as exc:
+        raise ImportError("the live view's tree needs rich: pip install 'toolvisor[observe]' "
+                          "(without a terminal, live() prints plain lines and needs none)"
+                          ) from exc
+    return rich
+
+
 def render(board: Board) -> Tree:
     """The board as a ``rich`` tree."""
-    from rich.tree import Tree  # noqa: PLC0415 (rich only for the terminal view)
-
-    root = Tree(f"[bold]toolvisor[/]  restarts: {board.restarts}  "
-                f"abandoned threads: {board.abandoned}")
+    root: Tree = _rich().tree.Tree(f"[bold]toolvisor[/]  restarts: {board.restarts}  "
+                                   f"abandoned threads: {board.abandoned}")
     for run in board.runs():
         _render_run(root, run)
     return root
@@ -48,10 +61,8 @@ def save_svg(board: Board, path: str | Path, *, width: int = 100,
     """Draw the board's tree as it stands into an SVG file at ``path`` (``rich``'s terminal
     export, colours and all), so a picture of the live view is made from a real run rather
     than by hand. Returns the path."""
-    from rich.console import Console  # noqa: PLC0415
-
-    console = Console(record=True, file=io.StringIO(), width=width, force_terminal=True,
-                      color_system="truecolor")
+    console = _rich().console.Console(record=True, file=io.StringIO(), width=width,
+                                      force_terminal=True, color_system="truecolor")
     console.print(render(board))
     target = Path(path)
     console.save_svg(str(target), title=title)
@@ -96,11 +107,10 @@ def live(stream: TextIO | None = None, *, refresh_per_second: float = 8) -> Iter
         if not tty:
             yield board
             return
-        from rich.console import Console  # noqa: PLC0415
-        from rich.live import Live  # noqa: PLC0415
-
-        with Live(get_renderable=lambda: render(board), console=Console(file=out),
-                  refresh_per_second=refresh_per_second):
+        rich = _rich()
+        with rich.live.Live(get_renderable=lambda: render(board),
+                            console=rich.console.Console(file=out),
+                            refresh_per_second=refresh_per_second):
             yield board
     finally:
         set_event_sink(previous)
