@@ -126,3 +126,17 @@ def step_raises_os_error(arguments: dict[str, Any], ctx: CallContext) -> Ok:
     except FileNotFoundError as exc:
         return Ok({"caught": type(exc).__name__})
     return Ok("unreachable")
+
+
+def makes_spans(arguments: dict[str, Any]) -> Ok:
+    """Spans of the handler's own, made in the worker with the global tracer."""
+    from opentelemetry import trace  # noqa: PLC0415
+
+    tracer = trace.get_tracer("tests.remote")
+    with tracer.start_as_current_span("lookup", attributes={"table": "cities"}) as outer:
+        outer.set_attribute("rows", 3)
+        outer.add_event("cache_miss", {"key": "lyon"})
+        with tracer.start_as_current_span("inner") as inner:
+            inner.set_status(trace.StatusCode.ERROR, "slow")
+            ids = format(inner.get_span_context().span_id, "016x")
+    return Ok({"inner": ids, "pid": os.getpid()})

@@ -14,6 +14,10 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import StatusCode
 
 from tests import _remote_handlers as rh
 from toolvisor import Agent, CallContext, Completed, Ok, Suspended, Tool, ToolCall
@@ -209,29 +213,27 @@ def test_a_deadline_ends_an_await_the_agent_serves_for_a_worker(
     assert result.reason.reason == "timeout"  # type: ignore[union-attr]
 
 
-def test_the_calls_span_is_current_in_the_worker(in_worker: Callable[..., Tool]) -> None:
-    """The trace context crosses: the worker's current span is the call's ``execute_tool``."""
-    from opentelemetry.sdk.trace import TracerProvider  # noqa: PLC0415
-    from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: PLC0415
-    from opentelemetry.sdk.trace.export.in_memory_span_exporter import (  # noqa: PLC0415
-        InMemorySpanExporter,
-    )
-
+def traced_run(tool: Tool) -> tuple[Any, dict[str, ReadableSpan]]:
+    """One call of ``tool`` in a traced run: what the tool said, and the spans by name."""
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
-    model = FunctionModel(lambda request: calls(call("traced", {}, id="c1")) if not answers(
+    model = FunctionModel(lambda request: calls(call(tool.name, {}, id="c1")) if not answers(
         request) else ModelResponse(text=answers(request)["c1"]))
-    with Agent(model, [in_worker(rh.trace_ids, name="traced")],
-               tracer_provider=provider) as agent:
+    with Agent(model, [tool], tracer_provider=provider) as agent:
         outcome = agent.run("go", timeout=30)
     provider.shutdown()
     assert isinstance(outcome, Completed), outcome
-    seen = json.loads(outcome.text)
-    [span] = [s for s in exporter.get_finished_spans() if s.name == "execute_tool traced"]
-    assert span.context is not None
-    assert seen == {"trace_id": format(span.context.trace_id, "032x"),
-                    "span_id": format(span.context.span_id, "016x")}
+    return json.loads(outcome.text), {s.name: s for s in exporter.get_finished_spans()}
+
+
+def test_the_calls_span_is_current_in_the_worker(in_worker: Callable[..., Tool]) -> None:
+    """The trace context crosses: the worker's current span is the call's ``execute_tool``."""
+    seen, spans = traced_run(in_worker(rh.trace_ids, name="traced"))
+    context = spans["execute_tool traced"].context
+    assert context is not None
+    assert seen == {"trace_id": format(context.trace_id, "032x"),
+                    "span_id": format(context.span_id, "016x")}
 
 
 def test_a_thread_a_call_left_behind_cannot_reach_the_next_calls_context() -> None:
@@ -301,3 +303,19 @@ def test_a_steps_own_os_error_is_its_error_not_a_closed_link(
     log = tmp_path / "after.log"  # the same worker's link still serves the next call
     assert runner.run(in_worker(rh.journals), {"log": str(log)},
                       journaled_ctx(store, "c8")).value["charged"] == 42  # type: ignore[union-attr]
+
+
+def test_the_spans_a_handler_makes_in_the_worker_reach_the_agents_trace(
+        in_worker: Callable[..., Tool]) -> None:
+    """Made in the agent's trace, under the call's span, with the ids the worker saw."""
+    seen, spans = traced_run(in_worker(rh.makes_spans, name="spans"))
+    assert seen["pid"] != os.getpid()
+    call_span, lookup, inner = spans["execute_tool spans"], spans["lookup"], spans["inner"]
+    assert lookup.parent is not None and call_span.context is not None
+    assert lookup.parent.span_id == call_span.context.span_id
+    assert inner.parent is not None and lookup.context is not None
+    assert inner.parent.span_id == lookup.context.span_id
+    assert inner.context is not None and format(inner.context.span_id, "016x") == seen["inner"]
+    assert dict(lookup.attributes or {}) == {"table": "cities", "rows": 3}
+    assert [e.name for e in lookup.events] == ["cache_miss"]
+    assert inner.status.status_code == StatusCode.ERROR and inner.status.description == "slow"

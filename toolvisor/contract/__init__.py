@@ -10,6 +10,7 @@ from toolvisor.contract._context import (
     CompletionKeys,
     DurableEffectsAccess,
     StateAccess,
+    TraceSpans,
 )
 from toolvisor.contract._errors import (
     TOOL_ERROR_REASONS,
@@ -118,6 +119,7 @@ __all__ = [
     "ToolResultMessage",
     "ToolSpec",
     "ToolvisorError",
+    "TraceSpans",
     "Usage",
     "UserMessage",
     "Violation",

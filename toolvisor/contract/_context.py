@@ -115,6 +115,25 @@ class DurableEffectsAccess(Protocol):
     def emit_process_event(self, type: str, payload: Any = None) -> int: ...
 
 
+@runtime_checkable
+class TraceSpans(Protocol):
+    """Spans in the agent's trace for a handler that runs out of process (the host's
+    tracing serves it; a worker's OpenTelemetry tracer forwards to it).
+
+    ``start`` makes a span, a child of the span ``parent`` names (a handle ``start``
+    returned) or of the call's own span (``None``), and returns its handle, trace id and span
+    id; ``apply`` calls one of the span's methods (``set_attribute``, ``set_attributes``,
+    ``add_event``, ``set_status``, ``update_name``, ``record_exception``); ``end`` ends it.
+    """
+
+    def start(self, name: str, parent: int | None, kind: str, attributes: dict[str, Any],
+              start_time: int | None) -> tuple[int, int, int]: ...
+
+    def apply(self, handle: int, method: str, args: tuple[Any, ...]) -> None: ...
+
+    def end(self, handle: int, end_time: int | None) -> None: ...
+
+
 @dataclass(frozen=True, slots=True)
 class CallContext:
     """Who is calling and with which capabilities; every field reads as ``None`` when missing.
@@ -137,6 +156,7 @@ class CallContext:
     durable: DurableEffectsAccess | None = None
     trace_scope: Callable[[], AbstractContextManager[Any]] | None = None  # entered around a
     # thread or asyncio handler where it runs: the host's tracing makes the call's span current
+    trace_spans: TraceSpans | None = None  # a worker's spans, made in the agent's trace
 
     def completion_key(self) -> str:
         """The signed key naming this call's durable wait: take it, then return ``Pending``.

@@ -21,7 +21,7 @@ def run_task(tool: Tool, arguments: Any, fields: CallFields) -> bytes:
     link = ContextLink(address.connect)
     try:
         ctx = remote_context(call, link)
-        with traced(call.trace):
+        with traced(call, link):
             result = execute(tool, arguments, ctx)
         return dump_result(result, ctx, tool.name)
     finally:

@@ -27,7 +27,7 @@ from typing import Any
 
 from toolvisor.contract import CallContext, CapabilityError, ToolCall
 
-CAPABILITIES = ("state", "catalog", "completion_keys", "durable")
+CAPABILITIES = ("state", "catalog", "completion_keys", "durable", "trace_spans")
 """The context's capabilities a worker can reach, by the ``CallContext`` field that holds them."""
 
 SERVED: Mapping[str, frozenset[str]] = {
@@ -37,6 +37,7 @@ SERVED: Mapping[str, frozenset[str]] = {
     "durable": frozenset({"run_json", "external_event_key", "await_event_json",
                           "emit_process_event"}),
     "cancelled": frozenset({"is_set", "wait"}),
+    "trace_spans": frozenset({"start", "apply", "end"}),
 }
 """What a worker may ask for: the methods of each capability, and nothing else."""
 
@@ -290,10 +291,11 @@ def trace_headers(ctx: CallContext) -> dict[str, str] | None:
 
 
 @contextlib.contextmanager
-def traced(headers: Mapping[str, str] | None) -> Iterator[None]:
-    """Make the call's span current around the handler in the worker, if the call is traced
-    and ``opentelemetry`` is importable there; the handler's own spans are its children."""
-    if not headers:
+def traced(call: RemoteCall, link: ContextLink) -> Iterator[None]:
+    """Around the handler in the worker, for a traced call where ``opentelemetry`` is
+    importable: the call's span is the current one, and the spans the handler makes go to
+    the agent's trace over ``link`` (``_worker_tracing.py``), children of it."""
+    if not call.trace:
         yield
         return
     try:
@@ -301,8 +303,13 @@ def traced(headers: Mapping[str, str] | None) -> Iterator[None]:
     except ImportError:
         yield
         return
-    token = context.attach(propagate.extract(dict(headers)))
+    token = context.attach(propagate.extract(dict(call.trace)))
     try:
-        yield
+        with contextlib.ExitStack() as stack:
+            if "trace_spans" in call.capabilities:
+                from toolvisor.executor._worker_tracing import forwarding  # noqa: PLC0415
+
+                stack.enter_context(forwarding(link, call.tag))
+            yield
     finally:
         context.detach(token)

@@ -140,6 +140,6 @@ def serve(conn: Connection, link_conn: Connection) -> None:
             except Exception as exc:
                 result = _not_importable(address, ctx, exc)
         if tool is not None:
-            with traced(request.call.trace):
+            with traced(request.call, link):
                 result = execute(tool, request.arguments, ctx)
         conn.send_bytes(dump_result(result, ctx, address.tool_name))

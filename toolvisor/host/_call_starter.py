@@ -101,7 +101,7 @@ class CallStarter:
                 else (tool.name, tool.isolation or "none")
             span = self._observe.tool_call(run, planned, name, isolation)
             if span is not None:  # the handler's own spans nest under the call's
-                ctx = dataclasses.replace(ctx, trace_scope=span.scope)
+                ctx = dataclasses.replace(ctx, trace_scope=span.scope, trace_spans=span.remote)
             reply = functools.partial(self._finished.on_reply,
                                       CallTarget(self._me, run.run_id, effect.id, view, ctx,
                                                  token, ticket, span))

@@ -29,6 +29,7 @@ from toolvisor.contract import (
     ToolError,
     result_outcome,
 )
+from toolvisor.host._remote_spans import RemoteSpans
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Span, Tracer, TracerProvider
@@ -79,6 +80,7 @@ class ToolSpan:
 
     span: Span
     record_content: bool
+    remote: RemoteSpans  # the spans of a handler that runs out of process
 
     def scope(self) -> AbstractContextManager[Any]:
         """The span as the current one (not ended on exit), where the handler runs."""
@@ -103,6 +105,7 @@ class ToolSpan:
             span.set_status(Status(StatusCode.ERROR, text[:_CONTENT_LIMIT]))
         if self.record_content:
             span.set_attribute("gen_ai.tool.call.result", _clip(text))
+        self.remote.end_all()
         span.end()
 
 
@@ -217,4 +220,4 @@ class Tracing:
         span = self._tracer.start_span(
             f"execute_tool {tool_name}", kind=self._trace.SpanKind.INTERNAL,
             context=self._trace.set_span_in_context(run_span), attributes=attributes)
-        return ToolSpan(span, self._record_content)
+        return ToolSpan(span, self._record_content, RemoteSpans(self._tracer, span))
