@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import io
 import os
 import socket
 import subprocess
@@ -29,6 +30,7 @@ from toolvisor import (
 from toolvisor.contract import HandlerResult, InvalidArguments
 from toolvisor.executor import ToolRunner
 from toolvisor.machine import RetryPolicy
+from toolvisor.observe import live
 from toolvisor.testing import LeakCheck, ScriptedModel, call, calls
 
 
@@ -138,7 +140,9 @@ def test_a_ray_actor_keeps_its_tools_state_between_calls(runner: ToolRunner) -> 
 def test_a_dead_actor_is_restarted_within_its_intensity(runner: ToolRunner) -> None:
     tools = counter_tools(max_restarts=1)
     assert runner.run(tools["add"], {}) == Ok(11)
-    error = error_of(runner.run(tools["crash"], {}))
+    with live(io.StringIO()) as board:  # the live view counts the rebuild as a restart
+        error = error_of(runner.run(tools["crash"], {}))
+    assert board.restarts == 1
     assert error.reason == "handler_exit" and error.cause == "ActorDiedError"
     assert runner.run(tools["add"], {}) == Ok(11)  # a fresh actor: its state starts again
     assert error_of(runner.run(tools["crash"], {})).reason == "handler_exit"

@@ -84,6 +84,9 @@ class Board:
         if event == "child_restarted":
             self.restarts += 1
             return f"restart   {fields.get('supervisor_id')}/{fields.get('child_id')}"
+        if event == "ray_actor_restarting":  # a RayActor rebuilt within its own intensity
+            self.restarts += 1
+            return f"restart   ray actor {fields.get('actor')}"
         if event == "call_abandoned":
             self.abandoned += 1
         run = self._run(fields)
