@@ -1,17 +1,18 @@
 """The call context of a handler that runs out of process, as the worker sees it.
 
 A worker (a ``process`` pool worker, a Ray task) gets a ``CallContext`` whose state, catalog,
-completion keys, durable effects and cancel token are proxies: each use is one request over a
+completion keys, durable effects, cancel token and trace spans (``_worker_tracing.py``) are
+proxies: each use is one request over a
 ``ContextLink`` to the agent, which performs it on the call's real context (the very objects an
 in-process handler gets, see ``_context_server.py``) and answers. A callable argument (the
 ``fn`` of ``run_json``) stays here: the agent calls it back over the same link. So a journaled
 step, a completion key or a state write has the guarantees it has in process.
 
 Messages are pickled tuples on a ``multiprocessing`` ``Connection`` (a private pipe, or a
-socket authenticated with a per-runner key): ``("ask", tag, target, method, args)`` from the
-worker;
-``("done", value)``, ``("raised", exc)`` or ``("call", index, args)`` (run callback ``index``)
-from the agent, to which the worker answers ``done`` or ``raised``.
+socket whose peer passed the runner's handshake): ``("ask", tag, target, method, args)`` from
+the worker; ``("done", value)``, ``("raised", exc)`` or ``("call", index, args)`` (run
+callback ``index``) from the agent, to which the worker answers ``done`` or ``raised``. The
+link's own I/O failing is ``CapabilityError`` ``link_closed``.
 """
 
 from __future__ import annotations
@@ -92,6 +93,7 @@ def link_closed(exc: BaseException) -> CapabilityError:
 
 
 def transmit(conn: Connection, data: bytes) -> None:
+    """Send ``data``; ``link_closed`` if the other end is gone."""
     try:
         conn.send_bytes(data)
     except (EOFError, OSError) as exc:
