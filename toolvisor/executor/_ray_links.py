@@ -97,6 +97,8 @@ class RayContextLinks:
         starts listening on first use."""
         token = secrets.token_urlsafe(16)
         with self._lock:
+            if self._closing:
+                raise RuntimeError("this runner's Ray links are closed; the runner is closing")
             if self._listener is None:
                 self._listener = socket.create_server((self._host, 0))
                 self._start(self._accept, self._listener, "toolvisor-ray-links")
