@@ -20,7 +20,17 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import StatusCode
 
 from tests import _remote_handlers as rh
-from toolvisor import Agent, CallContext, Completed, Ok, Suspended, Tool, ToolCall
+from toolvisor import (
+    Agent,
+    CallContext,
+    Completed,
+    Err,
+    Ok,
+    Suspended,
+    Tool,
+    ToolCall,
+    ToolError,
+)
 from toolvisor.contract import CapabilityError, ModelRequest, ModelResponse, ToolResultMessage
 from toolvisor.durable import DurableEffects, SqliteSessionStore
 from toolvisor.executor import ToolRunner, prepare_process_isolation
@@ -319,3 +329,21 @@ def test_the_spans_a_handler_makes_in_the_worker_reach_the_agents_trace(
     assert dict(lookup.attributes or {}) == {"table": "cities", "rows": 3}
     assert [e.name for e in lookup.events] == ["cache_miss"]
     assert inner.status.status_code == StatusCode.ERROR and inner.status.description == "slow"
+
+
+def test_the_ray_links_listen_where_the_environment_says(
+        ray_cluster: ModuleType, store: SqliteSessionStore, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """``TOOLVISOR_RAY_LINK_HOST``: an address the workers reach is used; one this machine
+    does not have fails the call with an error that names the setting."""
+    tool = Tool(name="remote", handler=rh.journals, isolation="ray")
+    monkeypatch.setenv("TOOLVISOR_RAY_LINK_HOST", "127.0.0.1")
+    with ToolRunner(tool_timeout=20.0) as runner:
+        result = runner.run(tool, {"log": str(tmp_path / "log")}, journaled_ctx(store, "c9"))
+    assert isinstance(result, Ok) and result.value["charged"] == 42
+    monkeypatch.setenv("TOOLVISOR_RAY_LINK_HOST", "192.0.2.1")  # TEST-NET-1: not ours
+    with ToolRunner(tool_timeout=20.0) as runner:
+        refused = runner.run(tool, {"log": str(tmp_path / "log")}, journaled_ctx(store, "c10"))
+    assert isinstance(refused, Err) and isinstance(refused.reason, ToolError)
+    assert (refused.reason.reason, refused.reason.code) == ("handler_exit", "not_started")
+    assert "TOOLVISOR_RAY_LINK_HOST" in refused.reason.message

@@ -7,12 +7,15 @@ with only what the handler needs; the task runs it through ``execute`` and sends
 pickled result, as a worker process does. The runner is told when the task's future completes
 (no thread waits per call); at the deadline the task is cancelled with ``force=True`` (its
 worker process is killed). The handler's context is served over a link the task opens back
-to this process (``_ray_links.py``). A ``RayActor`` tool's call goes to its actor instead
-(``_ray_actors.py``), which a deadline kills.
+to this process (``_ray_links.py``), on the address Ray knows this node by, or on
+``$TOOLVISOR_RAY_LINK_HOST`` (for a driver the workers reach by another address). A
+``RayActor`` tool's call goes to its actor instead (``_ray_actors.py``), which a deadline
+kills.
 """
 
 from __future__ import annotations
 
+import os
 import pickle
 import threading
 import weakref
@@ -25,7 +28,7 @@ from toolvisor._logging import get_event_log
 from toolvisor.contract import Err, HandlerResult, Tool
 from toolvisor.executor._calls import RunningCall
 from toolvisor.executor._ray_actors import ActorCall, RayActors
-from toolvisor.executor._ray_links import LinkAddress, RayContextLinks
+from toolvisor.executor._ray_links import LINK_HOST_VARIABLE, LinkAddress, RayContextLinks
 from toolvisor.executor._ray_task import CallFields, run_task
 from toolvisor.executor._remote_context import RemoteCall
 from toolvisor.executor._stats import Counters
@@ -107,7 +110,8 @@ class RayIsolation:
             if self._ray is None:
                 self._ray = _connect()
                 self._task = self._ray.remote(run_task)
-                self._links = RayContextLinks(self._ray.util.get_node_ip_address())
+                self._links = RayContextLinks(os.environ.get(LINK_HOST_VARIABLE)
+                                              or self._ray.util.get_node_ip_address())
             assert self._links is not None
             return self._ray, self._task, self._links
 
@@ -115,7 +119,10 @@ class RayIsolation:
         """Start ``call``'s task; an ``Err`` if it cannot be sent (the runner settles it)."""
         ray, task, links = self._remote()
         remote = RemoteCall.of(call.ctx)
-        address = links.address_for(call, remote.tag)
+        try:
+            address = links.address_for(call, remote.tag)
+        except RuntimeError as exc:  # no address to listen on, or the runner is closing
+            return call.error("handler_exit", str(exc), repr(exc), code="not_started")
         worker: Any
         try:
             fields: CallFields = (remote, address)

@@ -25,6 +25,9 @@ from toolvisor.executor._calls import RunningCall
 from toolvisor.executor._context_server import join_links, serve_link
 
 _log = get_event_log("tool_runner", isolation="ray")
+LINK_HOST_VARIABLE = "TOOLVISOR_RAY_LINK_HOST"
+"""The environment variable that names the address the links listen on (default: the address
+Ray knows this node by)."""
 _HANDSHAKE_WAIT = 10.0  # seconds either end waits for the other's part of the handshake
 _NONCE = 32
 
@@ -100,7 +103,13 @@ class RayContextLinks:
             if self._closing:
                 raise RuntimeError("this runner's Ray links are closed; the runner is closing")
             if self._listener is None:
-                self._listener = socket.create_server((self._host, 0))
+                try:
+                    self._listener = socket.create_server((self._host, 0))
+                except OSError as exc:
+                    raise RuntimeError(
+                        f"cannot listen on {self._host!r} for the Ray tasks' context links "
+                        f"({exc}); set {LINK_HOST_VARIABLE} to an address of this machine "
+                        "the cluster's workers can reach") from exc
                 self._start(self._accept, self._listener, "toolvisor-ray-links")
             self._calls[token] = (call, tag)
             host, port = self._listener.getsockname()[:2]
