@@ -87,9 +87,11 @@ class ToolServer:
     async def serve_http(self, host: str, port: int,
                          on_listening: Callable[[str], None] | None = None) -> None:
         """Serve streamable HTTP on ``host:port`` (``0``: a free port); ``on_listening``
-        gets the endpoint's URL once the socket is bound."""
+        gets the endpoint's URL once the socket listens (a client may connect at once: the
+        connection waits in the backlog until the server accepts it)."""
         sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
         sock.bind((host, port))
+        sock.listen()
         url = f"http://{host}:{sock.getsockname()[1]}/mcp"
         if on_listening is not None:
             on_listening(url)
