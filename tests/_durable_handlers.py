@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -137,15 +138,6 @@ def remote(arguments: dict[str, Any], ctx: CallContext) -> Ok:
     return Ok("remote done")
 
 
-def remote_model(log: str) -> Any:
-    def respond(request: ModelRequest) -> ModelResponse:
-        seen = results(request)
-        if not seen:
-            return calls(call("remote", {"log": log}, id="c_remote"))
-        return ModelResponse(text=f"done: {seen['c_remote']}")
-    return respond
-
-
 def results(request: ModelRequest) -> dict[str, str]:
     """The tool results the model was shown, by call id."""
     return {m.tool_call_id: m.content for m in request.messages
@@ -163,13 +155,20 @@ def batch_model(log: str) -> Any:
     return respond
 
 
-def webhook_model(log: str) -> Any:
-    def respond(request: ModelRequest) -> ModelResponse:
-        seen = results(request)
-        if not seen:
-            return calls(call("webhook", {"log": log}, id="c_hook"))
-        return ModelResponse(text=f"hook said {seen['c_hook']}")
-    return respond
+def one_call_model(tool: str, call_id: str, answer: str) -> Callable[[str], Any]:
+    """Turn 1: ``tool`` once (as ``call_id``); turn 2: ``answer`` and what it returned."""
+    def model(log: str) -> Any:
+        def respond(request: ModelRequest) -> ModelResponse:
+            seen = results(request)
+            if not seen:
+                return calls(call(tool, {"log": log}, id=call_id))
+            return ModelResponse(text=f"{answer} {seen[call_id]}")
+        return respond
+    return model
+
+
+webhook_model = one_call_model("webhook", "c_hook", "hook said")
+remote_model = one_call_model("remote", "c_remote", "done:")
 
 
 def emit(data: dict[str, Any]) -> None:

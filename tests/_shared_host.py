@@ -24,7 +24,8 @@ import os
 import sys
 from typing import Any
 
-from toolvisor import Agent, CallContext, Pending, RunLeasedError, Suspended, Tool
+from tests._durable_handlers import describe, emit
+from toolvisor import Agent, CallContext, Pending, RunLeasedError, Tool
 from toolvisor.contract import ModelRequest, ModelResponse, ToolResultMessage
 from toolvisor.testing import ScriptedModel, call, calls
 
@@ -47,20 +48,6 @@ def script(name: str) -> ScriptedModel:
     if name == "start":
         return ScriptedModel([calls(call("hook", id="c_hook")), say_what_hook_returned])
     return ScriptedModel([say_what_hook_returned])
-
-
-def emit(data: dict[str, Any]) -> None:
-    sys.stdout.write(json.dumps(data) + "\n")
-    sys.stdout.flush()
-
-
-def describe(outcome: Any) -> dict[str, Any]:
-    data: dict[str, Any] = {"kind": outcome.kind}
-    if isinstance(outcome, Suspended):
-        data.update(run_id=outcome.run_id, keys=outcome.keys)
-    else:
-        data["text"] = getattr(outcome, "text", None) or getattr(outcome, "error", None)
-    return data
 
 
 def serve(agent: Agent) -> None:
