@@ -20,7 +20,6 @@ from toolvisor.contract import CallContext, CapabilityError
 from toolvisor.executor._remote_context import (
     SERVED,
     Callback,
-    call_over,
     portable,
     receive,
     send,
@@ -53,8 +52,9 @@ def _answer(conn: Connection, context_of: ContextOf, message: Any) -> None:
                                   f"a worker asked for {target}.{method}, which is not served")
         ctx = context_of(tag)
         if ctx is None:
-            raise call_over()
-        capability = ctx.cancelled if target == "cancelled" else getattr(ctx, target)
+            raise CapabilityError("call_finished",
+                                  "the call this request belongs to has ended")
+        capability = getattr(ctx, target)
         if capability is None:
             raise CapabilityError(f"{target}_unavailable", f"this call has no {target}")
         value = getattr(capability, method)(*(

@@ -272,11 +272,6 @@ def remote_context(call: RemoteCall, link: ContextLink) -> CallContext:
     )
 
 
-def call_over() -> CapabilityError:
-    """What a request for a call that already ended gets."""
-    return CapabilityError("call_finished", "the call this request belongs to has ended")
-
-
 def trace_headers(ctx: CallContext) -> dict[str, str] | None:
     """The W3C trace headers of the call's span, or ``None`` when the call is not traced.
 
