@@ -181,8 +181,7 @@ class McpConnection(SupervisedActor, pykka.ThreadingActor):
         except McpConnectionError as exc:
             if not provider._reconnect or provider._reconnect_attempts == 0:
                 raise
-            provider._log.warning("mcp_reconnect_failed", attempt=0, error=str(exc))
-            self._try_again(1)
+            self._not_reconnected(0, exc)
 
     def _connect(self) -> None:
         provider = self._provider
@@ -222,18 +221,24 @@ class McpConnection(SupervisedActor, pykka.ThreadingActor):
         return super().on_receive(message)
 
     def _reconnect_once(self, attempt: int) -> None:
-        provider = self._provider
         try:
             self._connect()
         except McpConnectionError as exc:
-            provider._log.warning("mcp_reconnect_failed", attempt=attempt, error=str(exc))
-            if attempt < provider._reconnect_attempts:
-                self._try_again(attempt + 1)
-                return
-            provider._reconnect = False  # the next start fails fast: the supervisor decides
-            raise McpConnectionError(
-                f"{provider.source}: could not reconnect in {attempt} attempts: {exc}") from exc
-        provider._log.info("mcp_reconnected", attempt=attempt)
+            self._not_reconnected(attempt, exc)
+            return
+        self._provider._log.info("mcp_reconnected", attempt=attempt)
+
+    def _not_reconnected(self, attempt: int, exc: McpConnectionError) -> None:
+        """Attempt ``attempt`` failed: try again after the backoff, or, with the attempts
+        spent, exit (the next start fails fast: the supervisor decides)."""
+        provider = self._provider
+        provider._log.warning("mcp_reconnect_failed", attempt=attempt, error=str(exc))
+        if attempt < provider._reconnect_attempts:
+            self._try_again(attempt + 1)
+            return
+        provider._reconnect = False
+        raise McpConnectionError(
+            f"{provider.source}: could not reconnect in {attempt} attempts: {exc}") from exc
 
     def on_stop(self) -> None:
         self._close()
