@@ -44,10 +44,12 @@ def main() -> None:
     restarts = Restarts()
     previous = set_event_sink(restarts.sink)
     weather = McpToolProvider.stdio("weather", [sys.executable, "-m", "examples.mcp_server"])
-    model = ScriptedModel([
-        calls(call("forecast", {"city": "Oslo"})), calls(call("crash", {})), "The server crashed.",
-        calls(call("forecast", {"city": "Lima"})), "Lima: 21 C, clear",
-    ])
+    model = ScriptedModel({  # a script for each run, by its prompt
+        "Weather in Oslo, then crash the server": [
+            calls(call("forecast", {"city": "Oslo"})), calls(call("crash", {})),
+            "The server crashed."],
+        "Weather in Lima": [calls(call("forecast", {"city": "Lima"})), "Lima: 21 C, clear"],
+    })
     try:
         with Agent(model, mcp=[weather], on_tool_error=on_tool_error) as agent:
             restarts.connected.acquire()

@@ -27,10 +27,11 @@ def word_count(arguments: dict[str, Any]) -> Ok:
 TOOLS = [pick_file, word_count]
 BATCH = calls(call("pick_file", {"path": "~/report.pdf"}, id="manual-1"),
               call("word_count", {"text": "three small words"}, id="handled-1"))
+SCRIPT = [BATCH, "summarised"]  # the run's script; its process asks only for the first turn
 
 
 def main(store: str) -> None:
-    with Agent(ScriptedModel([BATCH]), TOOLS, store=store) as agent:
+    with Agent(ScriptedModel(SCRIPT), TOOLS, store=store) as agent:
         outcome = agent.run("summarise my report")
     sys.stdout.write(outcome.model_dump_json() + "\n")
 

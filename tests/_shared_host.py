@@ -1,10 +1,9 @@
 """One agent process of the shared-store tests, driven line by line over stdin and stdout.
 
-``python -m tests._shared_host STORE SCRIPT`` opens an ``Agent`` on the SQLite file STORE with
-one tool, ``hook``, that takes a completion key and returns ``Pending``. SCRIPT is the model's
-script in this process: ``start`` (call ``hook``, then say what it returned) or ``finish``
-(only say what ``hook`` returned: for a host that picks a run up). The program prints
-``{"ready": PID}``, then one JSON line for each command it reads:
+``python -m tests._shared_host STORE`` opens an ``Agent`` on the SQLite file STORE with one
+tool, ``hook``, that takes a completion key and returns ``Pending``; its model's script calls
+``hook``, then says what it returned (a host that picks a run up goes on at the run's turn).
+The program prints ``{"ready": PID}``, then one JSON line for each command it reads:
 
 - ``run``: start a run; ``{"outcome": ...}`` (``Suspended`` with its ``run_id`` and ``keys``).
 - ``resume RUN_ID``: ``agent.resume_run``; ``{"outcome": ...}``, or
@@ -43,11 +42,7 @@ def say_what_hook_returned(request: ModelRequest) -> ModelResponse:
     return ModelResponse(text=f"hook said {result}")
 
 
-def script(name: str) -> ScriptedModel:
-    """``start``: call ``hook``, then say what it returned; ``finish``: only say it."""
-    if name == "start":
-        return ScriptedModel([calls(call("hook", id="c_hook")), say_what_hook_returned])
-    return ScriptedModel([say_what_hook_returned])
+SCRIPT = [calls(call("hook", id="c_hook")), say_what_hook_returned]
 
 
 def serve(agent: Agent) -> None:
@@ -68,8 +63,8 @@ def serve(agent: Agent) -> None:
             raise SystemExit(f"unknown command {command!r}")
 
 
-def main(store: str, model_script: str) -> None:
-    with Agent(script(model_script), [HOOK], store=store, lease_ttl=30) as agent:
+def main(store: str) -> None:
+    with Agent(ScriptedModel(SCRIPT), [HOOK], store=store, lease_ttl=30) as agent:
         emit({"ready": os.getpid()})
         serve(agent)
     emit({"closed": os.getpid()})

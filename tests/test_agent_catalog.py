@@ -23,8 +23,8 @@ def results(outcome: Any) -> dict[str, str]:
 
 def test_a_tool_added_to_a_provider_mid_session_is_offered_and_runs() -> None:
     plugins = DynamicToolProvider()
-    model = ScriptedModel([calls(call("weather", id="w1")), "first",
-                           calls(call("weather", id="w2")), "second"])
+    model = ScriptedModel({"weather?": [calls(call("weather", id="w1")), "first"],
+                           "weather now?": [calls(call("weather", id="w2")), "second"]})
     with Agent(model, registry=ToolRegistry({"plugins": plugins})) as agent:
         first = agent.run("weather?")
         plugins.add(Tool(name="weather", handler=lambda a: Ok("sunny")))

@@ -132,7 +132,8 @@ def test_a_rate_limited_model_is_retried_after_retry_after_then_succeeds() -> No
     assert isinstance(outcome, Completed) and outcome.turns == 2
     scheduled = [e for e in events if e["event"] == "model_retry_scheduled"]
     assert [(e["attempt"], e["seconds"]) for e in scheduled] == [(2, 0.01)]
-    assert model.requests[0] == model.requests[1]  # the same request, asked again
+    first, again = model.requests[:2]  # the same conversation, asked again
+    assert first.messages == again.messages and (first.attempt, again.attempt) == (1, 2)
 
 
 def test_a_non_retryable_model_error_fails_the_run_with_its_reason_and_transcript() -> None:
@@ -215,13 +216,14 @@ def test_a_durable_run_restored_during_a_model_backoff_continues(
             run_ids.append(run_id)
             backing_off.set()
 
-    first = Agent(ScriptedModel([ModelError("unavailable", status=503)]), store=store,
+    script = [ModelError("unavailable", status=503), "recovered"]
+    first = Agent(ScriptedModel(script), store=store,
                   on_model_error=lambda e: RetryAfter(0.2), on_progress=on_progress)
     stopped = close_while_running(first, backing_off)  # the host dies during the backoff
     assert isinstance(stopped, OrchestratorStopped)
     assert store.get_run(run_ids[0]).status == "running"  # type: ignore[union-attr]
 
-    second_model = ScriptedModel(["recovered"])
+    second_model = ScriptedModel(script)  # the run goes on at its turn's second attempt
     with second_model, Agent(second_model, store=store,
                              on_model_error=lambda e: RetryAfter(0.2)) as second:
         outcome = second.resume_run(run_ids[0], timeout=10)
@@ -235,7 +237,7 @@ def test_resume_run_tries_the_model_again_for_a_run_that_failed_on_it(
         failed = agent.run("go")
         assert isinstance(failed, Failed)
         run_id = store.runs()[0].run_id
-    model = ScriptedModel(["second time lucky"])
+    model = ScriptedModel(["second time lucky"])  # retry_model() asks from attempt 1 again
     with model, Agent(model, store=store) as agent:
         outcome = agent.resume_run(run_id)
     assert isinstance(outcome, Completed) and outcome.text == "second time lucky"

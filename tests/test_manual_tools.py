@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests._manual_host import BATCH, TOOLS, pick_file
+from tests._manual_host import BATCH, SCRIPT, TOOLS, pick_file
 from toolvisor import Agent, Completed, Err, Halted, InvalidArguments, Ok, Suspended, Tool
 from toolvisor.contract import ToolResultMessage
 from toolvisor.executor import execute
@@ -107,7 +107,7 @@ def test_a_mixed_batch_is_resumed_in_a_new_process_from_the_store(tmp_path: Path
     assert suspended.run_id is not None
     assert [(m.call_id, m.arguments) for m in suspended.manual] == [
         ("manual-1", {"path": "~/report.pdf"})]
-    with Agent(ScriptedModel(["summarised"]), TOOLS, store=store) as agent:
+    with ScriptedModel(SCRIPT) as model, Agent(model, TOOLS, store=store) as agent:
         outcome = agent.resume(suspended, {"manual-1": Ok({"pages": 3})})
     assert isinstance(outcome, Completed) and outcome.text == "summarised"
     by_id = results(outcome.messages)

@@ -146,8 +146,9 @@ def test_a_request_without_the_token_cannot_connect(http_url: str) -> None:
 
 def test_a_server_that_exits_mid_call_is_restarted(events: Events) -> None:
     policy = Recorder()
-    model = ScriptedModel([calls(call("pid", {}, id="before")), calls(call("die", {}, id="d")),
-                           "waiting", calls(call("pid", {}, id="after")), "done"])
+    model = ScriptedModel({
+        "go": [calls(call("pid", {}, id="before")), calls(call("die", {}, id="d")), "waiting"],
+        "again": [calls(call("pid", {}, id="after")), "done"]})
     with Agent(model, mcp=[stdio()], on_tool_error=policy) as agent:
         first = agent.run("go")
         events.wait_for("child_restarted", child_id="connection")
@@ -217,8 +218,8 @@ def test_a_redeployed_http_server_is_reconnected_to_with_backoff(events: Events)
     """The server dies while idle (its subscription stream drops): the session is lost, the
     restarted connection cannot reach it and tries again with backoff instead of spending the
     intensity; once the new server is up on the same port, calls go to it."""
-    model = ScriptedModel([calls(call("pid", {}, id="before")), "one",
-                           calls(call("pid", {}, id="after")), "two"])
+    model = ScriptedModel({"go": [calls(call("pid", {}, id="before")), "one"],
+                           "again": [calls(call("pid", {}, id="after")), "two"]})
     first_server, url = serve_http()
     servers = [first_server]
     try:

@@ -26,8 +26,8 @@ HOST = [sys.executable, "-m", "tests._shared_host"]
 class Host:
     """One agent process: ``ask`` writes a command line and returns the line it answers."""
 
-    def __init__(self, store: Path, script: str) -> None:
-        self.process = subprocess.Popen([*HOST, str(store), script], cwd=ROOT, text=True,
+    def __init__(self, store: Path) -> None:
+        self.process = subprocess.Popen([*HOST, str(store)], cwd=ROOT, text=True,
                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         self.pid = self.process.pid
 
@@ -76,12 +76,12 @@ Start = Callable[..., list[Host]]
 
 @pytest.fixture
 def start(store: Path) -> Iterator[Start]:
-    """Start hosts on ``store`` by the name of their script (``start`` or ``finish``), all at
-    once, each ready when returned; every one is reaped when the test ends, however it ends."""
+    """Start ``count`` hosts on ``store``, all at once, each ready when returned; every one is
+    reaped when the test ends, however it ends."""
     started: list[Host] = []
 
-    def hosts(*scripts: str) -> list[Host]:
-        new = [Host(store, script) for script in scripts]
+    def hosts(count: int) -> list[Host]:
+        new = [Host(store) for _ in range(count)]
         started.extend(new)
         for host in new:
             assert host.read() == {"ready": host.pid}
@@ -110,7 +110,7 @@ def status(store: Path, run_id: str) -> str:
 
 def test_a_run_has_one_host_until_its_host_exits_then_another_finishes_it(
         store: Path, start: Start) -> None:
-    a, b, c = start("start", "finish", "finish")
+    a, b, c = start(3)
     run_id, key = suspended_run(a)
     refused = b.ask(f"resume {run_id}")
     assert refused["refused"] == "RunLeasedError"
@@ -128,7 +128,7 @@ def test_a_run_has_one_host_until_its_host_exits_then_another_finishes_it(
 
 
 def test_a_killed_hosts_run_is_taken_over_at_once(store: Path, start: Start) -> None:
-    a, b = start("start", "finish")
+    a, b = start(2)
     run_id, key = suspended_run(a)
     a.kill()  # its lease has 30 s left, but its holder is a dead process of this machine
     assert b.ask(f"resume {run_id}")["outcome"]["kind"] == "suspended"
@@ -140,7 +140,7 @@ def test_a_killed_hosts_run_is_taken_over_at_once(store: Path, start: Start) -> 
 def test_a_killed_host_not_yet_reaped_by_its_parent_is_dead_too(
         store: Path, start: Start) -> None:
     """A zombie is told apart by ``/proc`` (Linux, where the project runs)."""
-    a, b = start("start", "finish")
+    a, b = start(2)
     run_id, _ = suspended_run(a)
     a.process.send_signal(signal.SIGKILL)
     os.waitid(os.P_PID, a.pid, os.WEXITED | os.WNOWAIT)  # a zombie: dead, its pid still taken
@@ -150,7 +150,7 @@ def test_a_killed_host_not_yet_reaped_by_its_parent_is_dead_too(
 
 def test_a_key_taken_in_one_process_is_resolved_from_others_and_the_first_answer_stands(
         store: Path, start: Start) -> None:
-    a, b, c = start("start", "finish", "finish")
+    a, b, c = start(3)
     run_id, key = suspended_run(a)
     a.send(f"resume {run_id}")  # A waits for the outcome; its key waiter polls the file
     b.send(f'resolve {key} "from b"')

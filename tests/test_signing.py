@@ -62,7 +62,7 @@ def test_keys_rotate_newest_first_and_an_unknown_key_is_refused() -> None:
     with Agent(ScriptedModel([]), [transfer], signing_keys=[NEW]) as agent, \
             pytest.raises(SignatureError):
         agent.resume(signed_with_old, "yes")
-    with Agent(ScriptedModel(["sent"]), [transfer], signing_keys=[NEW, OLD]) as agent:
+    with Agent(model(), [transfer], signing_keys=[NEW, OLD]) as agent:
         assert isinstance(agent.resume(signed_with_old, "yes"), Completed)
 
 
@@ -82,7 +82,7 @@ def test_an_altered_stored_checkpoint_is_refused(tmp_path: Path) -> None:
         db.execute("UPDATE checkpoints SET data = replace(data, '\"amount\":10', "
                    "'\"amount\":10000')")
     with SqliteSessionStore(path) as store, \
-            Agent(ScriptedModel(["sent"]), [transfer], store=store) as agent:
+            Agent(model(), [transfer], store=store) as agent:
         with pytest.raises(SignatureError, match="was altered, or not written by this store"):
             agent.resume(suspended, "yes")
         with pytest.raises(SignatureError):

@@ -125,10 +125,16 @@ Message: TypeAlias = Annotated[
 
 
 class ModelRequest(_Frozen):
-    """What the runtime asks a model: the conversation so far and the tools on offer."""
+    """What the runtime asks a model: the conversation so far and the tools on offer.
+
+    ``attempt`` is which try at this turn's answer the request is: 1, then 2 when a failed
+    model call is asked again, and so on (the conversation is the same). A provider ignores
+    it; a scripted model reads its step from it and the conversation.
+    """
 
     messages: tuple[Message, ...]
     tools: tuple[ToolSpec, ...] = ()
+    attempt: int = Field(default=1, ge=1)
 
 
 FinishReason: TypeAlias = Literal["stop", "tool_calls", "length", "content_filter", "other"]

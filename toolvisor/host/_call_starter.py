@@ -49,7 +49,7 @@ def request_for_model(registry: ToolRegistry, projection: OutputProjection,
     specs = registry.specs()
     if hidden:
         specs = tuple(spec for spec in specs if spec.name not in hidden)
-    return ModelRequest.model_construct(messages=messages, tools=specs)
+    return ModelRequest.model_construct(messages=messages, tools=specs, attempt=request.attempt)
 
 
 class CallStarter:

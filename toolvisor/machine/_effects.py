@@ -37,7 +37,8 @@ class CallToRun(_Frozen):
 
 class LlmCall(_Frozen):
     """Ask the model; answer with ``ModelReplied``, or ``EffectFailed`` with a ``ModelError``
-    (which goes to the ``on_model_error`` policy). ``attempt`` counts this turn's tries."""
+    (which goes to the ``on_model_error`` policy). ``attempt`` counts this turn's tries (the
+    request carries it too)."""
 
     kind: Literal["llm_call"] = "llm_call"
     id: EffectId

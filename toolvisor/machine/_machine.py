@@ -428,7 +428,8 @@ class TurnMachine(RunView):
             self._progress("turn_started", turn=run.turns)
         effect = LlmCall(id=self._next_id(), turn=run.turns, attempt=run.model_attempt,
                          request=ModelRequest(messages=tuple(run.messages),
-                                              tools=self._config.tool_specs))
+                                              tools=self._config.tool_specs,
+                                              attempt=run.model_attempt))
         self._wait(effect, "awaiting_model")
 
     def _on_model_error(self, error: ModelError) -> None:

@@ -92,7 +92,8 @@ class RunView:
         effect = run.outstanding
         if isinstance(effect, ModelCallRecord):
             return LlmCall(id=effect.id, turn=effect.turn, attempt=effect.attempt,
-                           request=ModelRequest(messages=tuple(run.messages), tools=effect.tools))
+                           request=ModelRequest(messages=tuple(run.messages), tools=effect.tools,
+                                                attempt=effect.attempt))
         if isinstance(effect, ToolCalls):
             return still_running(run, effect)
         return effect
