@@ -10,7 +10,7 @@ from toolvisor.registry import ToolRegistry
 
 
 def done(call_id: str) -> CallDone:
-    return CallDone("run", 3, CallOutcome(call_id, Ok(1), "1"), None)
+    return CallDone("run", CallOutcome(call_id, Ok(1), "1"), None)
 
 
 def test_only_the_add_that_finds_the_buffer_empty_asks_for_a_message() -> None:

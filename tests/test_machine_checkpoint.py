@@ -11,6 +11,7 @@ from toolvisor.contract import (
     AskUser,
     Err,
     HandlerResult,
+    ModelError,
     ModelResponse,
     Ok,
     Pending,
@@ -25,6 +26,7 @@ from toolvisor.machine import (
     CheckpointError,
     Done,
     Effect,
+    EffectFailed,
     LlmCall,
     MachineConfig,
     ModelReplied,
@@ -70,6 +72,8 @@ def phase_of(machine: TurnMachine) -> str:
     if isinstance(effect, ToolCalls):
         emitted = machine.checkpoint().run.outstanding
         partial = emitted is not None and len(emitted.calls) != len(effect.calls)  # type: ignore[union-attr]
+        if any(c.backoff is not None for c in effect.calls):
+            return "retry_beside_siblings" if len(effect.calls) > 1 else "retry"
         return "partial_batch" if partial else "tool_batch"
     return {LlmCall: "model", Sleep: "sleeping"}[type(effect)]  # type: ignore[index]
 
@@ -97,7 +101,9 @@ def run(checkpoint_at: int | None = None) -> tuple[list[Effect], Any, list[str]]
                 trace.extend(machine.resume({"q": "yes"}))
                 continue
             return trace, effect.outcome, phases
-        if isinstance(effect, LlmCall):
+        if isinstance(effect, LlmCall) and (effect.turn, effect.attempt) == (2, 1):
+            trace.extend(machine.send(EffectFailed(effect.id, ModelError("unavailable"))))
+        elif isinstance(effect, LlmCall):
             trace.extend(machine.send(ModelReplied(effect.id, MODEL[effect.turn])))
         elif isinstance(effect, Sleep):
             trace.extend(machine.send(Slept(effect.id)))
@@ -109,9 +115,13 @@ def run(checkpoint_at: int | None = None) -> tuple[list[Effect], Any, list[str]]
                 CallOutcome(first.call.id, result, writes=writes),))))
 
 
+WAITING_STATES = {"model", "tool_batch", "retry_beside_siblings", "partial_batch", "sleeping",
+                  "suspended"}
+
+
 def test_the_reference_run_passes_through_every_waiting_state() -> None:
     _, outcome, phases = run()
-    assert {"model", "tool_batch", "partial_batch", "sleeping", "suspended"} <= set(phases)
+    assert set(phases) >= WAITING_STATES
     assert outcome.kind == "completed" and outcome.text == "all done"
     assert outcome.state == {"f": 2, "q": True, "p": "p"}
 
@@ -124,8 +134,7 @@ def test_a_checkpoint_in_every_waiting_state_finishes_identically() -> None:
         assert trace == reference_trace, f"step {step} ({phase})"
         assert outcome == reference_outcome
         covered.add(phase)
-    assert covered >= {"model", "tool_batch", "partial_batch", "sleeping", "suspended",
-                       "completed"}
+    assert covered >= WAITING_STATES | {"completed"}
 
 
 def test_a_partial_batch_re_emits_only_the_outstanding_calls_as_first_emitted() -> None:
@@ -158,34 +167,78 @@ def test_a_suspended_outcome_carries_a_checkpoint_that_resumes_elsewhere() -> No
     assert effects == machine.resume({"q": "yes"})
 
 
-def waiting_to_retry() -> tuple[TurnMachine, Sleep]:
-    """Turn 1 with every call's first result: ``f`` failed and sleeps before its retry."""
+def waiting_to_retry() -> tuple[TurnMachine, ToolCalls]:
+    """Turn 1 with every call's first result: ``f`` failed, and its retry waits its backoff."""
     machine = TurnMachine(CONFIG)
     llm = machine.start("begin")[-1]
     batch = machine.send(ModelReplied(llm.id, MODEL[1]))[-1]
     outcomes = tuple(CallOutcome(c.call.id, tool_result(c.call.id, 1)[0]) for c in batch.calls)
-    sleep = machine.send(ToolResults(batch.id, outcomes))[-1]
-    assert isinstance(sleep, Sleep)
-    return machine, sleep
+    retry = machine.send(ToolResults(batch.id, outcomes))[-1]
+    assert isinstance(retry, ToolCalls)
+    return machine, retry
 
 
 def test_retry_jitter_replays_identically_after_a_restore() -> None:
-    machine, sleep = waiting_to_retry()
-    assert 0.5 <= sleep.seconds <= 1 and sleep.call_ids == ("f",)
+    machine, retry = waiting_to_retry()
+    [(call_id, backoff)] = [(c.call.id, c.backoff) for c in retry.calls]
+    assert call_id == "f" and backoff is not None and backoff.since == retry.id
+    assert 0.5 <= backoff.seconds <= 1
     restored = TurnMachine.restore(CONFIG, machine.checkpoint())
-    assert restored.reemit() == [sleep]
+    assert restored.reemit() == [retry]
 
 
 def test_a_restored_retry_keeps_the_turn_and_attempt_of_its_calls() -> None:
-    machine, sleep = waiting_to_retry()
+    machine, retry = waiting_to_retry()
     restored = TurnMachine.restore(CONFIG, machine.checkpoint().to_json())
-    retry = restored.send(Slept(sleep.id))[-1]
-    assert isinstance(retry, ToolCalls)
+    assert restored.reemit() == [retry]
     assert [(c.call.id, c.turn, c.attempt) for c in retry.calls] == [("f", 1, 2)]
     assert restored.turn == restored.checkpoint().run.turns == 1
-    again = TurnMachine.restore(CONFIG, restored.checkpoint().to_json())
-    assert again.reemit() == [retry] and again.turn == 1
-    assert again.last_effect_id == restored.last_effect_id == retry.id
+    assert restored.last_effect_id == machine.last_effect_id == retry.id
+
+
+def as_version_3(data: dict[str, Any]) -> dict[str, Any]:
+    """A version 4 checkpoint waiting on tool retries, as version 3 wrote that state: the run
+    sleeping before the retries (the same effect id), each call waiting with its delay."""
+    run = data["run"]
+    effect = run["outstanding"]
+    retries = {c["call"]["id"]: c["backoff"]["seconds"] for c in effect["calls"]}
+    for record in run["calls"]:
+        if record["call"]["id"] in retries:
+            record.update(status="retry_wait", attempt=record["attempt"] - 1,
+                          retry_delay=retries[record["call"]["id"]])
+    run.update(phase="sleeping", outstanding={
+        "kind": "sleep", "id": effect["id"], "seconds": max(retries.values()),
+        "call_ids": list(retries), "reason": "tool_retry"})
+    return {**data, "version": 3}
+
+
+def test_a_version_3_run_sleeping_before_a_retry_reads_as_its_retry() -> None:
+    machine, retry = waiting_to_retry()
+    current = json.loads(machine.checkpoint().to_json())
+    restored = TurnMachine.restore(CONFIG, json.dumps(as_version_3(current)))
+    assert restored.checkpoint() == machine.checkpoint()
+    assert restored.reemit() == [retry]  # the backoff counts from the sleep: same id
+
+
+def test_a_version_3_model_backoff_reads_as_version_4() -> None:
+    machine = TurnMachine(CONFIG)
+    llm = machine.start("begin")[-1]
+    sleep = machine.send(EffectFailed(llm.id, ModelError("unavailable")))[-1]
+    assert isinstance(sleep, Sleep)
+    data = json.loads(machine.checkpoint().to_json())
+    data["version"] = 3
+    data["run"]["outstanding"]["call_ids"] = []
+    restored = TurnMachine.restore(CONFIG, json.dumps(data))
+    assert restored.reemit() == [sleep]
+    assert isinstance(restored.send(Slept(sleep.id))[-1], LlmCall)
+
+
+def test_a_retry_whose_backoff_counts_from_a_later_effect_is_refused() -> None:
+    machine, retry = waiting_to_retry()
+    data = json.loads(machine.checkpoint().to_json())
+    data["run"]["outstanding"]["calls"][0]["backoff"]["since"] = retry.id + 1
+    with pytest.raises(CheckpointError, match="backoff counts from an effect after"):
+        TurnMachine.restore(CONFIG, json.dumps(data))
 
 
 def pending_checkpoint_data() -> dict[str, Any]:

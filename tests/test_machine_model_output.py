@@ -153,7 +153,7 @@ def test_the_model_and_response_id_are_reported_with_each_reply() -> None:
                             "response_id": "resp_9", "finish_reason": "stop", "usage": None}
 
 
-def test_a_version_2_checkpoint_reads_as_version_3() -> None:
+def test_a_version_2_checkpoint_reads_as_the_current_version() -> None:
     machine = TurnMachine(CONFIG)
     llm = machine.start("go")[-1]
     machine.send(ModelReplied(llm.id, ModelResponse(tool_calls=(ToolCall(id="a",

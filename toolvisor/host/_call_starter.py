@@ -5,8 +5,11 @@ Each planned call gets its context (ids, attempt, state view, catalog access, an
 runs its completion keys, durable effects and cancel token) and is started in its own
 ``ToolCallActor``, unless it left the catalog (``not_found``) or a restored run finds it
 interrupted and it may not run twice (at most once); a call of a guarded tool passes its gate
-first. Runs on the orchestrator's thread, which owns the ``HostedRun`` it writes to
-(``run.calls``, ``run.waiting``).
+first. A retry waits out its own backoff first (on the orchestrator's deadline timer, whose
+callback only tells the orchestrator), so it never waits for a sibling. A call an effect lists
+again (a superseding ``ToolCalls`` effect keeps the calls still running) is not started twice.
+Runs on the orchestrator's thread, which owns the ``HostedRun`` it writes to (``run.handed``,
+``run.backing_off``, ``run.calls``, ``run.waiting``).
 """
 
 from __future__ import annotations
@@ -18,16 +21,18 @@ from typing import Any
 
 from pykka import ActorRef
 
+from toolvisor._logging import get_event_log
 from toolvisor.actors import CallReply
 from toolvisor.contract import CallContext, Err, ModelRequest, Tool, ToolCall, ToolResultMessage
-from toolvisor.executor import OutputProjection
+from toolvisor.executor import DeadlineTimer, OutputProjection
 from toolvisor.host._commands import OrchestratorSettings
 from toolvisor.host._durable_waits import DurableWaits, interrupted_error
-from toolvisor.host._finished_calls import CallTarget, FinishedCalls, output_window
+from toolvisor.host._effect_messages import RetryDue
+from toolvisor.host._finished_calls import CallTarget, FinishedCalls, output_window, tell
 from toolvisor.host._gates import GatedCall, GatedCalls, answer
 from toolvisor.host._observing import RunObserver
-from toolvisor.host._run import HostedRun
-from toolvisor.machine import StateView, ToolCalls
+from toolvisor.host._run import BackingOff, HostedRun
+from toolvisor.machine import CallToRun, StateView, ToolCalls
 from toolvisor.registry import ToolRegistry
 
 
@@ -56,73 +61,108 @@ class CallStarter:
     """Starts the calls of the runs one orchestrator hosts; replies go to ``finished``.
 
     A call of a guarded tool passes its gate first (``GatedCalls``): it may wait there, or be
-    refused without running. ``runs`` is the orchestrator's own table of hosted runs.
+    refused without running. A retry's backoff runs on ``timer``. ``runs`` is the
+    orchestrator's own table of hosted runs.
     """
 
     def __init__(self, settings: OrchestratorSettings, waits: DurableWaits | None,
                  finished: FinishedCalls, me: ActorRef[Any], observe: RunObserver, *,
-                 runs: Mapping[str, HostedRun],
+                 timer: DeadlineTimer, runs: Mapping[str, HostedRun],
                  on_progress: Callable[[str, str, dict[str, Any]], None]) -> None:
         self._settings = settings
         self._waits = waits
         self._finished = finished
         self._me = me
         self._observe = observe
+        self._timer = timer
         self._runs = runs
         self.gated = GatedCalls(settings.gates, runs, self._launch, me, on_progress)
+        self._log = get_event_log("orchestrator")
 
     def start(self, run: HostedRun, effect: ToolCalls) -> None:
-        """Start every call of ``effect``; each one's reply reaches the orchestrator once."""
+        """Start every call of ``effect`` the run was not handed yet, each once its backoff
+        is over; each one's reply reaches the orchestrator once.
+
+        A restored run re-emits its effect (``run.reemitted``): a backoff there counts from
+        when the effect that scheduled it was emitted, so the retry waits only what is left.
+        """
+        reemitted = effect.id == run.reemitted
+        for planned in effect.calls:
+            call_id = planned.call.id
+            if run.handed.get(call_id) == planned.attempt:
+                continue  # listed again by a superseding effect: it runs already
+            run.handed[call_id] = planned.attempt
+            backoff = planned.backoff
+            seconds = 0.0 if backoff is None else backoff.seconds
+            if backoff is not None and reemitted and self._waits is not None:
+                seconds -= self._waits.waited(run.run_id, backoff.since)
+            if backoff is not None:
+                self._log.debug("retry_waiting", run_id=run.run_id, tool_call_id=call_id,
+                                attempt=planned.attempt, seconds=max(0.0, seconds))
+            if seconds <= 0:
+                self._start(run, planned, reemitted)
+                continue
+            deadline = self._timer.schedule(seconds, functools.partial(
+                tell, self._me, RetryDue(run.run_id, call_id, planned.attempt)))
+            run.backing_off[call_id] = BackingOff(planned, reemitted, deadline)
+
+    def retry_due(self, run: HostedRun, call_id: str, attempt: int) -> None:
+        """A retry's backoff is over: start it (unless the run let it go meanwhile)."""
+        waiting = run.backing_off.get(call_id)
+        if waiting is not None and waiting.planned.attempt == attempt:
+            del run.backing_off[call_id]
+            self._start(run, waiting.planned, waiting.reemitted)
+
+    def _start(self, run: HostedRun, planned: CallToRun, reemitted: bool) -> None:
+        """Give one call its context and start it (or answer it at once if it cannot run)."""
         settings, waits = self._settings, self._waits
         registry = settings.registry
-        for planned in effect.calls:
-            view = StateView(planned.state)
-            token = keys = durable = None
-            if waits is not None:
-                token, keys, durable = waits.capabilities(run, effect.id, planned)
-            ctx = CallContext(
-                session_id=run.run_id,
-                request_id=f"{run.run_id}/{planned.call.id}/{planned.attempt}",
-                tool_call=planned.call,
-                context=settings.context,
-                attempt=planned.attempt,
-                turn=planned.turn,
-                state=view,
-                catalog=registry.catalog_access,
-                completion_keys=keys,
-                durable=durable,
-            )
-            tool = registry.resolve(planned.call.name, ctx)  # not_found: the handler never runs
-            if not isinstance(tool, Err) and effect.id == run.interrupted and waits is not None \
-                    and not waits.may_run_again(run, tool, planned):
-                tool = Err(interrupted_error(planned.call))
-            ticket = None if isinstance(tool, Err) else settings.gates.ticket(tool.name)
-            name, isolation = (planned.call.name, "none") if isinstance(tool, Err) \
-                else (tool.name, tool.isolation or "none")
-            span = self._observe.tool_call(run, planned, name, isolation)
-            if span is not None:  # the handler's own spans nest under the call's
-                ctx = dataclasses.replace(ctx, trace_scope=span.scope, trace_spans=span.remote)
-            reply = functools.partial(self._finished.on_reply,
-                                      CallTarget(self._me, run.run_id, effect.id, view, ctx,
-                                                 token, ticket, span))
-            if isinstance(tool, Err):
-                answer(reply, planned.call, planned.call.name, tool)
-                continue
-            if ticket is not None:
-                self.gated.admit(GatedCall(run.run_id, effect.id, tool, planned.call, ctx,
-                                           reply, ticket))
-                continue
-            self._dispatch(run, effect.id, tool, planned.call, ctx=ctx, reply=reply)
+        view = StateView(planned.state)
+        token = keys = durable = None
+        if waits is not None:
+            token, keys, durable = waits.capabilities(run, planned)
+        ctx = CallContext(
+            session_id=run.run_id,
+            request_id=f"{run.run_id}/{planned.call.id}/{planned.attempt}",
+            tool_call=planned.call,
+            context=settings.context,
+            attempt=planned.attempt,
+            turn=planned.turn,
+            state=view,
+            catalog=registry.catalog_access,
+            completion_keys=keys,
+            durable=durable,
+        )
+        tool = registry.resolve(planned.call.name, ctx)  # not_found: the handler never runs
+        if not isinstance(tool, Err) and reemitted and waits is not None \
+                and not waits.may_run_again(run, tool, planned):
+            tool = Err(interrupted_error(planned.call))
+        ticket = None if isinstance(tool, Err) else settings.gates.ticket(tool.name)
+        name, isolation = (planned.call.name, "none") if isinstance(tool, Err) \
+            else (tool.name, tool.isolation or "none")
+        span = self._observe.tool_call(run, planned, name, isolation)
+        if span is not None:  # the handler's own spans nest under the call's
+            ctx = dataclasses.replace(ctx, trace_scope=span.scope, trace_spans=span.remote)
+        reply = functools.partial(self._finished.on_reply,
+                                  CallTarget(self._me, run.run_id, view, ctx, token, ticket,
+                                             span))
+        if isinstance(tool, Err):
+            answer(reply, planned.call, planned.call.name, tool)
+            return
+        if ticket is not None:
+            self.gated.admit(GatedCall(run.run_id, tool, planned.call, ctx, reply, ticket))
+            return
+        self._dispatch(run, tool, planned.call, ctx=ctx, reply=reply)
 
     def _launch(self, call: GatedCall) -> None:
         """Start a call that passed its gate, as :meth:`start` starts any other."""
-        self._dispatch(self._runs.get(call.run_id), call.effect_id, call.tool, call.call,
-                       ctx=call.ctx, reply=call.reply)
+        self._dispatch(self._runs.get(call.run_id), call.tool, call.call, ctx=call.ctx,
+                       reply=call.reply)
 
-    def _dispatch(self, run: HostedRun | None, effect_id: int, tool: Tool, call: ToolCall, *,
+    def _dispatch(self, run: HostedRun | None, tool: Tool, call: ToolCall, *,
                   ctx: CallContext, reply: Callable[[CallReply], None]) -> None:
         """Start the call in its own actor, kept in its run (if the run is still hosted): the
         run's end stops it, which cancels the call."""
         actor = self._settings.dispatcher.start_call(tool, call, ctx, reply)
         if actor is not None and run is not None:
-            run.calls[effect_id, call.id] = actor
+            run.calls[call.id] = actor

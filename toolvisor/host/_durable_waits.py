@@ -66,13 +66,19 @@ class DurableWaits:
         self._tell = tell
         self._log = get_event_log("orchestrator")
 
-    def capabilities(self, run: HostedRun, effect_id: int, planned: CallToRun
+    def capabilities(self, run: HostedRun, planned: CallToRun
                      ) -> tuple[threading.Event, CompletionKeyIssuer, DurableEffects]:
         """A call's cancel token (kept in ``run.tokens``), key issuer and durable effects."""
-        token = run.tokens[effect_id, planned.call.id] = threading.Event()
+        token = run.tokens[planned.call.id] = threading.Event()
         durable_id = durable_call_id(planned.turn, planned.attempt, planned.call.id)
         return (token, CompletionKeyIssuer(self._store, run.run_id, durable_id),
                 DurableEffects(self._store, run.run_id, durable_id, cancelled=token))
+
+    def waited(self, run_id: str, effect_id: int) -> float:
+        """Seconds since effect ``effect_id`` of the run was emitted, on the store's clock: its
+        checkpoint was saved then, before anything performed it (``0`` if there is none)."""
+        saved = self._store.checkpoint_at(run_id, effect_id)
+        return 0.0 if saved is None else max(0.0, self._store.now() - saved.saved_at)
 
     def may_run_again(self, run: HostedRun, tool: Tool, planned: CallToRun) -> bool:
         """At most once across a crash: a call a restored run finds unfinished may have run

@@ -1,5 +1,5 @@
-"""The messages a run's effects send back to the orchestrator from other threads: a retry
-timer's wake-up, a model call's answer, a streaming model's progress."""
+"""The messages a run's effects send back to the orchestrator from other threads: a model
+backoff's or a tool retry's wake-up, a model call's answer, a streaming model's progress."""
 
 from __future__ import annotations
 
@@ -15,10 +15,19 @@ from toolvisor.machine import LlmCall
 
 @dataclass(frozen=True, slots=True)
 class Woke:
-    """A ``Sleep`` effect's timer fired."""
+    """A ``Sleep`` effect's wait (the model call's backoff) is over."""
 
     run_id: str
     effect_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class RetryDue:
+    """A tool call's retry waited out its backoff: start it."""
+
+    run_id: str
+    call_id: str
+    attempt: int
 
 
 @dataclass(frozen=True, slots=True)

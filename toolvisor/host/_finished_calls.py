@@ -1,9 +1,10 @@
 """Finished tool calls on their way from the call actors' threads to the orchestrator.
 
 A call actor's reply is bounded by the output budget on the call's own thread, then kept in
-``FinishedCalls`` until the orchestrator drains it. Only the call that finds the buffer empty
-tells the orchestrator, so calls that finish together reach the machine as one ``ToolResults``:
-one message, one machine step and one checkpoint instead of one per call.
+``FinishedCalls`` until the orchestrator drains it and sends it to its run's machine. Only the
+call that finds the buffer empty tells the orchestrator, so calls that finish together reach
+the machine as one ``ToolResults``: one message, one machine step and one checkpoint instead of
+one per call.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from toolvisor.actors import CallReply
 from toolvisor.contract import CallContext, Err
 from toolvisor.executor import OutputProjection, ProjectionPoint
 from toolvisor.host._tracing import ToolSpan
-from toolvisor.machine import CallOutcome, StateView
+from toolvisor.machine import CallOutcome, Effect, StateView, ToolResults, TurnMachine
 from toolvisor.registry import ToolRegistry
 
 
@@ -28,7 +29,6 @@ class CallDone:
     """One finished call, as the machine will take it, and where it belongs."""
 
     run_id: str
-    effect_id: int
     outcome: CallOutcome
     key: str | None  # the completion key the call's handler took, if any
     ticket: int | None = None  # the call's ticket at its tool's gate, if it has one
@@ -45,7 +45,6 @@ class CallTarget:
 
     me: ActorRef[Any]
     run_id: str
-    effect_id: int
     view: StateView
     ctx: CallContext
     token: threading.Event | None  # only in durable runs: there is nothing to cancel else
@@ -108,6 +107,13 @@ class FinishedCalls:
                                       is_error=reply.is_error)
         done = CallOutcome(reply.tool_call_id, reply.result, text, writes=target.view.writes)
         keys = target.ctx.completion_keys
-        if self.add(CallDone(target.run_id, target.effect_id, done,
+        if self.add(CallDone(target.run_id, done,
                              None if keys is None else keys.issued, target.ticket)):
             tell(target.me, OutcomesReady())
+
+
+def send_results(machine: TurnMachine, outcomes: tuple[CallOutcome, ...]) -> list[Effect]:
+    """Send ``outcomes`` for the ``ToolCalls`` effect ``machine`` waits on now: a superseding
+    effect took over the calls of the one before (a run that waits on none refuses them)."""
+    waiting = machine.waiting_effect_id
+    return machine.send(ToolResults(0 if waiting is None else waiting, outcomes))

@@ -138,7 +138,6 @@ class GatedCall:
     """A call passing its tool's gate, with what starting or refusing it takes."""
 
     run_id: str
-    effect_id: int
     tool: Tool
     call: ToolCall
     ctx: CallContext

@@ -2,7 +2,9 @@
 
 The machine decides; this actor only does what the effects say: it starts each model call
 (``ModelCalls``: off this thread, with a deadline), hands each tool call to its own
-``ToolCallActor`` (through the dispatcher), sleeps before retries, and logs. Model answers and
+``ToolCallActor`` (through the dispatcher) once its retry's backoff is over, waits out a model
+call's backoff, and logs. Every wait is one entry on its deadline timer, whose thread only
+tells it the wait is over. Model answers and
 tool outcomes come back as messages, so the actor never blocks on a model or a call and the
 runs it hosts go on concurrently.
 
@@ -13,17 +15,16 @@ and durable effects, parks the keys of ``Pending`` calls and says when a run can
 its ``RunLeases`` keep one host per run. Whatever goes wrong while it handles one run's message
 ends that run alone (``Failed``), never the actor.
 
-State: every ``HostedRun`` (its machine, watchers, timers, key waiters, cancel tokens, call
-actors, model call) belongs to this actor's thread. Other threads only ``tell`` it messages:
-tool-call actors report outcomes, the runner reports model answers, timers and key waiters
-report wake-ups, the ``Agent`` starts, answers, attaches and cancels runs.
+State: every ``HostedRun`` (its machine, watchers, timers, backoffs, key waiters, cancel
+tokens, call actors, model call) belongs to this actor's thread. Other threads only ``tell``
+it messages: call actors report outcomes, the runner model answers, the deadline timer and key
+waiters wake-ups, the ``Agent`` starts, answers, attaches and cancels runs.
 """
 
 from __future__ import annotations
 
 import functools
 import queue
-import threading
 import traceback
 from collections import deque
 from collections.abc import Callable, Iterable
@@ -36,6 +37,7 @@ from pykka import ActorRef
 from toolvisor._logging import get_event_log
 from toolvisor.contract import ModelError
 from toolvisor.durable import UnknownRunError
+from toolvisor.executor import DeadlineTimer
 from toolvisor.host._call_starter import CallStarter, request_for_model
 from toolvisor.host._commands import (
     AnswerRun,
@@ -53,15 +55,12 @@ from toolvisor.host._durable_waits import (
 from toolvisor.host._effect_messages import (
     ModelAnswered,
     ModelProgress,
+    RetryDue,
     Woke,
     tell_answer,
     tell_progress,
 )
-from toolvisor.host._finished_calls import (
-    FinishedCalls,
-    OutcomesReady,
-    tell,
-)
+from toolvisor.host._finished_calls import FinishedCalls, OutcomesReady, send_results, tell
 from toolvisor.host._gates import GateWoke
 from toolvisor.host._leases import RenewLeases, RunLeasedError, RunLeases
 from toolvisor.host._model_calls import ModelAnswer
@@ -82,7 +81,6 @@ from toolvisor.machine import (
     Slept,
     Suspended,
     ToolCalls,
-    ToolResults,
     TurnMachine,
 )
 from toolvisor.supervisors import SupervisedActor
@@ -102,8 +100,10 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
             settings.store, settings.registry, settings.key_poll_interval,
             functools.partial(tell, me))
         self._observe = RunObserver(settings.tracing)
+        self._timer = DeadlineTimer("toolvisor-waits")  # its thread starts on the first wait
         self._calls = CallStarter(settings, self._waits, self._finished, me, self._observe,
-                                  runs=self._runs, on_progress=self._progress)
+                                  timer=self._timer, runs=self._runs,
+                                  on_progress=self._progress)
         self._leases = None if settings.store is None else RunLeases(
             settings.store, settings.lease_ttl, functools.partial(tell, me))
         self._log = get_event_log("orchestrator")
@@ -152,10 +152,13 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
                 self._attach(run_id, reply)
             case Woke(run_id, effect_id):
                 run = self._runs.get(run_id)
-                timer = run.timers.pop(effect_id, None) if run is not None else None
-                if timer is not None:
-                    timer.join()  # it has told us; its thread is ending
+                if run is not None:
+                    run.timers.pop(effect_id, None)
                 self._respond(run_id, lambda m: m.send(Slept(effect_id)))
+            case RetryDue(run_id, call_id, attempt):
+                run = self._runs.get(run_id)
+                if run is not None:
+                    self._calls.retry_due(run, call_id, attempt)
             case ModelAnswered(run_id, effect_id, answer):
                 self._model_answered(run_id, effect_id, answer)
             case ModelProgress(run_id, effect_id, event, data):
@@ -208,7 +211,6 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
     def _checkpointed(self, run: HostedRun, effects: list[Effect]) -> list[Effect]:
         """After every machine step: save its checkpoint (one atomic write), then go on."""
         run.suspended = False
-        run.checkpoint_age = 0.0
         machine = run.machine
         if self._store is not None:
             self._store.save_checkpoint(run.run_id, machine.last_effect_id,
@@ -239,10 +241,9 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
             reply.set_exception(exc)
             return None
         run = self._runs[run_id] = HostedRun(run_id, machine, [reply])
-        run.checkpoint_age = max(0.0, store.now() - saved.saved_at)
         outstanding = machine.outstanding
-        if isinstance(outstanding, ToolCalls):
-            run.interrupted = outstanding.id
+        if outstanding is not None:
+            run.reemitted = outstanding.id
         self._log.info("run_restored", run_id=run_id, effect_id=saved.effect_id)
         self._observe.run_started(run, None)
         return run
@@ -416,34 +417,37 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
             self._respond(run_id, lambda m: m.send(ModelReplied(effect_id, answer)))
 
     def _take_finished_calls(self) -> None:
-        """Hand every finished call to its machine: one ``ToolResults`` per run and effect."""
-        groups: dict[tuple[str, int], list[CallOutcome]] = {}
+        """Hand every finished call to its machine: one ``ToolResults`` per run, for the
+        ``ToolCalls`` effect it waits on now (a superseding effect takes over the calls of the
+        one before)."""
+        groups: dict[str, list[CallOutcome]] = {}
         for done in self._finished.drain():
             self._calls.gated.finished(done.ticket, done.outcome.result)
             run = self._runs.get(done.run_id)
             if run is not None:
-                run.tokens.pop((done.effect_id, done.outcome.call_id), None)
-                run.calls.pop((done.effect_id, done.outcome.call_id), None)
+                call_id = done.outcome.call_id
+                run.handed.pop(call_id, None)
+                run.tokens.pop(call_id, None)
+                run.calls.pop(call_id, None)
                 if self._waits is not None:
                     try:
                         self._waits.settle_key(done.run_id, done.outcome, done.key)
                     except Exception as exc:
                         self._crash(done.run_id, exc)
-            groups.setdefault((done.run_id, done.effect_id), []).append(done.outcome)
-        for (run_id, effect_id), outcomes in groups.items():
-            results = ToolResults(effect_id, tuple(outcomes))
+            groups.setdefault(done.run_id, []).append(done.outcome)
+        for run_id, outcomes in groups.items():
             try:
-                self._respond(run_id, functools.partial(TurnMachine.send, response=results))
+                self._respond(run_id, functools.partial(send_results, outcomes=tuple(outcomes)))
             except Exception as exc:  # one run's failure ends that run, never the host
                 self._crash(run_id, exc)
 
     def _sleep(self, run: HostedRun, effect_id: int, seconds: float) -> None:
+        """Wait out a model call's backoff (a restored run only what is left of it)."""
         me: ActorRef[Any] = self.actor_ref
-        seconds, run.checkpoint_age = max(0.0, seconds - run.checkpoint_age), 0.0
-        timer = threading.Timer(seconds, functools.partial(tell, me, Woke(run.run_id, effect_id)))
-        timer.name = f"toolvisor-sleep-{run.run_id[:8]}"
-        run.timers[effect_id] = timer
-        timer.start()
+        if effect_id == run.reemitted and self._waits is not None:
+            seconds -= self._waits.waited(run.run_id, effect_id)
+        run.timers[effect_id] = self._timer.schedule(
+            seconds, functools.partial(tell, me, Woke(run.run_id, effect_id)))
 
     def _finish(self, run: HostedRun, outcome: Any) -> None:
         self._drop(run)
@@ -490,5 +494,6 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
                     watcher.set_exception(OrchestratorStopped(f"run {run_id}: {why}"))
         self._runs.clear()
         self._calls.gated.close()
+        self._timer.close()
         if self._leases is not None:
             self._leases.close()

@@ -16,9 +16,9 @@ from typing import Any
 from pykka import ActorDeadError, ActorRef
 
 from toolvisor.contract import ToolCall
-from toolvisor.executor import CallHandle
+from toolvisor.executor import CallHandle, Deadline
 from toolvisor.host._key_waiter import KeyWaiter
-from toolvisor.machine import PendingCall, TurnMachine
+from toolvisor.machine import CallToRun, PendingCall, TurnMachine
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,6 +30,15 @@ class ParkedCall:
     key: str
 
 
+@dataclass(frozen=True, slots=True)
+class BackingOff:
+    """A retry waiting out its backoff; its deadline tells the orchestrator to start it."""
+
+    planned: CallToRun
+    reemitted: bool  # listed by the effect a restored run re-emitted (at most once applies)
+    deadline: Deadline
+
+
 @dataclass(eq=False)
 class HostedRun:
     """A run's machine and everything the host started for it."""
@@ -37,11 +46,15 @@ class HostedRun:
     run_id: str
     machine: TurnMachine
     watchers: list[Future[Any]]  # answered with the run's next outcome
-    timers: dict[int, threading.Timer] = field(default_factory=dict)  # by Sleep effect id
-    tokens: dict[tuple[int, str], threading.Event] = field(default_factory=dict)  # by
-    # (effect id, call id): the durable cancel token of each running call
-    calls: dict[tuple[int, str], ActorRef[Any]] = field(default_factory=dict)  # by (effect
-    # id, call id): the actor of each running call, stopped (the call cancelled) on release
+    timers: dict[int, Deadline] = field(default_factory=dict)  # by Sleep effect id
+    handed: dict[str, int] = field(default_factory=dict)  # call id -> the attempt the host
+    # was handed, until its reply is taken: a superseding ToolCalls effect lists it again
+    # (at most one attempt of a call id is in flight: a retry follows its failure's reply)
+    backing_off: dict[str, BackingOff] = field(default_factory=dict)  # by call id
+    tokens: dict[str, threading.Event] = field(default_factory=dict)  # by call id: the
+    # durable cancel token of each running call
+    calls: dict[str, ActorRef[Any]] = field(default_factory=dict)  # by call id: the actor of
+    # each running call, stopped (the call cancelled) on release
     waiting: dict[int, Callable[[], None]] = field(default_factory=dict)  # by gate ticket:
     # withdraws a call waiting at its tool's gate (a token, a bulkhead slot) on release
     waiters: dict[str, KeyWaiter] = field(default_factory=dict)  # by key
@@ -50,10 +63,9 @@ class HostedRun:
     parked: tuple[int, dict[str, ParkedCall]] | None = None  # (Done effect id, its pending
     # calls by key): the keys of one suspension never change, so they are issued once
     model_call: tuple[int, CallHandle] | None = None  # (LlmCall effect id, its call)
-    interrupted: int | None = None  # the ToolCalls effect a restored run re-emits: its calls
-    # may have run before the crash, so only retryable or journaled ones run again
-    checkpoint_age: float = 0.0  # seconds since the checkpoint a restored run started from:
-    # a Sleep it re-emits waits only the rest
+    reemitted: int | None = None  # the waiting effect a restored run re-emits: the calls of
+    # a ToolCalls may have run before the crash (only retryable or journaled ones run again),
+    # and a Sleep or a backoff waits only what is left of it
     span: Any = None  # the run's trace span, when the agent traces
     model_span: Any = None  # the span of the model call in flight, when the agent traces
     model_started: tuple[int, int, float] | None = None  # (turn, attempt, monotonic start) of
@@ -75,9 +87,9 @@ class HostedRun:
         self.waiters.clear()
 
     def release(self) -> None:
-        """Stop the run's model call, timers and key waiters; withdraw its calls waiting at
-        their tools' gates; cancel its running calls (their ``ctx.cancelled`` is set at once)
-        and release their durable waits."""
+        """Stop the run's model call, timers, backoffs and key waiters; withdraw its calls
+        waiting at their tools' gates; cancel its running calls (their ``ctx.cancelled`` is
+        set at once) and release their durable waits."""
         if self.model_call is not None:
             self.model_call[1].cancel()
             self.model_call = None
@@ -90,8 +102,11 @@ class HostedRun:
         self.calls.clear()
         for timer in self.timers.values():
             timer.cancel()
-            timer.join()
         self.timers.clear()
+        for retry in self.backing_off.values():
+            retry.deadline.cancel()
+        self.backing_off.clear()
+        self.handed.clear()
         self.stop_waiters()
         for token in self.tokens.values():
             token.set()

@@ -10,6 +10,7 @@ from toolvisor.machine._checkpoint import (
 from toolvisor.machine._config import MODES, MachineConfig
 from toolvisor.machine._done import Done, Effect, Outcome
 from toolvisor.machine._effects import (
+    Backoff,
     CallToRun,
     EffectId,
     LlmCall,
@@ -68,6 +69,7 @@ __all__ = [
     "DEFAULT_MODEL_POLICY",
     "MODES",
     "RESERVED_HALT_REASONS",
+    "Backoff",
     "CallOutcome",
     "CallToRun",
     "Checkpoint",

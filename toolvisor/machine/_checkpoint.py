@@ -23,14 +23,16 @@ from toolvisor.machine._outcomes import (
     Question,
     StateConflict,
 )
+from toolvisor.machine._upgrade import upgrade
 
-CHECKPOINT_VERSION: Literal[3] = 3
+CHECKPOINT_VERSION: Literal[4] = 4
 """2: ``CallToRun`` and ``PendingCall`` carry the turn (and ``PendingCall`` the attempt); a
 model call its attempt; a run that failed on its model, the model error. 3: tool calls keep the
 model's raw arguments text, runs and outcomes their token usage, ``Completed`` the finish
-reason. A version 2 checkpoint reads as version 3: every field 3 added has a default."""
+reason. 4: a tool call's retry is a call of a ``ToolCalls`` effect with its own ``backoff``,
+never a ``Sleep`` (which is only the model's). Older versions read as 4 (``_upgrade``)."""
 
-_READABLE_VERSIONS = (2, CHECKPOINT_VERSION)
+_READABLE_VERSIONS = (2, 3, CHECKPOINT_VERSION)
 
 Mode = Literal["sequential", "parallel_batch_approval", "parallel_streaming"]
 Phase = Literal["new", "awaiting_model", "awaiting_tools", "sleeping", "between", "suspended",
@@ -53,8 +55,10 @@ class CallRecord(_Record):
     """One tool call of the current batch and where it is.
 
     ``text`` is the result the model will read (for ``retry_wait``, the last error, used if
-    the run halts before the retry). ``writes`` are the state writes of its last attempt,
-    applied when its step settles. ``notes`` are appended to ``text`` (state conflicts).
+    the run halts before the retry; ``retry_delay`` is its backoff until the retry is listed
+    in a ``ToolCalls`` effect, in the same machine step unless a sibling halts the run).
+    ``writes`` are the state writes of its last attempt, applied when its step settles.
+    ``notes`` are appended to ``text`` (state conflicts).
     """
 
     call: ToolCall
@@ -133,7 +137,7 @@ class Checkpoint(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    version: Literal[3] = CHECKPOINT_VERSION
+    version: Literal[4] = CHECKPOINT_VERSION
     run: RunState
 
     @model_validator(mode="before")
@@ -147,7 +151,7 @@ class Checkpoint(BaseModel):
                 f"checkpoint version {version!r} is not supported: this toolvisor reads "
                 f"versions {list(_READABLE_VERSIONS)}; restore it with the toolvisor that wrote it"
             )
-        return {**data, "version": CHECKPOINT_VERSION}
+        return {**upgrade(data, version), "version": CHECKPOINT_VERSION}
 
     def to_json(self) -> str:
         """The checkpoint as JSON text."""
@@ -262,6 +266,10 @@ def check_restorable(run: RunState, mode: Mode) -> None:
         raise bad("a call of the outstanding ToolCalls effect is queued, not running")
     if isinstance(effect, ToolCalls) and any(c.turn != run.turns for c in effect.calls):
         raise bad(f"the outstanding ToolCalls effect has calls of another turn than {run.turns}")
+    if isinstance(effect, ToolCalls) and any(c.backoff is not None and c.backoff.since > effect.id
+                                             for c in effect.calls):
+        raise bad(f"a retry's backoff counts from an effect after {effect.id}, the effect that "
+                  "lists it")
     if any(r.pending is not None and (r.pending.call_id, r.pending.turn, r.pending.attempt)
            != (r.call.id, run.turns, r.attempt) for r in run.calls):
         raise bad("a pending call's id, turn or attempt does not match its call")

@@ -20,19 +20,30 @@ class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
+class Backoff(_Frozen):
+    """How long a retry waits before it starts: ``seconds`` counted from when effect ``since``
+    (the ``ToolCalls`` effect that first listed the retry, emitted as its previous attempt's
+    failure was taken) was emitted. A host that restores the run waits only what is left."""
+
+    seconds: float = Field(ge=0)
+    since: EffectId
+
+
 class CallToRun(_Frozen):
-    """One call to run now: the call, which attempt this is, and the state its ``ctx.state`` reads.
+    """One call to run: the call, which attempt this is, and the state its ``ctx.state`` reads.
 
     ``turn`` is the turn whose model response asked for the call (a retry keeps it), so
     ``(turn, attempt, call.id)`` names one attempt within a run even when a model reuses call
     ids across turns. The host gives the handler ``CallContext(tool_call=call, attempt=attempt,
-    state=StateView(state))`` and reports ``StateView.writes`` back with the result.
+    state=StateView(state))`` and reports ``StateView.writes`` back with the result. A retry
+    carries its ``backoff``: the host starts it once that is over, whatever its siblings do.
     """
 
     call: ToolCall
     turn: int
     attempt: int = 1
     state: dict[str, Any] = Field(default_factory=dict)
+    backoff: Backoff | None = None
 
 
 class LlmCall(_Frozen):
@@ -50,8 +61,12 @@ class LlmCall(_Frozen):
 class ToolCalls(_Frozen):
     """Run these calls (in parallel when there are several); answer with ``ToolResults``.
 
-    The results may come back one by one or together. Re-emitted after a restore, it lists only
-    the calls still outstanding, each exactly as first emitted.
+    The results may come back one by one or together. When a call fails and is retried while
+    others of its step still run, a new ``ToolCalls`` effect *supersedes* this one: it lists the
+    calls still running, each exactly as first emitted (they go on: never start one again), and
+    the retry with its ``backoff``. Results are always sent for the newest one, its
+    predecessors' calls included. Re-emitted after a restore, it lists only the calls still
+    outstanding, each exactly as first emitted.
     """
 
     kind: Literal["tool_calls"] = "tool_calls"
@@ -60,14 +75,13 @@ class ToolCalls(_Frozen):
 
 
 class Sleep(_Frozen):
-    """Wait ``seconds`` before a retry (of ``call_ids``, or of the model call for
-    ``reason="model_retry"``); answer with ``Slept``."""
+    """Wait ``seconds`` before the model call's retry; answer with ``Slept``. (A tool call's
+    retry waits on its own: its ``CallToRun.backoff``, so its siblings never wait for it.)"""
 
     kind: Literal["sleep"] = "sleep"
     id: EffectId
     seconds: float
-    call_ids: tuple[str, ...]
-    reason: Literal["tool_retry", "model_retry"] = "tool_retry"
+    reason: Literal["model_retry"] = "model_retry"
 
 
 class Progress(_Frozen):

@@ -46,7 +46,6 @@ from toolvisor.machine._planning import (
     commit_step,
     hand_to_caller,
     plan_batch,
-    requeue_retries,
     start_step,
 )
 from toolvisor.machine._response_checks import (
@@ -137,8 +136,6 @@ class TurnMachine(RunView):
             text = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
             kind = run.outstanding.kind if run.outstanding else "effect"
             self._fail(f"{kind} effect {response.effect_id} failed: {text}")
-        elif isinstance(run.outstanding, Sleep) and run.outstanding.reason == "model_retry":
-            self._emit_llm_call(retry=True)
         elif isinstance(response, ModelReplied):
             self._on_model(response.response)
         elif isinstance(response, ToolResults):
@@ -151,11 +148,10 @@ class TurnMachine(RunView):
                 run.outstanding = None
                 run.phase = "between"
                 self._advance()
-        else:
-            run.outstanding = None
-            run.phase = "between"
-            requeue_retries(run)
-            self._advance()
+            else:
+                self._retry_now()
+        else:  # Slept: the model call's backoff is over
+            self._emit_llm_call(retry=True)
         return self._take_emitted()
 
     def resume(self, answers: Mapping[str, Any]) -> list[Effect]:
@@ -277,11 +273,7 @@ class TurnMachine(RunView):
             if run.cursor < len(run.steps):
                 step = run.steps[run.cursor]
                 records = [run.calls[i] for i in step.calls]
-                waiting = [r for r in records if r.status == "retry_wait"]
-                if waiting:
-                    self._emit_sleep(waiting)
-                    return
-                queued = [r for r in records if r.status == "queued"]
+                queued = [r for r in records if r.status in ("queued", "retry_wait")]
                 if queued and step.manual:
                     for record, error in hand_to_caller(run, self._config, queued):
                         self._settle(record, error, encode(error), answered=True)
@@ -302,6 +294,17 @@ class TurnMachine(RunView):
                 return
             self._emit_llm_call()
             return
+
+    def _retry_now(self) -> None:
+        """Start the retries of the running step at once, while its other calls still run: a
+        new ``ToolCalls`` effect supersedes the outstanding one. Not while the run is halting:
+        the siblings finish, then it ends."""
+        run = self._run
+        step = run.steps[run.cursor]
+        records = [run.calls[i] for i in step.calls]
+        retrying = [r for r in records if r.status == "retry_wait"]
+        if retrying and not any(r.halt is not None for r in run.calls):
+            self._emit_tool_calls(step, retrying)
 
     # -- call outcomes ------------------------------------------------------------------------
 
@@ -444,21 +447,19 @@ class TurnMachine(RunView):
             run.model_attempt += 1
             self._log("info", "model_retry_scheduled", turn=run.turns,
                       attempt=run.model_attempt, seconds=decision.delay)
-            self._wait(Sleep(id=self._next_id(), seconds=decision.delay, call_ids=(),
-                             reason="model_retry"), "sleeping")
+            self._wait(Sleep(id=self._next_id(), seconds=decision.delay), "sleeping")
             return
         self._fail(failure_text(error, decision), model_error=model_failure(error, decision))
 
     def _emit_tool_calls(self, step: StepRecord, records: list[CallRecord]) -> None:
-        effect = ToolCalls(id=self._next_id(), calls=start_step(self._run, step, records))
+        """Start ``records`` (queued calls, and retries with their backoff) in a new effect."""
+        for record in records:
+            if record.status == "retry_wait":
+                self._log("info", "retry_scheduled", turn=self._run.turns,
+                          call_ids=[record.call.id], seconds=record.retry_delay)
+        effect_id = self._next_id()
+        effect = ToolCalls(id=effect_id, calls=start_step(self._run, step, records, effect_id))
         self._wait(effect, "awaiting_tools")
-
-    def _emit_sleep(self, records: list[CallRecord]) -> None:
-        seconds = max(r.retry_delay or 0.0 for r in records)
-        call_ids = tuple(r.call.id for r in records)
-        self._log("info", "retry_scheduled", turn=self._run.turns, call_ids=list(call_ids),
-                  seconds=seconds)
-        self._wait(Sleep(id=self._next_id(), seconds=seconds, call_ids=call_ids), "sleeping")
 
     def _wait(self, effect: LlmCall | ToolCalls | Sleep, phase: Any) -> None:
         self._run.outstanding = (

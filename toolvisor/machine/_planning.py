@@ -1,9 +1,9 @@
 """A batch of tool calls in the run state, from the model's response to its result messages.
 
-Plain functions over ``RunState``: plan the calls into steps, start a step (its ``CallToRun``
-list, re-emitted with only the calls still running), queue retries again, commit a settled
-step's state writes, and close the batch with one result message per call. The machine
-decides when; these say what changes.
+Plain functions over ``RunState``: plan the calls into steps, start a step's calls and retries
+(the ``CallToRun`` list of a ``ToolCalls`` effect, which keeps the calls still running as first
+emitted), commit a settled step's state writes, and close the batch with one result message
+per call. The machine decides when; these say what changes.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from toolvisor.contract import Err, ModelResponse, ToolResultMessage
 from toolvisor.executor import encode, prepare_arguments
 from toolvisor.machine._checkpoint import CallRecord, RunState, StepRecord
 from toolvisor.machine._config import MachineConfig
-from toolvisor.machine._effects import CallToRun, ToolCalls
+from toolvisor.machine._effects import Backoff, CallToRun, EffectId, ToolCalls
 from toolvisor.machine._outcomes import ManualCall, StateConflict
 from toolvisor.machine._settling import not_found
 
@@ -86,14 +86,36 @@ def _scheduling(config: MachineConfig, name: str) -> str:
     return tool.scheduling if tool is not None else "parallel"
 
 
-def start_step(run: RunState, step: StepRecord, records: list[CallRecord]) -> tuple[CallToRun, ...]:
-    """Mark ``records`` running and say how to run each; the step's state snapshot is taken once."""
+def start_step(run: RunState, step: StepRecord, records: list[CallRecord],
+               effect_id: EffectId) -> tuple[CallToRun, ...]:
+    """The calls of ``step``'s next ``ToolCalls`` effect (id ``effect_id``), in call order.
+
+    ``records`` start now: queued ones at their attempt, each one waiting for a retry at its
+    next attempt with its backoff (counted from this effect). The calls of the outstanding
+    effect still running are listed again exactly as first emitted: a retry never waits for a
+    sibling, and a sibling never starts twice. The step's state snapshot is taken once.
+    """
     if step.snapshot is None:
         step.snapshot = copy.deepcopy(run.state)
-    for record in records:
-        record.status = "running"
-    return tuple(CallToRun(call=r.call, turn=run.turns, attempt=r.attempt, state=step.snapshot)
-                 for r in records)
+    outstanding = run.outstanding
+    listed = {c.call.id: c for c in outstanding.calls} if isinstance(outstanding, ToolCalls) \
+        else {}
+    starting = {id(r) for r in records}
+    calls = []
+    for index in step.calls:
+        record = run.calls[index]
+        if id(record) in starting:
+            backoff = None
+            if record.status == "retry_wait":
+                record.attempt += 1
+                backoff = Backoff(seconds=record.retry_delay or 0.0, since=effect_id)
+                record.retry_delay = None
+            record.status = "running"
+            calls.append(CallToRun(call=record.call, turn=run.turns, attempt=record.attempt,
+                                   state=step.snapshot, backoff=backoff))
+        elif record.status == "running":
+            calls.append(listed[record.call.id])
+    return tuple(calls)
 
 
 def still_running(run: RunState, effect: ToolCalls) -> ToolCalls:
@@ -101,15 +123,6 @@ def still_running(run: RunState, effect: ToolCalls) -> ToolCalls:
     running = {r.call.id for r in run.calls if r.status == "running"}
     calls = tuple(c for c in effect.calls if c.call.id in running)
     return effect if len(calls) == len(effect.calls) else effect.model_copy(update={"calls": calls})
-
-
-def requeue_retries(run: RunState) -> None:
-    """After a retry's sleep: each call that waited is queued again for its next attempt."""
-    for record in run.calls:
-        if record.status == "retry_wait":
-            record.status = "queued"
-            record.attempt += 1
-            record.retry_delay = None
 
 
 def commit_step(run: RunState, step: StepRecord) -> list[StateConflict]:

@@ -65,6 +65,13 @@ class RunView:
         """The id of the last effect emitted, fire-and-forget ones included (0 before ``start``)."""
         return self._run.next_effect_id - 1
 
+    @property
+    def waiting_effect_id(self) -> int | None:
+        """The id of the effect waiting for a response (``LlmCall``, ``ToolCalls``, ``Sleep``),
+        or ``None``: a host sends a call's result for the newest ``ToolCalls`` effect."""
+        effect = self._run.outstanding
+        return None if effect is None else effect.id
+
     def tool_call(self, call_id: str) -> ToolCall:
         """Call ``call_id`` of the current turn's open batch, as the model asked it (a host runs
         a pending call's cancel hook with it); ``KeyError`` for any other id."""

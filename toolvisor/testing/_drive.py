@@ -72,13 +72,23 @@ class DriveResult:
 
     @property
     def sleeps(self) -> list[float]:
-        """The backoff delays the run asked for, in order."""
-        return [e.seconds for e in self.trace if isinstance(e, Sleep)]
+        """The backoff delays the run asked for, in order: each model retry's ``Sleep`` and
+        each tool retry's ``backoff`` (in the ``ToolCalls`` effect that first lists it)."""
+        return [delay for e in self.trace for delay in _delays(e)]
 
     @property
     def tool_batches(self) -> list[list[str]]:
         """The call ids of every ``ToolCalls`` effect, in order (shows scheduling)."""
         return [[c.call.id for c in e.calls] for e in self.trace if isinstance(e, ToolCalls)]
+
+
+def _delays(effect: Effect) -> list[float]:
+    if isinstance(effect, Sleep):
+        return [effect.seconds]
+    if isinstance(effect, ToolCalls):
+        return [c.backoff.seconds for c in effect.calls
+                if c.backoff is not None and c.backoff.since == effect.id]
+    return []
 
 
 @dataclass
@@ -233,14 +243,26 @@ class _Driver:
             self.machine = _roundtrip(self.config, self.machine)
 
     def deliver(self, effect: ToolCalls) -> None:
-        outcomes = [self.scripts.run(c) for c in effect.calls]
-        if self.delivery == "together":
-            self.record(self.machine.send(ToolResults(effect.id, tuple(outcomes))))
-            return
-        if self.delivery == "reversed":
-            outcomes.reverse()
-        for outcome in outcomes:
-            self.record(self.machine.send(ToolResults(effect.id, (outcome,))))
+        """Run the effect's calls and send their outcomes, as ``delivery`` says, until no call
+        of the step runs. A retry is run as soon as an effect lists it (its backoff is only
+        recorded), and a superseding effect's calls already run are not run again."""
+        ran: set[tuple[int, int, str]] = set()
+        outcomes: list[CallOutcome] = []
+        while True:
+            for to_run in effect.calls:
+                key = (to_run.turn, to_run.attempt, to_run.call.id)
+                if key not in ran:
+                    ran.add(key)
+                    outcomes.append(self.scripts.run(to_run))
+            if self.delivery == "together":
+                sent, outcomes = outcomes, []
+            else:
+                sent = [outcomes.pop(-1 if self.delivery == "reversed" else 0)]
+            self.record(self.machine.send(ToolResults(effect.id, tuple(sent))))
+            waiting = self.machine.outstanding
+            if not isinstance(waiting, ToolCalls):
+                return
+            effect = waiting
 
 
 def _roundtrip(config: MachineConfig, machine: TurnMachine) -> TurnMachine:
