@@ -1,6 +1,6 @@
 """toolvisor: an Elixir/OTP-style supervised actor runtime for LLM tool calls."""
 
-from toolvisor._logging import configure_logging, set_event_sink
+from toolvisor._logging import configure_logging, dropped_events, set_event_sink
 from toolvisor.agent import Agent, RunOutcome
 from toolvisor.contract import (
     AskUser,
@@ -47,6 +47,7 @@ __all__ = [
     "ToolError",
     "ToolvisorError",
     "configure_logging",
+    "dropped_events",
     "encode",
     "execute",
     "set_event_sink",

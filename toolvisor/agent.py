@@ -85,7 +85,8 @@ class Agent:
     run (a tool asked the user, or returned ``Pending``) continues with ``resume``. Runs may be
     started from several threads at once. Invalid configuration is refused here, with a
     ``ValueError`` or ``TypeError`` that names the setting. ``close()`` (or leaving a ``with``
-    block) stops the tree and leaves no thread or process behind.
+    block) stops the tree and leaves no thread or process behind; without it, no thread of the
+    agent keeps the interpreter alive either.
 
     ``registry`` (a :class:`~toolvisor.registry.ToolRegistry`) is the catalog to use, for tools
     that come and go at run time; ``tools`` are then added to it as the source ``"agent"``.

@@ -10,6 +10,7 @@ handler's capabilities are served there, on the call's real context.
 
 from __future__ import annotations
 
+import atexit
 import collections
 import itertools
 import multiprocessing
@@ -59,6 +60,27 @@ def prepare_process_isolation(mp_context: MpContext = "forkserver") -> None:
         resource_tracker.ensure_running()
     else:
         raise ValueError(f"mp_context must be 'forkserver' or 'spawn', got {mp_context!r}")
+
+
+_running_lock = threading.Lock()
+_running: set[ProcessIsolation] = set()  # pools whose manager thread runs, until closed
+
+
+def _close_at_exit() -> None:
+    """Close every pool its owner left running, at interpreter exit.
+
+    Registered after ``multiprocessing.util`` (imported above), so it runs before that
+    module's own exit handler, which terminates the workers and then joins every child: a
+    manager thread still running would replace the terminated workers, and the join would
+    wait for the replacements for ever.
+    """
+    with _running_lock:
+        pools = list(_running)
+    for pool in pools:
+        pool.close()
+
+
+atexit.register(_close_at_exit)
 
 
 class _Worker:
@@ -115,8 +137,9 @@ class ProcessIsolation:
         self._arm = arm
         self._settle = settle
         self._counters = counters
-        self._start_lock = threading.Lock()
+        self._start_lock = threading.Lock()  # guards _thread, _closed and the wake-up pipe
         self._thread: threading.Thread | None = None
+        self._closed = False
         self._inbox: queue.SimpleQueue[tuple[str, Any]] = queue.SimpleQueue()
         self._wake_r = self._wake_w = -1
         self._names = itertools.count()
@@ -136,16 +159,28 @@ class ProcessIsolation:
 
     def _post(self, message: tuple[str, Any]) -> None:
         with self._start_lock:
-            if self._thread is None:
-                if message[0] != "submit":  # nothing to stop or close yet
-                    return
-                prepare_process_isolation(self._mp_context)
-                self._wake_r, self._wake_w = os.pipe()
-                self._thread = threading.Thread(target=self._manage, name="toolvisor-process-pool",
-                                                daemon=True)
-                self._thread.start()
-        self._inbox.put(message)
-        os.write(self._wake_w, b"\0")
+            if not self._closed:
+                if self._thread is None:
+                    if message[0] != "submit":  # nothing to stop yet
+                        return
+                    self._start()
+                self._inbox.put(message)
+                os.write(self._wake_w, b"\0")
+                return
+        if message[0] == "submit":  # closed at interpreter exit while its owner still runs
+            call = message[1][0]
+            self._settle(call, call.cancelled_error())
+
+    def _start(self) -> None:
+        """Start the manager thread (under ``_start_lock``); it is closed at interpreter exit
+        if its owner does not close it first."""
+        prepare_process_isolation(self._mp_context)
+        self._wake_r, self._wake_w = os.pipe()
+        self._thread = threading.Thread(target=self._manage, name="toolvisor-process-pool",
+                                        daemon=True)
+        with _running_lock:
+            _running.add(self)
+        self._thread.start()
 
     def submit(self, call: RunningCall, request: bytes, tag: int) -> None:
         """Queue ``call`` (its pickled ``WorkRequest``, ``tag`` its link tag) for the next
@@ -157,13 +192,23 @@ class ProcessIsolation:
         self._post(("stop", call))
 
     def close(self) -> None:
-        """Stop every worker (idle ones politely, busy ones with SIGKILL) and the manager."""
-        self._post(("close", None))
-        thread = self._thread
-        if thread is not None:
-            thread.join()
-            os.close(self._wake_r)
-            os.close(self._wake_w)
+        """Stop every worker (idle ones politely, busy ones with SIGKILL) and the manager.
+        Idempotent; a call submitted later is cancelled."""
+        with self._start_lock:
+            if self._closed:
+                return
+            self._closed = True
+            thread = self._thread
+            if thread is not None:
+                self._inbox.put(("close", None))
+                os.write(self._wake_w, b"\0")
+        if thread is None:
+            return
+        thread.join()
+        os.close(self._wake_r)
+        os.close(self._wake_w)
+        with _running_lock:
+            _running.discard(self)
 
     # -- the manager thread ------------------------------------------------------------------
 

@@ -91,6 +91,8 @@ from toolvisor.supervisors import SupervisedActor
 class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
     """Performs the effects of the runs it hosts; one actor serves all runs of an ``Agent``."""
 
+    use_daemon_thread = True  # no toolvisor thread keeps the interpreter alive
+
     def __init__(self, settings: OrchestratorSettings) -> None:
         super().__init__()
         self._settings = settings
@@ -442,6 +444,7 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
         seconds, run.checkpoint_age = max(0.0, seconds - run.checkpoint_age), 0.0
         timer = threading.Timer(seconds, functools.partial(tell, me, Woke(run.run_id, effect_id)))
         timer.name = f"toolvisor-sleep-{run.run_id[:8]}"
+        timer.daemon = True  # no toolvisor thread keeps the interpreter alive
         run.timers[effect_id] = timer
         timer.start()
 

@@ -168,6 +168,8 @@ class McpConnection(SupervisedActor, pykka.ThreadingActor):
     or fails; a restart that cannot connect keeps trying with backoff (``_TryAgain``, told by
     a timer that ``_timer`` holds; state owned by the actor's thread)."""
 
+    use_daemon_thread = True  # no toolvisor thread keeps the interpreter alive
+
     def __init__(self, provider: McpToolProvider) -> None:
         super().__init__()
         self._provider = provider

@@ -111,7 +111,7 @@ class McpSession:
         self._on_tools = on_tools
         self._on_lost = on_lost
         self._log = get_event_log("mcp", source=name)
-        self._thread = threading.Thread(target=self._run, name=f"mcp-{name}")
+        self._thread = threading.Thread(target=self._run, name=f"mcp-{name}", daemon=True)
         self._lock = threading.Lock()  # guards _submitted and _ended
         self._submitted: set[Future[HandlerResult]] = set()
         self._ended = False

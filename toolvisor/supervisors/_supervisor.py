@@ -170,6 +170,8 @@ class Supervisor(SupervisedActor, pykka.ThreadingActor):
     its mailbox (:class:`SupervisorRef`).
     """
 
+    use_daemon_thread = True  # no toolvisor thread keeps the interpreter alive
+
     def __init__(
         self,
         children: Sequence[ChildSpec],
