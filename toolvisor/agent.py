@@ -33,7 +33,7 @@ from toolvisor.durable import (
     Signer,
     SqliteSessionStore,
 )
-from toolvisor.executor import OutputProjection, ToolRunner
+from toolvisor.executor import OutputProjection, ToolRunner, check_main_guard
 from toolvisor.host import (
     AnswerRun,
     AttachRun,
@@ -87,6 +87,10 @@ class Agent:
     ``ValueError`` or ``TypeError`` that names the setting. ``close()`` (or leaving a ``with``
     block) stops the tree and leaves no thread or process behind; without it, no thread of the
     agent keeps the interpreter alive either.
+
+    With a ``process`` tool in the catalog, a program whose ``__main__`` builds or runs the
+    agent outside ``if __name__ == "__main__":`` is refused here and at each run
+    (``RuntimeError`` showing the guard): every worker process would run the program again.
 
     ``registry`` (a :class:`~toolvisor.registry.ToolRegistry`) is the catalog to use, for tools
     that come and go at run time; ``tools`` are then added to it as the source ``"agent"``.
@@ -175,6 +179,7 @@ class Agent:
                 raise TypeError(f"mcp takes McpToolProvider objects, got {type(server).__name__}")
             registry.add_source(server.source, server)
         self._registry = registry
+        self._refuse_unguarded_main()
         self._gates = ToolGates(resilience, clock=resilience_clock)
         self._config = MachineConfig(
             tools=tuple(tools), system_prompt=system_prompt, on_tool_error=on_tool_error,
@@ -229,6 +234,18 @@ class Agent:
         """The machine's view of the catalog: members only, whichever source provides them."""
         found = self._registry.resolve(name)
         return found if isinstance(found, Tool) else None
+
+    def _refuse_unguarded_main(self) -> None:
+        """In the caller's thread, before any worker starts: ``RuntimeError`` showing the
+        guard when the catalog holds a ``process`` tool and its worker processes would run
+        this program again (its ``__main__`` runs outside ``if __name__ == "__main__":``)."""
+        check_main_guard(self._process_tools)
+
+    def _process_tools(self) -> list[str]:
+        registry = self._registry
+        return [name for name in registry.members()
+                if isinstance(found := registry.resolve(name), Tool)
+                and found.isolation == "process"]
 
     def _current_tool_calls(self) -> ToolCallSupervisorRef:
         if self._tool_calls is None:
@@ -300,6 +317,7 @@ class Agent:
 
     def _start(self, prompt: str | Sequence[Message],
                state: Mapping[str, Any] | None) -> tuple[str, Future[Any]]:
+        self._refuse_unguarded_main()
         machine = TurnMachine(self._config)
         return self._submit(machine, machine.start(prompt, state=state))
 
@@ -309,6 +327,7 @@ class Agent:
         if not isinstance(suspended, Suspended):
             raise TypeError(f"resume() takes the Suspended outcome a run returned, got "
                             f"{type(suspended).__name__}")
+        self._refuse_unguarded_main()
         if suspended.signature is None or not self._signer.verify(suspended.signed_text(),
                                                                    suspended.signature):
             raise SignatureError(
@@ -365,6 +384,7 @@ class Agent:
         (``TimeoutError``): the run is never cancelled by it.
         """
         self._require_store("resume_run")
+        self._refuse_unguarded_main()
         future: Future[Any] = Future()
         self._orchestrator().tell(AttachRun(run_id, future))
         return self._wait(run_id, future, timeout, cancel=False)

@@ -31,6 +31,7 @@ from toolvisor._logging import get_event_log
 from toolvisor.contract import CallContext, HandlerResult, Tool
 from toolvisor.executor._calls import RunningCall
 from toolvisor.executor._context_server import join_links, serve_link
+from toolvisor.executor._main_guard import check_main_guard
 from toolvisor.executor._stats import Counters
 from toolvisor.executor._worker import READY, HandlerAddress, resolve, serve
 
@@ -181,6 +182,12 @@ class ProcessIsolation:
         with _running_lock:
             _running.add(self)
         self._thread.start()
+
+    def refuse_unguarded_main(self, tool_name: str) -> None:
+        """Before the workers first start: ``RuntimeError`` (in the caller's thread) if they
+        would run this program again (see ``_main_guard.py``)."""
+        if self._thread is None:
+            check_main_guard(lambda: (tool_name,))
 
     def submit(self, call: RunningCall, request: bytes, tag: int) -> None:
         """Queue ``call`` (its pickled ``WorkRequest``, ``tag`` its link tag) for the next
