@@ -11,6 +11,7 @@ handler's capabilities are served there, on the call's real context.
 from __future__ import annotations
 
 import collections
+import dataclasses
 import itertools
 import multiprocessing
 import os
@@ -407,8 +408,12 @@ def address_of(tool: Tool) -> HandlerAddress | str:
             target = resolve(address)
         except Exception as exc:
             target = exc
-        if target is handler or (isinstance(target, Tool) and target.handler is handler):
+        if target is handler:
             found = address
+        elif isinstance(target, Tool) and target.handler is handler:
+            # the worker runs the Tool found there, with its own arguments type (which may be
+            # a class made at run time, such as @function_tool's, that pickle cannot name)
+            found = dataclasses.replace(address, arguments_type=None)
         else:
             found = (f"{module}.{qualname} does not name the handler in its module "
                      f"({target!r}); isolation='process' needs a module-level function")
