@@ -176,8 +176,11 @@ def _arguments_model(fn: _FUNCTION, params: list[inspect.Parameter], documented:
             continue
         name = f"argument_{index}"
         default = ... if param.default is param.empty else param.default
-        fields[name] = (annotation, Field(default, alias=param.name,
-                                          description=documented.parameters.get(param.name)))
+        described = documented.parameters.get(param.name)
+        if described is None:  # a description in the annotation (Annotated[..., Field()]) stays
+            fields[name] = (annotation, Field(default, alias=param.name))
+        else:
+            fields[name] = (annotation, Field(default, alias=param.name, description=described))
         plan.append(_Passed(param.name, name, positional))
     try:
         model = create_model(f"{tool_name}_arguments", __config__=_STRICT,
@@ -253,8 +256,10 @@ def function_tool(
 
     On a function defined in a class body it makes a method tool, as ``@tool`` does: the
     class attribute is a :class:`ToolMethod` and ``instance.method`` that instance's ``Tool``.
-    Under ``isolation="process"`` a worker finds the tool by the function's module and name,
-    so the decorated function must be defined at module level.
+    Under ``isolation="process"`` a worker imports the tool by the function's module and name,
+    so it must be decorated where it is defined, at module level (``function_tool(f)`` called
+    elsewhere leaves the module's ``f`` a bare function, which the worker refuses as
+    ``not_found``).
     """
     settings: dict[str, Any] = {
         "scheduling": scheduling, "timeout": timeout, "isolation": isolation,

@@ -5,6 +5,7 @@ schema with no fields)."""
 from __future__ import annotations
 
 import inspect
+import re
 import sys
 import types
 import typing
@@ -19,13 +20,15 @@ FUNCTION_TOOL = ("@function_tool (a plain function, one parameter per argument, 
                  "value becomes Ok(value))")
 """How every message below names the alternative."""
 
+_QUALIFIED = re.compile(r"\b(?:[A-Za-z_]\w*\.)+([A-Za-z_]\w*)")
 _ALWAYS_FITS = (Any, object, typing.NoReturn, typing.Never)
 
 
 def _spelled(annotation: Any) -> str:
+    """An annotation as it was written: ``Mapping[str, Ok]``, not with each name's module."""
     if annotation is type(None):
         return "None"
-    return inspect.formatannotation(annotation).replace("typing.", "")
+    return _QUALIFIED.sub(r"\1", inspect.formatannotation(annotation))
 
 
 def returns_results(annotation: Any) -> bool:
@@ -59,7 +62,8 @@ def check_return(annotation: Any, tool_name: str) -> None:
 def check_context_parameter(name: str, annotation: Any, first: str, tool_name: str) -> None:
     """Refuse a second parameter annotated as anything a ``CallContext`` is not (``units: str``):
     ``@tool`` passes the context there, not the model's second argument."""
-    if not isinstance(annotation, type) or any(annotation is fits for fits in _ALWAYS_FITS):
+    if (not isinstance(annotation, type) or annotation is inspect.Parameter.empty
+            or any(annotation is fits for fits in _ALWAYS_FITS)):
         return
     try:
         fits = issubclass(CallContext, annotation)

@@ -398,9 +398,9 @@ def tool(
             arity = handler_arity(fn, tool_name)
         except InvalidHandlerError as exc:
             raise InvalidHandlerError(f"{exc}{arity_hint()}") from None
-        arguments_type, schema = _arguments(fn, arity, tool_name)
+        arguments_type, schema, untyped = _arguments(fn, arity, tool_name)
         documented = inspect.getdoc(_unpartial(fn)) or ""
-        return Tool(
+        built = Tool(
             name=tool_name,
             description=description if description is not None else documented,
             input_schema=schema,
@@ -415,9 +415,15 @@ def tool(
             on_cancel=on_cancel,
             ray_options=ray_options,
         )
+        if untyped is not None and not internal:  # only a tool that builds is worth a warning
+            warn_open_schema(untyped, tool_name)
+        return built
 
-    def _arguments(fn: Handler, arity: int, tool_name: str) -> tuple[Any, Mapping[str, Any]]:
-        """The arguments type and the input schema, after the checks the annotations allow."""
+    def _arguments(fn: Handler, arity: int,
+                   tool_name: str) -> tuple[Any, Mapping[str, Any], Any | None]:
+        """The arguments type and the input schema, after the checks the annotations allow;
+        and the annotation that describes no field (a bare ``dict``, ...) if that is what
+        gave the schema, else ``None``."""
         params = list(inspect.signature(fn).parameters.values())
         hints = _type_hints(fn, tool_name, needed=input_schema is None)
         empty = inspect.Parameter.empty
@@ -427,14 +433,12 @@ def tool(
             check_context_parameter(params[1].name, hints.get(params[1].name, empty),
                                     params[0].name, tool_name)
         if input_schema is not None:
-            return None, input_schema
+            return None, input_schema, None
         if _is_open(first):
-            if not internal:
-                warn_open_schema(first, tool_name)
-            return None, dict(_OPEN_OBJECT)
+            return None, dict(_OPEN_OBJECT), first
         schema = _schema_for(first, tool_name)
         check_arguments_object(params[0].name, first, schema, tool_name)
-        return first, schema
+        return first, schema, None
 
     if handler is not None:
         return build(handler)
