@@ -392,7 +392,8 @@ _addresses = weakref.WeakKeyDictionary()
 def address_of(tool: Tool) -> HandlerAddress | str:
     """Where a worker imports ``tool``'s handler, or why it cannot (checked here, once per tool).
 
-    The name must lead to the handler itself or to a ``Tool`` (made by ``@tool``) around it.
+    The name must lead to the handler itself or to a ``Tool`` (made by ``@tool`` or
+    ``@function_tool``) around it.
     """
     found = _addresses.get(tool)
     if found is not None:
