@@ -10,7 +10,6 @@ from typing import Any
 import pykka
 import pytest
 
-from toolvisor.supervisors._supervisor import _CountChildren
 from toolvisor.supervisors import (
     ChildRestartingError,
     ChildRunningError,
@@ -23,6 +22,7 @@ from toolvisor.supervisors import (
     SupervisorRef,
     UnknownChildError,
 )
+from toolvisor.supervisors._supervisor import _CountChildren
 
 WAIT = 10.0  # generous bound on waiting for an event that must come
 
