@@ -180,7 +180,8 @@ def describe(outcome: Any) -> dict[str, Any]:
     if isinstance(outcome, Suspended):
         data.update(run_id=outcome.run_id, keys=outcome.keys)
     else:
-        data["text"] = getattr(outcome, "text", None) or getattr(outcome, "error", None)
+        data["text"] = outcome.text if outcome.status == "completed" \
+            else getattr(outcome, "error", None)
     return data
 
 
