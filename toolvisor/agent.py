@@ -320,7 +320,7 @@ class Agent:
                 "this Suspended is unsigned or was altered since an agent gave it out; only "
                 "what an agent with the same signing keys (or store) returned is resumed")
         answers = self._answers(suspended, answer)
-        if self._store is not None and suspended.run_id is not None:
+        if self._store is not None and suspended.run_id:
             future: Future[Any] = Future()
             self._orchestrator().tell(AnswerRun(suspended.run_id, dict(answers), future))
             return suspended.run_id, future

@@ -139,9 +139,8 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
         match message:
             case StartRun(run_id, machine, effects, reply):
                 if run_id in self._runs:  # a Suspended resumed again while its run goes on
-                    reply.set_exception(ValueError(
-                        f"run {run_id} is already going on here; a Suspended is resumed once "
-                        "at a time (resume its next outcome, or wait for this one)"))
+                    reply.set_exception(ValueError(f"run {run_id} is already going on here; "
+                                                   "a Suspended is resumed once at a time"))
                     return
                 started = self._runs[run_id] = HostedRun(run_id, machine, [reply])
                 if self._store is not None and self._store.get_run(run_id) is None:
@@ -449,10 +448,8 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
         timer.start()
 
     def _finish(self, run: HostedRun, outcome: Any) -> None:
-        """The run leaves this host with ``outcome``, stamped with its run id (a ``Suspended``
-        comes stamped and signed)."""
-        if outcome.run_id != run.run_id:
-            outcome = outcome.model_copy(update={"run_id": run.run_id})
+        """The run leaves this host with ``outcome``, stamped with the run's id."""
+        outcome = outcome.model_copy(update={"run_id": run.run_id})
         self._drop(run)
         self._log.info("run_returned", run_id=run.run_id, outcome=type(outcome).__name__)
         self._observe.run_finished(run, outcome)

@@ -18,6 +18,7 @@ from pydantic import (
     SerializationInfo,
     ValidationError,
     field_serializer,
+    field_validator,
     model_validator,
 )
 
@@ -206,9 +207,10 @@ class Suspended(BaseModel):
 
     ``checkpoint`` is everything needed to go on: ``TurnMachine.restore(config, checkpoint)``
     then ``resume({call_id: answer, ...})``, in this process or another one. An ``Agent``
-    sets ``run_id`` (with a session store, the run's id in the store) and, with a store,
-    ``keys`` (the completion key each pending call waits on, by call id). An ``Agent`` signs
-    what it gives out (``signature``, over ``signed_text()``) and resumes only what verifies.
+    sets ``run_id`` (with a session store, the run's id in the store; a bare ``TurnMachine``
+    leaves it empty) and, with a store, ``keys`` (the completion key each pending call waits
+    on, by call id). An ``Agent`` signs what it gives out (``signature``, over
+    ``signed_text()``) and resumes only what verifies.
     It reads as the other outcomes do (``status``, ``usage``, ``messages``, ``turns``,
     ``state``); its ``text`` raises ``RunNotCompletedError`` saying what it waits for.
     """
@@ -220,9 +222,15 @@ class Suspended(BaseModel):
     manual: tuple[ManualCall, ...] = ()
     pending: tuple[PendingCall, ...] = ()
     checkpoint: Checkpoint
-    run_id: str | None = None
+    run_id: str = ""
     keys: dict[str, str] = Field(default_factory=dict)
     signature: str | None = None
+
+    @field_validator("run_id", mode="before")
+    @classmethod
+    def _no_run_id(cls, value: Any) -> Any:
+        """A ``Suspended`` stored by an earlier version may say ``null``: no run id."""
+        return "" if value is None else value
 
     def signed_text(self) -> str:
         """What the signature covers: the run id, the keys and the whole checkpoint."""

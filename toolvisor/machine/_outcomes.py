@@ -11,7 +11,7 @@ a ``Completed`` run's final answer; on any other outcome reading it raises
 ``run_id`` is the host's, not the machine's: an ``Agent`` sets it on every outcome it returns
 (with a store, the id the store keeps the run under, which ``resume_run`` and ``python -m
 toolvisor.cli runs`` know it by); a bare ``TurnMachine``, which knows no run id, leaves it
-``None``, and a checkpoint never holds it.
+empty, and a checkpoint never holds it.
 """
 
 from __future__ import annotations
@@ -111,7 +111,7 @@ class Completed(_Frozen):
     """
 
     kind: Literal["completed"] = "completed"
-    run_id: str | None = None
+    run_id: str = ""
     text: str | None
     messages: tuple[Message, ...]
     turns: int
@@ -134,7 +134,7 @@ class Halted(_Frozen):
     """
 
     kind: Literal["halted"] = "halted"
-    run_id: str | None = None
+    run_id: str = ""
     reason: str
     result: Any = None
     messages: tuple[Message, ...]
@@ -183,7 +183,7 @@ class Failed(_Frozen):
     """
 
     kind: Literal["failed"] = "failed"
-    run_id: str | None = None
+    run_id: str = ""
     error: str
     model_error: ModelFailure | None = None
     messages: tuple[Message, ...]
