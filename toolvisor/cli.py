@@ -170,9 +170,8 @@ def _run_lines(store: SqliteSessionStore, status: str | None, as_json: bool) -> 
         item["run_id"], item["status"], _age(item["age"]),
         "-" if item["host"] is None else _holder_text(item["host"]),
         ", ".join(w["call_id"] for w in item["waiting"]) or "-") for item in data]
-    widths = [max(len(row[i]) for row in rows) for i in range(4)]
-    return ["  ".join([*(cell.ljust(width) for cell, width in zip(row, widths, strict=False)),
-                       row[4]]) for row in rows]
+    widths = [max(len(row[i]) for row in rows) for i in range(4)]  # the last is not padded
+    return ["  ".join([*(row[i].ljust(widths[i]) for i in range(4)), row[4]]) for row in rows]
 
 
 def _holder_text(host: dict[str, Any]) -> str:
