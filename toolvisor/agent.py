@@ -309,8 +309,8 @@ class Agent:
         return self._submit(machine, machine.start(prompt, state=state))
 
     def _continue(self, suspended: Suspended, answer: Any) -> tuple[str, Future[Any]]:
-        """With a store the run keeps its id and the orchestrator resumes it from the store;
-        without one, the checkpoint in ``suspended`` is all there is."""
+        """The run keeps its id: with a store the orchestrator resumes it from the store;
+        without one, the checkpoint in ``suspended`` is all there is, hosted again under it."""
         if not isinstance(suspended, Suspended):
             raise TypeError(f"resume() takes the Suspended outcome a run returned, got "
                             f"{type(suspended).__name__}")
