@@ -11,17 +11,19 @@ from toolvisor.contract import (
     InvalidHandlerError,
     ModelError,
     Ok,
+    OpenSchemaWarning,
     Pending,
     RayActor,
     Tool,
     ToolCall,
     ToolError,
     ToolvisorError,
+    function_tool,
     tool,
 )
 from toolvisor.executor import encode, execute
 from toolvisor.host import OrchestratorStopped, RunLeasedError
-from toolvisor.machine import Completed, Failed, Halted, Suspended
+from toolvisor.machine import Completed, Failed, Halted, RunNotCompletedError, Suspended
 
 __all__ = [
     "Agent",
@@ -36,10 +38,12 @@ __all__ = [
     "InvalidHandlerError",
     "ModelError",
     "Ok",
+    "OpenSchemaWarning",
     "OrchestratorStopped",
     "Pending",
     "RayActor",
     "RunLeasedError",
+    "RunNotCompletedError",
     "RunOutcome",
     "Suspended",
     "Tool",
@@ -49,6 +53,7 @@ __all__ = [
     "configure_logging",
     "encode",
     "execute",
+    "function_tool",
     "set_event_sink",
     "tool",
 ]
