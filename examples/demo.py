@@ -22,14 +22,15 @@ from toolvisor import (
     AskUser,
     CallContext,
     Completed,
+    Continue,
     Err,
+    FailedCall,
     Ok,
     Suspended,
     Tool,
     ToolError,
     tool,
 )
-from toolvisor.machine import Continue, FailedCall
 from toolvisor.observe import live, save_svg, write_mermaid
 from toolvisor.testing import ScriptedModel, call, calls, capture_events
 

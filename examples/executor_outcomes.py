@@ -21,11 +21,9 @@ from toolvisor import (
     Tool,
     ToolCall,
     ToolError,
-    encode,
-    execute,
     tool,
 )
-from toolvisor.executor import encode_checked
+from toolvisor.testing import encode, encode_checked, execute
 
 
 class Add(BaseModel):

@@ -7,8 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from toolvisor import Agent, CallContext, Ok, tool
-from toolvisor.machine import RetryPolicy
+from toolvisor import Agent, CallContext, Ok, RetryPolicy, tool
 from toolvisor.testing import ScriptedModel, call, calls
 
 

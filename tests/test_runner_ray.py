@@ -22,7 +22,6 @@ from toolvisor import (
     Completed,
     Err,
     Ok,
-    RayActor,
     Tool,
     ToolCall,
     ToolError,
@@ -31,6 +30,7 @@ from toolvisor.contract import HandlerResult, InvalidArguments
 from toolvisor.executor import ToolRunner
 from toolvisor.machine import RetryPolicy
 from toolvisor.observe import live
+from toolvisor.ray import RayActor
 from toolvisor.testing import LeakCheck, ScriptedModel, call, calls
 
 
