@@ -3,7 +3,8 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-# The demo needs the core and rich only: a small environment of its own, not the dev one.
+# The demo needs the core and rich only: a small environment of its own, not the dev one
+# (--no-compile: the modules it uses compile on their first import, the rest never).
 DEMO_VENV := .venv-demo
 DEMO_STAMP := $(DEMO_VENV)/.installed
 
@@ -17,7 +18,7 @@ $(STAMP): pyproject.toml
 
 $(DEMO_STAMP): pyproject.toml
 	$(PYTHON) -m venv $(DEMO_VENV)
-	$(DEMO_VENV)/bin/python -m pip install --quiet -e '.[observe]'
+	$(DEMO_VENV)/bin/python -m pip install --quiet --no-compile -e '.[observe]'
 	touch $(DEMO_STAMP)
 
 demo: $(DEMO_STAMP)
