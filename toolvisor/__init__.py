@@ -20,11 +20,13 @@ from toolvisor.contract import (
     InvalidHandlerError,
     ModelError,
     Ok,
+    OpenSchemaWarning,
     Pending,
     Tool,
     ToolCall,
     ToolError,
     ToolvisorError,
+    function_tool,
     tool,
 )
 from toolvisor.durable import DurableError, SignatureError, UnknownRunError
@@ -48,6 +50,7 @@ from toolvisor.machine import (
     Question,
     RetryAfter,
     RetryPolicy,
+    RunNotCompletedError,
     StateConflict,
     Suspended,
 )
@@ -82,6 +85,7 @@ __all__ = [
     "ModelPolicy",
     "ModelRetryPolicy",
     "Ok",
+    "OpenSchemaWarning",
     "OrchestratorStopped",
     "OutputBudget",
     "OutputProjection",
@@ -94,6 +98,7 @@ __all__ = [
     "RetryAfter",
     "RetryPolicy",
     "RunLeasedError",
+    "RunNotCompletedError",
     "RunOutcome",
     "SignatureError",
     "StateConflict",
@@ -104,6 +109,7 @@ __all__ = [
     "ToolvisorError",
     "UnknownRunError",
     "configure_logging",
+    "function_tool",
     "set_event_sink",
     "tool",
 ]

@@ -28,6 +28,7 @@ from toolvisor.machine._outcomes import (
     ModelFailure,
     PendingCall,
     Question,
+    RunNotCompletedError,
     RunStatus,
     StateConflict,
 )
@@ -105,6 +106,7 @@ __all__ = [
     "ResponseRefused",
     "RetryAfter",
     "RetryPolicy",
+    "RunNotCompletedError",
     "RunStatus",
     "Sleep",
     "Slept",
