@@ -18,14 +18,14 @@ from toolvisor import (
     Pending,
     Suspended,
     UnknownRunError,
-    tool,
+    function_tool,
 )
 from toolvisor.durable import SqliteSessionStore
 from toolvisor.testing import ScriptedModel, call, calls, capture_events
 
 
-@tool
-def charge(arguments: dict[str, Any], ctx: CallContext) -> Pending:
+@function_tool
+def charge(ctx: CallContext) -> Pending:
     """Charge a card; the provider calls back with the key."""
     ctx.completion_key()
     return Pending(deadline=600)
