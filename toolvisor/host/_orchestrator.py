@@ -138,6 +138,10 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
     def _handle(self, message: Any) -> None:
         match message:
             case StartRun(run_id, machine, effects, reply):
+                if run_id in self._runs:  # a Suspended resumed again while its run goes on
+                    reply.set_exception(ValueError(f"run {run_id} is already going on here; "
+                                                   "a Suspended is resumed once at a time"))
+                    return
                 started = self._runs[run_id] = HostedRun(run_id, machine, [reply])
                 if self._store is not None and self._store.get_run(run_id) is None:
                     self._store.create_run(run_id)
@@ -362,9 +366,7 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
                     queue.extend(self._suspended(run, outcome))
                 case Done(outcome=outcome):
                     if isinstance(outcome, Suspended):
-                        if self._store is not None:
-                            outcome = outcome.model_copy(update={"run_id": run_id})
-                        outcome = self._signed(outcome)
+                        outcome = self._signed(outcome.model_copy(update={"run_id": run_id}))
                     self._finish(run, outcome)
 
     def _signed(self, outcome: Suspended) -> Suspended:
@@ -446,6 +448,8 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
         timer.start()
 
     def _finish(self, run: HostedRun, outcome: Any) -> None:
+        """The run leaves this host with ``outcome``, stamped with the run's id."""
+        outcome = outcome.model_copy(update={"run_id": run.run_id})
         self._drop(run)
         self._log.info("run_returned", run_id=run.run_id, outcome=type(outcome).__name__)
         self._observe.run_finished(run, outcome)

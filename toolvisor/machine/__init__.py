@@ -28,6 +28,7 @@ from toolvisor.machine._outcomes import (
     ModelFailure,
     PendingCall,
     Question,
+    RunNotCompletedError,
     RunStatus,
     StateConflict,
 )
@@ -104,6 +105,7 @@ __all__ = [
     "ResponseRefused",
     "RetryAfter",
     "RetryPolicy",
+    "RunNotCompletedError",
     "RunStatus",
     "Sleep",
     "Slept",
