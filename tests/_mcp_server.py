@@ -45,6 +45,7 @@ class _TestServer(MCPServer):
 app = _TestServer("toolvisor-tests")
 _cancelled = anyio.Event()
 _sessions: dict[str, set[bytes]] = {"issued": set(), "forgotten": set()}
+_refused: list[str] = []  # the methods of the requests refused for a forgotten session
 _forget_all = anyio.Event()
 _count = [0]
 
@@ -129,6 +130,12 @@ def forget(forever: bool = False) -> str:
 
 
 @app.tool()
+def refused() -> list[str]:
+    """The methods of the requests refused because they named a forgotten session."""
+    return _refused
+
+
+@app.tool()
 def client(ctx: Context) -> str:
     """How the client introduced itself: its name and version."""
     params = ctx.session.client_params
@@ -182,6 +189,7 @@ class _Forgetful:
             return
         session = dict(scope["headers"]).get(b"mcp-session-id")
         if session is not None and (session in _sessions["forgotten"] or _forget_all.is_set()):
+            _refused.append(await _method_of(scope, receive))
             code, message = self.ANSWERS[self.status]
             body = json.dumps({"jsonrpc": "2.0", "id": None,
                                "error": {"code": code, "message": message}}).encode()
@@ -198,6 +206,17 @@ class _Forgetful:
             await send(message)
 
         await self.inner(scope, receive, noting)
+
+
+async def _method_of(scope: Any, receive: Any) -> str:
+    """The JSON-RPC method of an HTTP request's body, else its HTTP method (GET, DELETE)."""
+    body = b""
+    while True:
+        message = await receive()
+        body += message.get("body", b"")
+        if not message.get("more_body"):
+            break
+    return str(json.loads(body).get("method")) if body else str(scope["method"])
 
 
 def main() -> None:

@@ -310,13 +310,15 @@ def test_a_call_refused_for_its_session_runs_once_on_the_renewed_one(
     reference servers do, 400): the refused call never ran, so it is sent once more on the
     renewed session, and runs once."""
     model = ScriptedModel([calls(call("forget", {}, id="f")), calls(call("count", {}, id="c")),
-                           "done"])
+                           calls(call("refused", {}, id="r")), "done"])
     server, url = serve_http("--legacy", "--refuse", str(status))
     try:
         with Agent(model, mcp=[http(url)]) as agent:
             outcome = agent.run("go")
     finally:
         stop_server(server)
+    refused = json.loads(results(outcome)["r"].content)["result"]
+    assert refused[0] == "tools/call" and refused.count("tools/call") == 1, refused
     assert results(outcome)["c"].content == '{"result":1}'
     assert events.wait_for("mcp_session_expired")["status"] == status
     events.wait_for("mcp_session_renewed")
