@@ -46,7 +46,7 @@ def main() -> None:
     ])
     with Agent(model, [crunch, crash, wait_politely]) as agent:
         outcome = agent.run("Do three things")
-        stats = agent.runner.stats
+    stats = agent.runner.stats  # once the agent is closed (its close kills its workers too)
     for message in outcome.messages:
         if message.role == "tool":
             print(f"{message.tool_call_id}: {message.content}")
