@@ -4,51 +4,31 @@ picture it shows is committed."""
 from __future__ import annotations
 
 import re
-from types import ModuleType
-from typing import Any
 
 import pytest
 
 from tests._doc_blocks import README, blocks, kinds, run_block
 from tests._provider_server import ProviderServer
 
-pytest_plugins = ["pytester"]
-
 BLOCKS = blocks(README, "python")
 KINDS = kinds(BLOCKS)
-
-
-def cases(kind: str) -> list[Any]:
-    return [pytest.param(BLOCKS[i], id=f"block{i}") for i in KINDS[kind]]
 
 
 def test_the_readme_has_examples() -> None:
     assert len(BLOCKS) >= 5
 
 
-def test_the_readme_has_no_fragment_left_unrun() -> None:
-    """Every code block of the README is a whole program, run below."""
+def test_every_readme_block_runs_below() -> None:
+    """Every code block of the README is a whole program that needs neither a Ray cluster nor
+    pytest (the guides' tests have runners for those)."""
     assert blocks(README, "py") == []
+    assert KINDS["ray"] == [] and KINDS["pytest"] == []
 
 
-@pytest.mark.parametrize("source", cases("plain"))
+@pytest.mark.parametrize("source", BLOCKS, ids=[f"block{i}" for i in range(len(BLOCKS))])
 def test_readme_example_runs(source: str, provider: ProviderServer,
                              monkeypatch: pytest.MonkeyPatch) -> None:
     run_block(source, README, provider, monkeypatch)
-
-
-@pytest.mark.parametrize("source", cases("ray"))
-def test_readme_ray_example_runs(source: str, provider: ProviderServer,
-                                 monkeypatch: pytest.MonkeyPatch,
-                                 ray_cluster: ModuleType) -> None:
-    """On the session's cluster, not one of the example's own."""
-    run_block(source, README, provider, monkeypatch)
-
-
-@pytest.mark.parametrize("source", cases("pytest"))
-def test_readme_test_module_passes(source: str, provider: ProviderServer,
-                                   monkeypatch: pytest.MonkeyPatch, pytester: Any) -> None:
-    run_block(source, README, provider, monkeypatch, pytester)
 
 
 def test_the_readme_s_images_are_committed() -> None:
