@@ -27,9 +27,9 @@ def test_live_prints_plain_lines_when_not_a_terminal() -> None:
                  "retry f in 0", "suspended, waiting on a", "completed after 2 turn(s)"):
         assert step in text, step
     assert events  # the sink that was there before still gets every event
-    first, second = board.runs()
-    assert (first.status, second.status) == ("suspended", "completed")
-    assert [a[1] for a in first.turns[1].calls["f"].attempts] == ["handler_raised", "ok"]
+    (run,) = board.runs()  # the resume goes on with the same run
+    assert run.status == "completed"
+    assert [a[1] for a in run.turns[1].calls["f"].attempts] == ["handler_raised", "ok"]
 
 
 def test_the_tree_renders_every_run() -> None:
@@ -38,7 +38,7 @@ def test_the_tree_renders_every_run() -> None:
     console = Console(file=io.StringIO(), width=120, color_system=None)
     console.print(render(board))
     drawn = console.file.getvalue()  # type: ignore[attr-defined]
-    assert "suspended" in drawn and "completed" in drawn and "(retried)" in drawn
+    assert "ask_user" in drawn and "completed" in drawn and "(retried)" in drawn
 
 
 def test_the_tree_saves_as_an_svg_image(tmp_path: Path) -> None:
@@ -50,7 +50,7 @@ def test_the_tree_saves_as_an_svg_image(tmp_path: Path) -> None:
     assert "restarts: 0" in text
     for run in board.runs():
         assert f"run {run.run_id[:8]}" in text
-    for shown in ("suspended", "completed", "turn 1", "flaky", "handler_raised", "(retried)"):
+    for shown in ("ask_user", "completed", "turn 1", "flaky", "handler_raised", "(retried)"):
         assert shown in text, shown
 
 

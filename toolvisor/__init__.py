@@ -20,11 +20,12 @@ from toolvisor.contract import (
     tool,
 )
 from toolvisor.executor import encode, execute
-from toolvisor.host import OrchestratorStopped, RunLeasedError
+from toolvisor.host import AlreadyResumedError, OrchestratorStopped, RunLeasedError
 from toolvisor.machine import Completed, Failed, Halted, Suspended
 
 __all__ = [
     "Agent",
+    "AlreadyResumedError",
     "AskUser",
     "CallContext",
     "Completed",

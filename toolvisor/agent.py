@@ -29,9 +29,9 @@ from toolvisor.durable import (
     KeyRing,
     ResolveOutcome,
     SessionStore,
-    SignatureError,
     Signer,
     SqliteSessionStore,
+    require_signed,
 )
 from toolvisor.executor import OutputProjection, ToolRunner
 from toolvisor.host import (
@@ -43,6 +43,7 @@ from toolvisor.host import (
     OrchestratorSettings,
     ProgressCallback,
     ResilienceConfig,
+    ResumedSuspensions,
     StartRun,
     ToolGates,
     tracing_for,
@@ -148,6 +149,7 @@ class Agent:
         name: str = "agent",
         tracer_provider: TracerProvider | None = None,
         trace_content: bool = False,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         if isinstance(model, str):
             model = from_string(model)
@@ -190,6 +192,8 @@ class Agent:
             KeyRing(signing_keys) if signing_keys is not None
             else self._store if self._store is not None
             else KeyRing([secrets.token_bytes(32)]))
+        self._clock = clock if self._store is None else self._store.now
+        self._resumed = ResumedSuspensions()
         self._models = ModelCalls(model, self._runner, float(model_timeout))
         tracing = tracing_for(model, tracer_provider, agent_name=name,
                               record_content=trace_content)
@@ -199,7 +203,7 @@ class Agent:
             registry=self._registry, dispatcher=self._dispatcher,
             projection=output_budget or OutputProjection(), context=context,
             on_progress=on_progress, store=self._store, config=self._config,
-            lease_ttl=lease_ttl, gates=self._gates, tracing=tracing,
+            lease_ttl=lease_ttl, gates=self._gates, tracing=tracing, clock=self._clock,
         )
 
         def start_tool_calls() -> ToolCallSupervisorRef:
@@ -308,18 +312,20 @@ class Agent:
         if not isinstance(suspended, Suspended):
             raise TypeError(f"resume() takes the Suspended outcome a run returned, got "
                             f"{type(suspended).__name__}")
-        if suspended.signature is None or not self._signer.verify(suspended.signed_text(),
-                                                                   suspended.signature):
-            raise SignatureError(
-                "this Suspended is unsigned or was altered since an agent gave it out; only "
-                "what an agent with the same signing keys (or store) returned is resumed")
+        require_signed(self._signer, suspended.signed_text(), suspended.signature)
         answers = self._answers(suspended, answer)
-        if self._store is not None and suspended.run_id is not None:
+        run_id = suspended.run_id
+        if self._store is not None and run_id is not None \
+                and self._store.get_run(run_id) is not None:
             future: Future[Any] = Future()
-            self._orchestrator().tell(AnswerRun(suspended.run_id, dict(answers), future))
-            return suspended.run_id, future
+            self._orchestrator().tell(AnswerRun(run_id, dict(answers), future, suspended))
+            return run_id, future
         machine = TurnMachine.restore(self._config, suspended.checkpoint)
-        return self._submit(machine, machine.resume(answers))
+        suspended_at = machine.last_effect_id  # its Done effect
+        effects = machine.resume(answers, now=self._clock())
+        run_id = run_id or uuid.uuid4().hex
+        self._resumed.spend(run_id, suspended_at)
+        return self._submit(machine, effects, run_id)
 
     def _answers(self, suspended: Suspended, answer: Any) -> Mapping[str, Any]:
         """The answers by call id; refused (nothing changes) when they do not fit the run."""
@@ -397,10 +403,12 @@ class Agent:
                                "Agent(..., store='runs.sqlite')")
         return self._store
 
-    def _submit(self, machine: TurnMachine, effects: list[Any]) -> tuple[str, Future[Any]]:
+    def _submit(self, machine: TurnMachine, effects: list[Any],
+                run_id: str | None = None) -> tuple[str, Future[Any]]:
+        """Host ``machine`` as run ``run_id`` (a new id unless it goes on from a Suspended)."""
         if self._closed:
             raise RuntimeError("this Agent is closed; create a new one")
-        run_id = uuid.uuid4().hex
+        run_id = run_id or uuid.uuid4().hex
         future: Future[Any] = Future()
         self._orchestrator().tell(StartRun(run_id, machine, effects, future))
         return run_id, future

@@ -15,7 +15,12 @@ from toolvisor.durable._records import (
     SavedCheckpoint,
     Wait,
 )
-from toolvisor.durable._signing import KeyRing, SignatureError, Signer
+from toolvisor.durable._signing import (
+    KeyRing,
+    SignatureError,
+    Signer,
+    require_signed,
+)
 from toolvisor.durable._sqlite import POLL_INTERVAL, SqliteSessionStore
 from toolvisor.durable._store import UNSET, SessionStore, UnknownRunError
 
@@ -43,4 +48,5 @@ __all__ = [
     "SqliteSessionStore",
     "UnknownRunError",
     "Wait",
+    "require_signed",
 ]
