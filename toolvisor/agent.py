@@ -113,6 +113,10 @@ class Agent:
     state is shared by all runs; ``resilience_clock`` is the clock its state machines read
     (a ``toolvisor.testing.FakeClock`` in tests); :meth:`resilience_state` reports it.
 
+    A question a tool asks (``AskUser``) may expire (``expires_in``): its deadline is on the
+    store's clock with a store, else on ``clock`` (wall time: a ``Suspended`` may be resumed in
+    another process); a ``toolvisor.testing.FakeClock`` in tests.
+
     Runs are traced with OpenTelemetry (``toolvisor[otel]``) when ``tracer_provider`` is given
     or the application set a global one: spans ``invoke_agent {name}``, ``chat {model}`` and
     ``execute_tool {tool}``; ``trace_content=True`` records tool arguments and results too. A
@@ -284,10 +288,16 @@ class Agent:
         answer some of them); an unknown id or a missing answer is a ``ValueError`` that lists
         the expected ids, and nothing changes. A mapping is always read as answers by call id:
         to answer one call with a mapping value, wrap it in ``Ok``. A plain value becomes
-        ``Ok(value)``; an ``Ok`` or ``Err`` is used as it is. With a store, a run keeps its
-        ``run_id`` and is resumed from
-        the store's latest checkpoint; calls waiting on completion keys are not answered here
-        but resolved with :meth:`resolve`.
+        ``Ok(value)``; an ``Ok`` or ``Err`` is used as it is. An answer to a question with
+        options must be one of them (or an ``Err``): anything else is a ``ValueError`` naming
+        them. A question past its deadline is answered by its default, never by ``answer``.
+
+        ``suspended`` must be signed by an agent holding the same keys (``SignatureError``
+        otherwise, saying whether it was unsigned, altered or signed with another key) and
+        resumes once: ``AlreadyResumedError`` names the run on a second resume (with a store,
+        in any agent on it; without one, in this agent). The run keeps its ``run_id``; with a
+        store it is resumed from the store's latest checkpoint; calls waiting on completion
+        keys are not answered here but resolved with :meth:`resolve`.
         """
         return self._wait(*self._continue(suspended, answer), timeout)
 
@@ -365,7 +375,8 @@ class Agent:
         the outstanding effect is performed again (a tool call that had completed is not run
         again; a durable step that had completed is replayed from the journal), resolved keys
         are delivered (a wait whose deadline passed meanwhile is expired first, through its
-        ``on_timeout``), and a run that is still waiting reports ``Suspended`` with its keys. A
+        ``on_timeout``; a question past its deadline is answered by its default), and a run
+        that is still waiting reports ``Suspended`` with its keys. A
         run that failed on its model is asked again. ``timeout`` only stops this wait
         (``TimeoutError``): the run is never cancelled by it.
         """
