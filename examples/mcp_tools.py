@@ -53,10 +53,10 @@ def main() -> None:
             restarts.connected.acquire()
             print("tools:", [s.name for s in agent.registry.specs()])
             first = agent.run("Weather in Oslo, then crash the server")
-            print("run 1:", first.messages[2].content, "|", getattr(first, "text", ""))
+            print("run 1:", first.messages[2].content, "|", first.text)
             restarts.connected.acquire()  # the restarted connection is up
             second = agent.run("Weather in Lima")
-            print("run 2:", second.messages[2].content, "|", getattr(second, "text", ""))
+            print("run 2:", second.messages[2].content, "|", second.text)
     finally:
         set_event_sink(previous)
 

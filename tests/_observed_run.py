@@ -1,5 +1,5 @@
 """One run that shows every kind of event: a crash, a timeout, a tool retry, a model retry,
-a question for the user and the resume that answers it."""
+a question for the user and the resume that answers it; and a run left waiting."""
 
 from __future__ import annotations
 
@@ -52,4 +52,12 @@ def observed_run(**agent_options: Any) -> Completed:
         assert isinstance(first, Suspended)
         outcome = agent.resume(first, "yes")
     assert isinstance(outcome, Completed)
+    return outcome
+
+
+def waiting_run() -> Suspended:
+    """A run that asks the user and is left waiting for the answer."""
+    with Agent(ScriptedModel([calls(call("ask", id="a"))]), [ask]) as agent:
+        outcome = agent.run("ask me")
+    assert isinstance(outcome, Suspended)
     return outcome

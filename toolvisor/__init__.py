@@ -21,7 +21,7 @@ from toolvisor.contract import (
 )
 from toolvisor.executor import encode, execute
 from toolvisor.host import AlreadyResumedError, OrchestratorStopped, RunLeasedError
-from toolvisor.machine import Completed, Failed, Halted, Suspended
+from toolvisor.machine import Completed, Failed, Halted, RunNotCompletedError, Suspended
 
 __all__ = [
     "Agent",
@@ -41,6 +41,7 @@ __all__ = [
     "Pending",
     "RayActor",
     "RunLeasedError",
+    "RunNotCompletedError",
     "RunOutcome",
     "Suspended",
     "Tool",

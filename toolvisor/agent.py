@@ -272,6 +272,11 @@ class Agent:
             timeout: float | None = None) -> RunOutcome:
         """Run the loop on ``prompt`` until it completes, suspends, halts or fails.
 
+        Every outcome carries the run's ``run_id``, its ``status`` and ``usage``; its ``text``
+        is the final answer of a ``Completed`` run, and on any other outcome raises
+        :class:`~toolvisor.RunNotCompletedError`, which says why (the model's error, the halt's
+        reason, what the run waits for) and carries the outcome.
+
         ``state`` is the shared state tools read and write through ``ctx.state``. Past
         ``timeout`` seconds ``TimeoutError`` is raised; a run without a store is cancelled
         then, a durable run goes on (``resume_run`` waits for it again, ``cancel_run`` ends
@@ -281,7 +286,8 @@ class Agent:
 
     def resume(self, suspended: Suspended, answer: Any, *,
                timeout: float | None = None) -> RunOutcome:
-        """Continue a suspended run; ``answer`` becomes the waiting call's tool result.
+        """Continue a suspended run (under its ``run_id``); ``answer`` becomes the waiting
+        call's tool result.
 
         When the run waits on several calls, ``answer`` is a mapping from call id to answer
         (``suspended.call_ids`` lists them), one per waiting call (``parallel_streaming`` may
@@ -317,16 +323,15 @@ class Agent:
         return self._submit(machine, machine.start(prompt, state=state))
 
     def _continue(self, suspended: Suspended, answer: Any) -> tuple[str, Future[Any]]:
-        """With a store the run keeps its id and the orchestrator resumes it from the store;
-        without one, the checkpoint in ``suspended`` is all there is."""
+        """The run keeps its id: with a store the orchestrator resumes it from the store;
+        without one, the checkpoint in ``suspended`` is all there is, hosted again under it."""
         if not isinstance(suspended, Suspended):
             raise TypeError(f"resume() takes the Suspended outcome a run returned, got "
                             f"{type(suspended).__name__}")
         require_signed(self._signer, suspended.signed_text(), suspended.signature)
         answers = self._answers(suspended, answer)
         run_id = suspended.run_id
-        if self._store is not None and run_id is not None \
-                and self._store.get_run(run_id) is not None:
+        if self._store is not None and run_id and self._store.get_run(run_id) is not None:
             future: Future[Any] = Future()
             self._orchestrator().tell(AnswerRun(run_id, dict(answers), future, suspended))
             return run_id, future
@@ -416,7 +421,7 @@ class Agent:
 
     def _submit(self, machine: TurnMachine, effects: list[Any],
                 run_id: str | None = None) -> tuple[str, Future[Any]]:
-        """Host ``machine`` as run ``run_id`` (a new id unless it goes on from a Suspended)."""
+        """Host ``machine`` as run ``run_id`` (a new id unless it continues a run)."""
         if self._closed:
             raise RuntimeError("this Agent is closed; create a new one")
         run_id = run_id or uuid.uuid4().hex

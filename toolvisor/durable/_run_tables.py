@@ -59,9 +59,10 @@ class RunTables(SqliteConnection):
     """Runs, checkpoints, the journal and process events, stamped by the store clock."""
 
     def __init__(
-        self, path: str | os.PathLike[str], busy_timeout: float, clock: Callable[[], float]
+        self, path: str | os.PathLike[str], busy_timeout: float, clock: Callable[[], float],
+        create: bool,
     ) -> None:
-        super().__init__(path, busy_timeout)
+        super().__init__(path, busy_timeout, create)
         self._clock = clock
 
     def now(self) -> float:
@@ -167,6 +168,14 @@ class RunTables(SqliteConnection):
         """Give the run's lease up, if ``holder`` holds it (another host may take it at once)."""
         with self._write() as conn:
             conn.execute("DELETE FROM leases WHERE run_id = ? AND holder = ?", (run_id, holder))
+
+    def leases(self) -> list[Lease]:
+        """Every lease in the store, by run id, expired ones too: a host that died keeps its
+        leases until they expire or another host takes them over."""
+        with self._read() as conn:
+            rows = conn.execute(
+                "SELECT run_id, holder, expires_at FROM leases ORDER BY run_id").fetchall()
+        return [Lease(*row) for row in rows]
 
     # -- checkpoints -----------------------------------------------------------------------
 

@@ -129,6 +129,10 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
     def _handle(self, message: Any) -> None:
         match message:
             case StartRun(run_id, machine, effects, reply):
+                if run_id in self._runs:  # a Suspended resumed again while its run goes on
+                    reply.set_exception(ValueError(f"run {run_id} is already going on here; "
+                                                   "a Suspended is resumed once at a time"))
+                    return
                 started = self._runs[run_id] = HostedRun(run_id, machine, [reply])
                 if self._store is not None and self._store.get_run(run_id) is None:
                     self._store.create_run(run_id)
@@ -198,8 +202,7 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
 
     def _checkpointed(self, run: HostedRun, effects: list[Effect]) -> list[Effect]:
         """After every machine step: save its checkpoint (one atomic write), then go on."""
-        run.suspended = False
-        run.checkpoint_age = 0.0
+        run.suspended, run.checkpoint_age = False, 0.0
         self._save(run)
         return effects
 
@@ -259,9 +262,8 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
 
     def _answer(self, message: AnswerRun) -> None:
         run_id, reply = message.run_id, message.reply
-        hosted = self._runs.get(run_id)
-        adopted = hosted is None
-        run = self._adopt(run_id, reply) if hosted is None else hosted
+        adopted = (run := self._runs.get(run_id)) is None
+        run = self._adopt(run_id, reply) if run is None else run
         if run is None:
             return
         if not adopted:
@@ -453,6 +455,8 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
         timer.start()
 
     def _finish(self, run: HostedRun, outcome: Any) -> None:
+        """The run leaves this host with ``outcome``, stamped with the run's id."""
+        outcome = outcome.model_copy(update={"run_id": run.run_id})
         self._drop(run)
         self._log.info("run_returned", run_id=run.run_id, outcome=type(outcome).__name__)
         self._observe.run_finished(run, outcome)

@@ -29,6 +29,7 @@ from toolvisor.machine._outcomes import (
     ModelFailure,
     PendingCall,
     Question,
+    RunNotCompletedError,
     RunStatus,
     StateConflict,
 )
@@ -106,6 +107,7 @@ __all__ = [
     "ResponseRefused",
     "RetryAfter",
     "RetryPolicy",
+    "RunNotCompletedError",
     "RunStatus",
     "Sleep",
     "Slept",

@@ -7,16 +7,20 @@ the model will read and, when it halts the run, a JSON form of the reason.
 
 from __future__ import annotations
 
+import copy
 import json
-from typing import Any, Literal
+from typing import Any, Literal, NoReturn
 
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    SerializationInfo,
     TypeAdapter,
     ValidationError,
     computed_field,
+    field_serializer,
+    field_validator,
     model_validator,
 )
 
@@ -29,7 +33,10 @@ from toolvisor.machine._outcomes import (
     ManualCall,
     PendingCall,
     Question,
+    RunNotCompletedError,
+    RunStatus,
     StateConflict,
+    waiting_for,
 )
 
 CHECKPOINT_VERSION: Literal[3] = 3
@@ -127,6 +134,13 @@ class RunState(_Record):
     done_effect_id: EffectId | None = None
     final: Completed | Halted | Failed | None = Field(default=None, discriminator="kind")
 
+    @field_serializer("final")
+    def _final_without_run_id(self, final: Completed | Halted | Failed | None,
+                              info: SerializationInfo) -> Any:
+        """The run id is the host's (it stamps the outcomes it returns), never the machine's
+        state: a checkpoint keeps the shape older versions of toolvisor read."""
+        return None if final is None else final.model_dump(mode=info.mode, exclude={"run_id"})
+
 
 class CheckpointError(ToolvisorError, ValueError):
     """A checkpoint that cannot be restored: unknown version, tampered shape, inconsistent."""
@@ -206,17 +220,20 @@ class Suspended(BaseModel):
     then ``resume({call_id: answer, ...})``, in this process or another one. ``questions``,
     ``manual`` and ``pending`` are read from the checkpoint, never stored beside it: what a
     human is shown is what the run asked (data given for them must match it, or it is
-    refused as altered). The host sets ``run_id`` (the run's id; in the store, with one) and
-    ``keys`` (the completion key each pending call waits on, by call id). An ``Agent`` signs
-    what it gives out (``signature``, over ``signed_text()``) and resumes only what verifies,
-    once. ``model_dump_json()`` is the whole of it; ``repr`` only says what it waits for.
+    refused as altered). An ``Agent`` sets ``run_id`` (with a session store, the run's id in
+    the store; a bare ``TurnMachine`` leaves it empty) and, with a store, ``keys`` (the
+    completion key each pending call waits on, by call id). An ``Agent`` signs what it gives
+    out (``signature``, over ``signed_text()``) and resumes only what verifies, once.
+    ``model_dump_json()`` is the whole of it; ``repr`` only says what it waits for. It reads
+    as the other outcomes do (``status``, ``usage``, ``messages``, ``turns``, ``state``); its
+    ``text`` raises ``RunNotCompletedError`` saying what it waits for.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     kind: Literal["suspended"] = "suspended"
     checkpoint: Checkpoint
-    run_id: str | None = None
+    run_id: str = ""
     keys: dict[str, str] = Field(default_factory=dict)
     signature: str | None = None
 
@@ -265,6 +282,12 @@ class Suspended(BaseModel):
         deadlines = [q.expires_at for q in self.questions if q.expires_at is not None]
         return min(deadlines) if deadlines else None
 
+    @field_validator("run_id", mode="before")
+    @classmethod
+    def _no_run_id(cls, value: Any) -> Any:
+        """A ``Suspended`` stored by an earlier version may say ``null``: no run id."""
+        return "" if value is None else value
+
     def signed_text(self) -> str:
         """What the signature covers: the run id, the keys and the whole checkpoint (which is
         where the questions, manual calls and pending calls are read from)."""
@@ -279,6 +302,33 @@ class Suspended(BaseModel):
     def usage(self) -> Usage:
         """The tokens the run's model calls used so far."""
         return self.checkpoint.run.usage
+
+    @property
+    def status(self) -> RunStatus:
+        """``suspended``."""
+        return "suspended"
+
+    @property
+    def text(self) -> NoReturn:
+        """A suspended run has no final answer yet: raises ``RunNotCompletedError`` saying
+        what it waits for and how to go on."""
+        raise RunNotCompletedError(self, "is suspended, so it has no text yet: " + waiting_for(
+            self.questions, self.manual, self.pending))
+
+    @property
+    def messages(self) -> tuple[Message, ...]:
+        """The conversation so far (the waiting calls have no result in it yet)."""
+        return tuple(self.checkpoint.run.messages)
+
+    @property
+    def turns(self) -> int:
+        """How many model calls the run asked for so far."""
+        return self.checkpoint.run.turns
+
+    @property
+    def state(self) -> dict[str, Any]:
+        """A copy of the run's committed state."""
+        return copy.deepcopy(self.checkpoint.run.state)
 
     @property
     def call_ids(self) -> tuple[str, ...]:

@@ -21,7 +21,7 @@ from toolvisor.machine._checkpoint import (
 from toolvisor.machine._config import MachineConfig
 from toolvisor.machine._done import Done, Effect
 from toolvisor.machine._effects import LlmCall, ToolCalls
-from toolvisor.machine._outcomes import Halted, RunStatus
+from toolvisor.machine._outcomes import RunStatus
 from toolvisor.machine._planning import still_running
 
 
@@ -54,12 +54,7 @@ class RunView:
         run = self._run
         if run.phase == "suspended":
             return "suspended"
-        final = run.final
-        if final is None:
-            return "running"
-        if isinstance(final, Halted) and final.reason == "cancelled":
-            return "cancelled"
-        return final.kind
+        return "running" if run.final is None else run.final.status
 
     @property
     def turn(self) -> int:
