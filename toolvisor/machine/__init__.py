@@ -33,6 +33,7 @@ from toolvisor.machine._outcomes import (
     RunStatus,
     StateConflict,
 )
+from toolvisor.machine._response_checks import answers_for
 from toolvisor.machine._responses import (
     CallOutcome,
     EffectFailed,
@@ -118,6 +119,7 @@ __all__ = [
     "ToolResults",
     "TurnMachine",
     "WaitingEffect",
+    "answers_for",
     "apply_model_policy",
     "apply_policy",
     "check_model_policy",
