@@ -24,7 +24,7 @@ from toolvisor.contract import (
 )
 from toolvisor.executor import MAX_ERROR_BYTES, encode, encode_checked, keep_ends
 from toolvisor.machine._checkpoint import CallRecord, HaltRecord, RunState
-from toolvisor.machine._config import MachineConfig
+from toolvisor.machine._config import MachineConfig, shown
 from toolvisor.machine._outcomes import QUESTION_EXPIRED_CODE, PendingCall, Question
 from toolvisor.machine.policy import Continue, Decision, HaltRun, PolicyFailed, RetryAfter
 
@@ -110,7 +110,7 @@ def not_found(call: ToolCall, config: MachineConfig) -> ToolError:
     return ToolError(
         "not_found",
         f"tool error ({call.name}): not_found: the model named tool {call.name!r}, which is "
-        f"not in the catalog; known tools: {[t.name for t in config.tools]}",
+        f"not in the catalog; known tools: {shown(config.known_tool_names())}",
         tool_name=call.name, tool_call_id=call.id)
 
 
