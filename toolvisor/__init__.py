@@ -31,7 +31,7 @@ from toolvisor.contract import (
 )
 from toolvisor.durable import DurableError, SignatureError, UnknownRunError
 from toolvisor.executor import OutputBudget, OutputProjection
-from toolvisor.host import OrchestratorStopped, RunLeasedError
+from toolvisor.host import AlreadyResumedError, OrchestratorStopped, RunLeasedError
 from toolvisor.machine import (
     Completed,
     Continue,
@@ -59,6 +59,7 @@ from toolvisor.supervisors import ChildStartError
 
 __all__ = [
     "Agent",
+    "AlreadyResumedError",
     "AskUser",
     "Breaker",
     "Bulkhead",

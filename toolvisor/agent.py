@@ -29,9 +29,9 @@ from toolvisor.durable import (
     KeyRing,
     ResolveOutcome,
     SessionStore,
-    SignatureError,
     Signer,
     SqliteSessionStore,
+    require_signed,
 )
 from toolvisor.executor import OutputProjection, ToolRunner
 from toolvisor.host import (
@@ -43,6 +43,7 @@ from toolvisor.host import (
     OrchestratorSettings,
     ProgressCallback,
     ResilienceConfig,
+    ResumedSuspensions,
     StartRun,
     ToolGates,
     tracing_for,
@@ -122,6 +123,7 @@ class Agent:
     breaker, bulkhead, rate limit) for every tool, or a mapping from tool name to one. The
     state is shared by all runs; ``resilience_clock`` is the clock its state machines read
     (a ``toolvisor.testing.FakeClock`` in tests); :meth:`resilience_state` reports it.
+    ``clock`` (wall time) dates expiring questions' deadlines; with a store, its clock does.
 
     Runs are traced with OpenTelemetry (``toolvisor[otel]``) when ``tracer_provider`` is given
     or the application set a global one: spans ``invoke_agent {name}``, ``chat {model}`` and
@@ -159,6 +161,7 @@ class Agent:
         name: str = "agent",
         tracer_provider: TracerProvider | None = None,
         trace_content: bool = False,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         if isinstance(model, str):
             model = from_string(model)
@@ -202,17 +205,17 @@ class Agent:
             KeyRing(signing_keys) if signing_keys is not None
             else self._store if self._store is not None
             else KeyRing([secrets.token_bytes(32)]))
+        self._resumed = ResumedSuspensions(
+            self._config, clock if self._store is None else self._store.now)
         self._models = ModelCalls(model, self._runner, float(model_timeout))
         tracing = tracing_for(model, tracer_provider, agent_name=name,
                               record_content=trace_content)
         on_event = None if tracing is None else tracing.supervisor_event
         settings = OrchestratorSettings(
-            models=self._models, signer=self._signer,
-            registry=self._registry, dispatcher=self._dispatcher,
-            projection=output_budget or OutputProjection(), context=context,
-            on_progress=on_progress, store=self._store, config=self._config,
-            lease_ttl=lease_ttl, gates=self._gates, tracing=tracing,
-        )
+            models=self._models, signer=self._signer, registry=self._registry,
+            dispatcher=self._dispatcher, projection=output_budget or OutputProjection(),
+            context=context, on_progress=on_progress, store=self._store, config=self._config,
+            lease_ttl=lease_ttl, gates=self._gates, tracing=tracing, clock=self._resumed.clock)
 
         def start_tool_calls() -> ToolCallSupervisorRef:
             self._tool_calls = ToolCallSupervisor.start(
@@ -298,10 +301,13 @@ class Agent:
         answer some of them); an unknown id or a missing answer is a ``ValueError`` that lists
         the expected ids, and nothing changes. A mapping is always read as answers by call id:
         to answer one call with a mapping value, wrap it in ``Ok``. A plain value becomes
-        ``Ok(value)``; an ``Ok`` or ``Err`` is used as it is. With a store, a run keeps its
-        ``run_id`` and is resumed from
-        the store's latest checkpoint; calls waiting on completion keys are not answered here
-        but resolved with :meth:`resolve`.
+        ``Ok(value)``; an ``Ok`` or ``Err`` is used as it is. An answer to a question with
+        options must be one of them (or an ``Err``), else ``ValueError``; past its deadline the
+        question's default answers it. ``suspended`` must be signed with this agent's keys
+        (``SignatureError`` says if it is unsigned, altered or signed with another key) and
+        resumes once (``AlreadyResumedError``; without a store, known to this agent only).
+        With a store it is resumed from the store's latest checkpoint; calls waiting on keys
+        are not answered here but resolved with :meth:`resolve`.
         """
         return self._wait(*self._continue(suspended, answer), timeout)
 
@@ -321,23 +327,18 @@ class Agent:
         return self._submit(machine, machine.start(prompt, state=state))
 
     def _continue(self, suspended: Suspended, answer: Any) -> tuple[str, Future[Any]]:
-        """The run keeps its id: with a store the orchestrator resumes it from the store;
-        without one, the checkpoint in ``suspended`` is all there is, hosted again under it."""
+        """The run keeps its id: resumed from the store, or without one from ``suspended``."""
         if not isinstance(suspended, Suspended):
             raise TypeError(f"resume() takes the Suspended outcome a run returned, got "
                             f"{type(suspended).__name__}")
-        if suspended.signature is None or not self._signer.verify(suspended.signed_text(),
-                                                                   suspended.signature):
-            raise SignatureError(
-                "this Suspended is unsigned or was altered since an agent gave it out; only "
-                "what an agent with the same signing keys (or store) returned is resumed")
+        require_signed(self._signer, suspended.signed_text(), suspended.signature)
         answers = answers_for(suspended, answer, self._config.mode)
-        if self._store is not None and suspended.run_id:
+        run_id = suspended.run_id
+        if self._store is not None and run_id and self._store.get_run(run_id) is not None:
             future = _reply()
-            self._orchestrator().tell(AnswerRun(suspended.run_id, dict(answers), future))
-            return suspended.run_id, future
-        machine = TurnMachine.restore(self._config, suspended.checkpoint)
-        return self._submit(machine, machine.resume(answers), suspended.run_id)
+            self._orchestrator().tell(AnswerRun(run_id, dict(answers), future, suspended))
+            return run_id, future
+        return self._submit(*self._resumed.resume(suspended, answers))
 
     # --- durable runs -----------------------------------------------------------------------
 
@@ -349,7 +350,8 @@ class Agent:
         the outstanding effect is performed again (a tool call that had completed is not run
         again; a durable step that had completed is replayed from the journal), resolved keys
         are delivered (a wait whose deadline passed meanwhile is expired first, through its
-        ``on_timeout``), and a run that is still waiting reports ``Suspended`` with its keys. A
+        ``on_timeout``; a question past its deadline is answered by its default), and a run
+        that is still waiting reports ``Suspended`` with its keys. A
         run that failed on its model is asked again. ``timeout`` only stops this wait
         (``TimeoutError``): the run is never cancelled by it.
         """

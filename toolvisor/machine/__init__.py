@@ -21,6 +21,7 @@ from toolvisor.machine._effects import (
 )
 from toolvisor.machine._machine import TurnMachine
 from toolvisor.machine._outcomes import (
+    QUESTION_EXPIRED_CODE,
     Completed,
     Failed,
     Halted,
@@ -69,6 +70,7 @@ __all__ = [
     "CHECKPOINT_VERSION",
     "DEFAULT_MODEL_POLICY",
     "MODES",
+    "QUESTION_EXPIRED_CODE",
     "RESERVED_HALT_REASONS",
     "CallOutcome",
     "CallToRun",

@@ -128,12 +128,20 @@ def check_answers(run: RunState, answers: Mapping[str, Any]) -> dict[str, Handle
     if unknown:
         raise ResponseRefused(f"call(s) {unknown} are not waiting for an answer; waiting: "
                               f"{waiting}")
+    questions = {r.call.id: r.question for r in run.calls
+                 if r.status == "suspended" and r.question is not None}
     results: dict[str, HandlerResult] = {}
     for call_id, answer in answers.items():
         if isinstance(answer, AskUser | Halt | Pending):
             raise ResponseRefused(f"the answer for call {call_id!r} is a "
                                   f"{type(answer).__name__}; answer with a value, Ok or Err")
-        results[call_id] = answer if isinstance(answer, Ok | Err) else Ok(answer)
+        result = answer if isinstance(answer, Ok | Err) else Ok(answer)
+        question = questions.get(call_id)
+        why = None if question is None or isinstance(result, Err) else question.refusal(
+            result.value)
+        if why is not None:
+            raise ResponseRefused(f"{why}; answer with one of them (or Err to refuse the call)")
+        results[call_id] = result
     return results
 
 
