@@ -21,6 +21,7 @@ from toolvisor.machine._effects import (
 )
 from toolvisor.machine._machine import TurnMachine
 from toolvisor.machine._outcomes import (
+    QUESTION_EXPIRED_CODE,
     Completed,
     Failed,
     Halted,
@@ -28,9 +29,11 @@ from toolvisor.machine._outcomes import (
     ModelFailure,
     PendingCall,
     Question,
+    RunNotCompletedError,
     RunStatus,
     StateConflict,
 )
+from toolvisor.machine._response_checks import answers_for
 from toolvisor.machine._responses import (
     CallOutcome,
     EffectFailed,
@@ -67,6 +70,7 @@ __all__ = [
     "CHECKPOINT_VERSION",
     "DEFAULT_MODEL_POLICY",
     "MODES",
+    "QUESTION_EXPIRED_CODE",
     "RESERVED_HALT_REASONS",
     "CallOutcome",
     "CallToRun",
@@ -104,6 +108,7 @@ __all__ = [
     "ResponseRefused",
     "RetryAfter",
     "RetryPolicy",
+    "RunNotCompletedError",
     "RunStatus",
     "Sleep",
     "Slept",
@@ -114,6 +119,7 @@ __all__ = [
     "ToolResults",
     "TurnMachine",
     "WaitingEffect",
+    "answers_for",
     "apply_model_policy",
     "apply_policy",
     "check_model_policy",
