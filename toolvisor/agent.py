@@ -46,6 +46,7 @@ from toolvisor.host import (
     ResumedSuspensions,
     StartRun,
     ToolGates,
+    reply_future,
     tracing_for,
 )
 from toolvisor.machine import (
@@ -80,14 +81,6 @@ RunOutcome: TypeAlias = Completed | Suspended | Halted | Failed
 """What a run ends with: done, waiting for answers, halted on purpose, or failed."""
 
 
-def _reply() -> Future[Any]:
-    """A future for the orchestrator's answer, already marked running: a caller that gives up
-    (a cancelled task) cannot cancel it under the orchestrator, whose thread sets it."""
-    future: Future[Any] = Future()
-    future.set_running_or_notify_cancel()
-    return future
-
-
 class Agent:
     """A supervised agent loop: a model, its tools, and the policy for their failures.
 
@@ -95,14 +88,12 @@ class Agent:
     run (a tool asked the user, or returned ``Pending``) continues with ``resume``. Runs may be
     started from several threads at once. Invalid configuration is refused here, with a
     ``ValueError`` or ``TypeError`` that names the setting. ``close()`` (or leaving a ``with``
-    block) stops the tree and leaves no thread or process behind; without it, no thread of the
-    agent keeps the interpreter alive either. Each blocking method has an asyncio twin that
-    keeps the event loop going: ``arun``, ``aresume``, ``aresume_run``, ``acancel_run``,
-    ``aresolve``, ``aclose``.
-
-    With a ``process`` tool in the catalog, a program whose ``__main__`` builds or runs the
-    agent outside ``if __name__ == "__main__":`` is refused here and at each run
-    (``RuntimeError`` showing the guard): every worker process would run the program again.
+    block) stops the tree and leaves no thread or process behind (and without it, no thread of
+    the agent keeps the interpreter alive). Each blocking method has an asyncio twin that keeps
+    the event loop going: ``arun``, ``aresume``, ``aresume_run``, ``acancel_run``,
+    ``aresolve``, ``aclose``. With a ``process`` tool in the catalog, building or running the
+    agent outside ``if __name__ == "__main__":`` raises ``RuntimeError``, in the caller's
+    thread (every worker process would run the program again).
 
     ``registry`` (a :class:`~toolvisor.registry.ToolRegistry`) is the catalog to use, for tools
     that come and go at run time; ``tools`` are then added to it as the source ``"agent"``.
@@ -193,7 +184,7 @@ class Agent:
                 raise TypeError(f"mcp takes McpToolProvider objects, got {type(server).__name__}")
             registry.add_source(server.source, server)
         self._registry = registry
-        self._refuse_unguarded_main()
+        check_main_guard(self._registry.process_tools)
         self._gates = ToolGates(resilience, clock=resilience_clock)
         self._config = MachineConfig(
             tools=tuple(tools), system_prompt=system_prompt, on_tool_error=on_tool_error,
@@ -249,18 +240,6 @@ class Agent:
         """The machine's view of the catalog: members only, whichever source provides them."""
         found = self._registry.resolve(name)
         return found if isinstance(found, Tool) else None
-
-    def _refuse_unguarded_main(self) -> None:
-        """In the caller's thread, before any worker starts: ``RuntimeError`` showing the
-        guard when the catalog holds a ``process`` tool and its worker processes would run
-        this program again (its ``__main__`` runs outside ``if __name__ == "__main__":``)."""
-        check_main_guard(self._process_tools)
-
-    def _process_tools(self) -> list[str]:
-        registry = self._registry
-        return [name for name in registry.members()
-                if isinstance(found := registry.resolve(name), Tool)
-                and found.isolation == "process"]
 
     def _current_tool_calls(self) -> ToolCallSupervisorRef:
         if self._tool_calls is None:
@@ -341,7 +320,7 @@ class Agent:
 
     def _start(self, prompt: str | Sequence[Message],
                state: Mapping[str, Any] | None) -> tuple[str, Future[Any]]:
-        self._refuse_unguarded_main()
+        check_main_guard(self._registry.process_tools)
         machine = TurnMachine(self._config)
         return self._submit(machine, machine.start(prompt, state=state))
 
@@ -350,12 +329,12 @@ class Agent:
         if not isinstance(suspended, Suspended):
             raise TypeError(f"resume() takes the Suspended outcome a run returned, got "
                             f"{type(suspended).__name__}")
-        self._refuse_unguarded_main()
+        check_main_guard(self._registry.process_tools)
         require_signed(self._signer, suspended.signed_text(), suspended.signature)
         answers = answers_for(suspended, answer, self._config.mode)
         run_id = suspended.run_id
         if self._store is not None and run_id and self._store.get_run(run_id) is not None:
-            future = _reply()
+            future = reply_future()
             self._orchestrator().tell(AnswerRun(run_id, dict(answers), future, suspended))
             return run_id, future
         return self._submit(*self._resumed.resume(suspended, answers))
@@ -386,8 +365,8 @@ class Agent:
 
     def _attach(self, operation: str, run_id: str) -> Future[Any]:
         self._require_store(operation)
-        self._refuse_unguarded_main()
-        future = _reply()
+        check_main_guard(self._registry.process_tools)
+        future = reply_future()
         self._orchestrator().tell(AttachRun(run_id, future))
         return future
 
@@ -410,7 +389,7 @@ class Agent:
 
     def _cancel(self, operation: str, run_id: str) -> Future[Any]:
         self._require_store(operation)
-        future = _reply()
+        future = reply_future()
         self._orchestrator().tell(CancelRun(run_id, future))
         return future
 
@@ -443,7 +422,7 @@ class Agent:
         if self._closed:
             raise RuntimeError("this Agent is closed; create a new one")
         run_id = run_id or uuid.uuid4().hex
-        future = _reply()
+        future = reply_future()
         self._orchestrator().tell(StartRun(run_id, machine, effects, future))
         return run_id, future
 

@@ -14,6 +14,7 @@ from toolvisor.host._commands import (
     OrchestratorStopped,
     ProgressCallback,
     StartRun,
+    reply_future,
 )
 from toolvisor.host._durable_waits import PENDING_TIMEOUT_CODE, durable_call_id
 from toolvisor.host._gates import ResilienceConfig, ToolGates
@@ -43,5 +44,6 @@ __all__ = [
     "ToolGates",
     "Tracing",
     "durable_call_id",
+    "reply_future",
     "tracing_for",
 ]

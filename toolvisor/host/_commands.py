@@ -27,6 +27,14 @@ ProgressCallback = Callable[[str, str, dict[str, Any]], None]
 """``(run_id, event, data)``: called on the orchestrator's thread; keep it quick."""
 
 
+def reply_future() -> Future[Any]:
+    """A future for the orchestrator's answer, already marked running: a caller that gives up
+    (a cancelled task) cannot cancel it under the orchestrator, whose thread sets it."""
+    future: Future[Any] = Future()
+    future.set_running_or_notify_cancel()
+    return future
+
+
 class OrchestratorStopped(ToolvisorError, RuntimeError):
     """The orchestrator stopped (the agent was closed, or it crashed) before the run ended."""
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import functools
 import queue
-import threading
 import traceback
 from collections import deque
 from collections.abc import Callable, Iterable
@@ -451,11 +450,7 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
     def _sleep(self, run: HostedRun, effect_id: int, seconds: float) -> None:
         me: ActorRef[Any] = self.actor_ref
         seconds, run.checkpoint_age = max(0.0, seconds - run.checkpoint_age), 0.0
-        timer = threading.Timer(seconds, functools.partial(tell, me, Woke(run.run_id, effect_id)))
-        timer.name = f"toolvisor-sleep-{run.run_id[:8]}"
-        timer.daemon = True  # no toolvisor thread keeps the interpreter alive
-        run.timers[effect_id] = timer
-        timer.start()
+        run.sleep(effect_id, seconds, functools.partial(tell, me, Woke(run.run_id, effect_id)))
 
     def _finish(self, run: HostedRun, outcome: Any) -> None:
         """The run leaves this host with ``outcome``, stamped with the run's id."""

@@ -82,6 +82,14 @@ class HostedRun:
             waiter.join()
         self.waiters.clear()
 
+    def sleep(self, effect_id: int, seconds: float, wake: Callable[[], None]) -> None:
+        """Call ``wake`` (it only tells the orchestrator) in ``seconds``, on a timer the run
+        keeps until it fires or the run is released; a daemon, as every toolvisor thread."""
+        timer = threading.Timer(seconds, wake)
+        timer.name, timer.daemon = f"toolvisor-sleep-{self.run_id[:8]}", True
+        self.timers[effect_id] = timer
+        timer.start()
+
     def release(self) -> None:
         """Stop the run's model call, timers and key waiters; withdraw its calls waiting at
         their tools' gates; cancel its running calls (their ``ctx.cancelled`` is set at once)
