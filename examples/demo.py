@@ -26,44 +26,43 @@ from toolvisor import (
     CallContext,
     Completed,
     Err,
-    Ok,
     Suspended,
     Tool,
     ToolError,
-    tool,
+    function_tool,
 )
 from toolvisor.machine import Continue, FailedCall
 from toolvisor.observe import live, save_svg, write_mermaid
 from toolvisor.testing import ScriptedModel, call, calls, capture_events
 
 
-@tool
-def weather(arguments: dict[str, Any]) -> Ok:
+@function_tool
+def weather(city: str) -> dict[str, Any]:
     """Today's weather in a city."""
-    return Ok({"city": arguments.get("city"), "celsius": 21})
+    return {"city": city, "celsius": 21}
 
 
-@tool
-def flights(arguments: dict[str, Any]) -> Ok:
+@function_tool
+def flights() -> str:
     """Search flights (its backend is broken today)."""
     raise ConnectionError("flight API refused the connection")
 
 
-@tool(timeout=0.2)
-def hotels(arguments: dict[str, Any], ctx: CallContext) -> Ok:
+@function_tool(timeout=0.2)
+def hotels(ctx: CallContext) -> str:
     """Search hotels (hangs; gives up when cancelled)."""
     ctx.cancelled.wait(30)
-    return Ok("never seen")
+    return "never seen"
 
 
-@tool
-def loyalty(arguments: dict[str, Any]) -> Err:
+@function_tool
+def loyalty() -> Err:
     """Look up a loyalty account (reports that it has none)."""
     return Err("no loyalty account for this traveller")
 
 
-@tool
-def book(arguments: dict[str, Any]) -> AskUser:
+@function_tool
+def book() -> AskUser:
     """Book the trip: needs a human's approval."""
     return AskUser("Book the trip to Lisbon for 840 EUR?", ("yes", "no"))
 

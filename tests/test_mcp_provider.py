@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from test_supervisor import Events
 
-from toolvisor import Agent, Completed, Ok, ToolError, tool
+from toolvisor import Agent, Completed, ToolError, function_tool
 from toolvisor.contract import ModelRequest, ModelResponse, ToolResultMessage
 from toolvisor.machine import Continue, Decision, FailedCall
 from toolvisor.mcp import McpToolProvider
@@ -75,10 +75,10 @@ def crash_of(error: Any) -> ToolError:
     return error
 
 
-@tool
-def local(arguments: dict[str, Any]) -> Ok:
+@function_tool
+def local() -> str:
     """A tool of the agent's own."""
-    return Ok("local ok")
+    return "local ok"
 
 
 def test_the_servers_tools_join_the_catalog_with_their_schemas(http_url: str) -> None:

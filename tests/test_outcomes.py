@@ -30,7 +30,7 @@ from toolvisor import (
     RunNotCompletedError,
     Suspended,
     ToolvisorError,
-    tool,
+    function_tool,
 )
 from toolvisor.contract import Usage
 from toolvisor.machine import Checkpoint, Done, MachineConfig, TurnMachine
@@ -55,32 +55,32 @@ def not_completed(outcome: Any) -> RunNotCompletedError:
     return caught.value
 
 
-@tool
-def ask(arguments: dict[str, Any]) -> AskUser:
+@function_tool
+def ask() -> AskUser:
     """Asks which city."""
     return AskUser("Which city?")
 
 
-@tool
-def crash(arguments: dict[str, Any]) -> Ok:
+@function_tool
+def crash() -> Ok:
     """Crashes."""
     raise ConnectionError("backend down")
 
 
-@tool
-def stop(arguments: dict[str, Any]) -> Halt:
+@function_tool
+def stop() -> Halt:
     """Halts the run with what it spent."""
     return Halt("budget_spent", {"spent": 3})
 
 
-@tool
-def refuse(arguments: dict[str, Any]) -> Err:
+@function_tool
+def refuse() -> Err:
     """Reports a failure."""
     return Err("card declined")
 
 
-@tool
-def hook(arguments: dict[str, Any], ctx: CallContext) -> Pending:
+@function_tool
+def hook(ctx: CallContext) -> Pending:
     """Waits on a completion key."""
     ctx.completion_key()
     return Pending(deadline=600)
@@ -170,8 +170,8 @@ def test_the_text_of_a_halted_run_says_why_it_halted(policy: str, script: list[A
 
 
 def test_a_long_halt_result_is_cut_in_the_message() -> None:
-    @tool
-    def verbose(arguments: dict[str, Any]) -> Halt:
+    @function_tool
+    def verbose() -> Halt:
         """Halts with a long result."""
         return Halt("too_much", "x" * 1000)
 
@@ -185,8 +185,8 @@ def test_a_long_halt_result_is_cut_in_the_message() -> None:
 def test_a_cancelled_run_has_status_cancelled_and_says_so(tmp_path: Path) -> None:
     started, release = threading.Event(), threading.Event()
 
-    @tool
-    def slow(arguments: dict[str, Any]) -> Ok:
+    @function_tool
+    def slow() -> Ok:
         """Waits until released."""
         started.set()
         release.wait(10)
@@ -247,8 +247,8 @@ def test_the_error_pickles_with_its_outcome() -> None:
 def test_resuming_a_suspended_run_twice_at_once_is_refused() -> None:
     entered, release = threading.Event(), threading.Event()
 
-    @tool
-    def held(arguments: dict[str, Any]) -> Ok:
+    @function_tool
+    def held() -> Ok:
         """Waits until released."""
         entered.set()
         release.wait(10)

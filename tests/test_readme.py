@@ -14,7 +14,7 @@ import pytest
 from tests._otlp_receiver import OtlpReceiver
 from tests._provider_server import ProviderServer
 from tests._provider_wire import ChatWire, Turn
-from toolvisor import Agent, Ok, tool
+from toolvisor import Agent, function_tool
 from toolvisor.testing import ScriptedModel, call, calls
 
 README = Path(__file__).resolve().parent.parent / "README.md"
@@ -38,10 +38,10 @@ def test_readme_example_runs(source: str, provider: ProviderServer,
     exec(compile(source, str(README), "exec"), {"__name__": "readme_example"})
 
 
-@tool
-def weather(arguments: dict[str, Any]) -> Ok:
+@function_tool
+def weather(city: str) -> dict[str, Any]:
     """Today's weather in a city."""
-    return Ok({"city": arguments["city"], "celsius": 21})
+    return {"city": city, "celsius": 21}
 
 
 def test_the_readme_otlp_block_sends_the_run_to_a_collector() -> None:

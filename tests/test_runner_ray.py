@@ -166,7 +166,7 @@ def test_leaks_are_still_caught_beside_the_cluster(ray_cluster: ModuleType) -> N
 
 
 def test_a_ray_actor_needs_a_class_with_tool_methods() -> None:
-    with pytest.raises(ValueError, match="no @tool method"):
+    with pytest.raises(ValueError, match="no @tool or @function_tool method"):
         RayActor(dict)
     with pytest.raises(ValueError, match="max_restarts"):
         RayActor(h.Counter, max_restarts=-1)

@@ -8,21 +8,20 @@ import json
 import secrets
 import sqlite3
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from toolvisor import Agent, AskUser, Completed, Ok, Suspended, tool
+from toolvisor import Agent, AskUser, Completed, Ok, Suspended, function_tool
 from toolvisor.durable import KeyRing, SignatureError, SqliteSessionStore
 from toolvisor.testing import ScriptedModel, call, calls
 
 OLD, NEW = secrets.token_bytes(32), secrets.token_bytes(32)
 
 
-@tool
-def transfer(arguments: dict[str, Any]) -> AskUser:
+@function_tool
+def transfer(amount: int) -> AskUser:
     """Moves money once a human says yes."""
-    return AskUser(f"send {arguments.get('amount')}?")
+    return AskUser(f"send {amount}?")
 
 
 def model() -> ScriptedModel:

@@ -11,12 +11,14 @@ from toolvisor.contract import (
     InvalidHandlerError,
     ModelError,
     Ok,
+    OpenSchemaWarning,
     Pending,
     RayActor,
     Tool,
     ToolCall,
     ToolError,
     ToolvisorError,
+    function_tool,
     tool,
 )
 from toolvisor.executor import encode, execute
@@ -36,6 +38,7 @@ __all__ = [
     "InvalidHandlerError",
     "ModelError",
     "Ok",
+    "OpenSchemaWarning",
     "OrchestratorStopped",
     "Pending",
     "RayActor",
@@ -50,6 +53,7 @@ __all__ = [
     "configure_logging",
     "encode",
     "execute",
+    "function_tool",
     "set_event_sink",
     "tool",
 ]

@@ -11,6 +11,7 @@ handler's capabilities are served there, on the call's real context.
 from __future__ import annotations
 
 import collections
+import dataclasses
 import itertools
 import multiprocessing
 import os
@@ -391,7 +392,8 @@ _addresses = weakref.WeakKeyDictionary()
 def address_of(tool: Tool) -> HandlerAddress | str:
     """Where a worker imports ``tool``'s handler, or why it cannot (checked here, once per tool).
 
-    The name must lead to the handler itself or to a ``Tool`` (made by ``@tool``) around it.
+    The name must lead to the handler itself or to a ``Tool`` (made by ``@tool`` or
+    ``@function_tool``) around it.
     """
     found = _addresses.get(tool)
     if found is not None:
@@ -407,8 +409,12 @@ def address_of(tool: Tool) -> HandlerAddress | str:
             target = resolve(address)
         except Exception as exc:
             target = exc
-        if target is handler or (isinstance(target, Tool) and target.handler is handler):
+        if target is handler:
             found = address
+        elif isinstance(target, Tool) and target.handler is handler:
+            # the worker runs the Tool found there, with its own arguments type (which may be
+            # a class made at run time, such as @function_tool's, that pickle cannot name)
+            found = dataclasses.replace(address, arguments_type=None)
         else:
             found = (f"{module}.{qualname} does not name the handler in its module "
                      f"({target!r}); isolation='process' needs a module-level function")
