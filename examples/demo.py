@@ -25,13 +25,14 @@ from toolvisor import (
     AskUser,
     CallContext,
     Completed,
+    Continue,
     Err,
+    FailedCall,
     Suspended,
     Tool,
     ToolError,
     function_tool,
 )
-from toolvisor.machine import Continue, FailedCall
 from toolvisor.observe import live, save_svg, write_mermaid
 from toolvisor.testing import ScriptedModel, call, calls, capture_events
 

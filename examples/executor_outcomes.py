@@ -21,12 +21,10 @@ from toolvisor import (
     Tool,
     ToolCall,
     ToolError,
-    encode,
-    execute,
     function_tool,
     tool,
 )
-from toolvisor.executor import encode_checked
+from toolvisor.testing import encode, encode_checked, execute
 
 
 class Add(BaseModel):

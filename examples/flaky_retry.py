@@ -7,8 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from toolvisor import Agent, CallContext, function_tool
-from toolvisor.machine import RetryPolicy
+from toolvisor import Agent, CallContext, RetryPolicy, function_tool
 from toolvisor.testing import ScriptedModel, call, calls
 
 

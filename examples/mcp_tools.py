@@ -12,8 +12,7 @@ import sys
 import threading
 from typing import Any
 
-from toolvisor import Agent, ToolError, set_event_sink
-from toolvisor.machine import Continue, Decision, FailedCall
+from toolvisor import Agent, Continue, Decision, FailedCall, ToolError, set_event_sink
 from toolvisor.mcp import McpToolProvider
 from toolvisor.testing import ScriptedModel, call, calls
 

@@ -20,8 +20,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from toolvisor import Agent, CallContext, Completed, Pending, Suspended, function_tool
-from toolvisor.contract import ToolCall
+from toolvisor import Agent, CallContext, Completed, Pending, Suspended, ToolCall, function_tool
 from toolvisor.testing import ScriptedModel, call, calls
 
 OUTBOX: list[dict[str, Any]] = []  # what we "sent" to the payment provider

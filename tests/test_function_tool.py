@@ -30,12 +30,11 @@ from toolvisor import (
     Tool,
     ToolCall,
     ToolError,
-    execute,
     function_tool,
     tool,
 )
 from toolvisor.contract import HandlerResult, ToolMethod
-from toolvisor.executor import ToolRunner, prepare_process_isolation
+from toolvisor.executor import ToolRunner, execute, prepare_process_isolation
 from toolvisor.testing import ScriptedModel, call, calls
 
 SESSION = CallContext(session_id="s1", tool_call=ToolCall(id="call-1", name="t"))

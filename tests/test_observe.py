@@ -48,7 +48,7 @@ def test_the_tree_renders_every_run() -> None:
     console = Console(file=io.StringIO(), width=120, color_system=None)
     console.print(render(board))
     drawn = console.file.getvalue()  # type: ignore[attr-defined]
-    assert "suspended" in drawn and "completed" in drawn and "(retried)" in drawn
+    assert "ask_user" in drawn and "completed" in drawn and "(retried)" in drawn
 
 
 def test_the_tree_saves_as_an_svg_image(tmp_path: Path) -> None:
@@ -61,7 +61,7 @@ def test_the_tree_saves_as_an_svg_image(tmp_path: Path) -> None:
     assert "restarts: 0" in text
     for run in board.runs():
         assert f"run {run.run_id[:8]}" in text
-    for shown in ("suspended", "completed", "turn 1", "flaky", "handler_raised", "(retried)"):
+    for shown in ("ask_user", "completed", "turn 1", "flaky", "handler_raised", "(retried)"):
         assert shown in text, shown
 
 

@@ -17,6 +17,7 @@ from tests._provider_server import ProviderServer
 from tests._provider_wire import ChatWire
 from toolvisor import (
     Agent,
+    AlreadyResumedError,
     AskUser,
     CallContext,
     Completed,
@@ -261,7 +262,8 @@ def test_resuming_a_suspended_run_twice_at_once_is_refused() -> None:
         first = threading.Thread(target=lambda: results.append(agent.resume(waiting, "a")))
         first.start()
         assert entered.wait(10)
-        with pytest.raises(ValueError, match=rf"run {waiting.run_id} is already going on here"):
+        with pytest.raises(AlreadyResumedError,
+                           match=rf"run {waiting.run_id}: this Suspended was resumed already"):
             agent.resume(waiting, "b")
         release.set()
         first.join()

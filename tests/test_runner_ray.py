@@ -23,7 +23,6 @@ from toolvisor import (
     Completed,
     Err,
     Ok,
-    RayActor,
     Tool,
     ToolCall,
     ToolError,
@@ -32,6 +31,7 @@ from toolvisor.contract import HandlerResult, InvalidArguments
 from toolvisor.executor import ToolRunner
 from toolvisor.machine import RetryPolicy
 from toolvisor.observe import live
+from toolvisor.ray import RayActor
 from toolvisor.testing import LeakCheck, ScriptedModel, call, calls
 
 

@@ -22,11 +22,11 @@ from toolvisor import (
     OpenSchemaWarning,
     Pending,
     ToolvisorError,
-    execute,
     function_tool,
     tool,
 )
 from toolvisor.contract import HandlerResult
+from toolvisor.executor import execute
 
 
 class City(BaseModel):

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from toolvisor import CallContext, InvalidHandlerError, Ok, Tool, execute, tool
+from toolvisor import CallContext, InvalidHandlerError, Ok, Tool, tool
 from toolvisor.contract import ToolMethod
-from toolvisor.executor import ToolRunner
+from toolvisor.executor import ToolRunner, execute
 
 SESSION = CallContext(session_id="s1")
 

@@ -16,7 +16,12 @@ from toolvisor.durable._records import (
     SavedCheckpoint,
     Wait,
 )
-from toolvisor.durable._signing import KeyRing, SignatureError, Signer
+from toolvisor.durable._signing import (
+    KeyRing,
+    SignatureError,
+    Signer,
+    require_signed,
+)
 from toolvisor.durable._sqlite import POLL_INTERVAL, SqliteSessionStore
 from toolvisor.durable._store import UNSET, SessionStore, UnknownRunError
 
@@ -46,4 +51,5 @@ __all__ = [
     "Wait",
     "holder_gone",
     "new_holder",
+    "require_signed",
 ]

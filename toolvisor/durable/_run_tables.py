@@ -32,7 +32,14 @@ from toolvisor.durable._rows import (
     process_event_from_row,
     run_from_row,
 )
-from toolvisor.durable._signing import SignatureError, sign_text, verify_text
+from toolvisor.durable._signing import (
+    SignatureError,
+    sign_keyed,
+    sign_text,
+    signing_key_id,
+    verify_keyed,
+    verify_text,
+)
 from toolvisor.durable._store import UnknownRunError
 
 
@@ -249,11 +256,15 @@ class RunTables(SqliteConnection):
 
     def sign(self, text: str) -> str:
         """``text``'s signature under this store's secret (a store is a ``Signer``)."""
-        return sign_text(self._secret, text)
+        return sign_keyed(self._secret, text)
 
     def verify(self, text: str, signature: str) -> bool:
         """Whether this store signed ``text`` with ``signature``."""
-        return verify_text((self._secret,), text, signature)
+        return verify_keyed((self._secret,), text, signature)
+
+    def holds_key(self, key_id: str) -> bool:
+        """Whether ``key_id`` names this store's secret (every store has its own)."""
+        return key_id == signing_key_id(self._secret)
 
     # -- journal -----------------------------------------------------------------------------
 

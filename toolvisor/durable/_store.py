@@ -88,6 +88,10 @@ class SessionStore(Protocol):
 
     def verify(self, text: str, signature: str) -> bool: ...
 
+    def holds_key(self, key_id: str) -> bool:
+        """Whether ``key_id`` names the store's secret (an HMAC of a constant under it)."""
+        ...
+
     def issue_key(
         self, run_id: str, call_id: str, *, purpose: KeyPurpose = "call", name: str = ""
     ) -> str: ...

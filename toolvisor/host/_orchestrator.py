@@ -1,22 +1,18 @@
 """``OrchestratorActor``: hosts ``TurnMachine`` runs and performs their effects.
 
-The machine decides; this actor only does what the effects say: it starts each model call
+The machine decides; this actor does what the effects say: it starts each model call
 (``ModelCalls``: off this thread, with a deadline), hands each tool call to its own
-``ToolCallActor`` (through the dispatcher), sleeps before retries, and logs. Model answers and
-tool outcomes come back as messages, so the actor never blocks on a model or a call and the
-runs it hosts go on concurrently.
+``ToolCallActor``, sleeps before retries, logs, and gives suspensions out signed (its
+``Questions`` date their deadlines). Answers and outcomes come back as messages, so the actor
+never blocks and the runs it hosts go on concurrently. With a session store it saves the
+checkpoint after every machine step (before performing the step's effects: no effect is
+performed that a restart would not know about), its ``DurableWaits`` give calls their keys and
+durable effects and park ``Pending`` calls, its ``RunLeases`` keep one host per run. What goes
+wrong with one run's message ends that run alone (``Failed``), never the actor.
 
-With a session store it also makes runs durable: it saves the machine's checkpoint after every
-machine step (before performing the step's effects, so no effect is ever performed that a
-restart would not know about), its ``DurableWaits`` gives each call a completion-key issuer
-and durable effects, parks the keys of ``Pending`` calls and says when a run can continue, and
-its ``RunLeases`` keep one host per run. Whatever goes wrong while it handles one run's message
-ends that run alone (``Failed``), never the actor.
-
-State: every ``HostedRun`` (its machine, watchers, timers, key waiters, cancel tokens, call
-actors, model call) belongs to this actor's thread. Other threads only ``tell`` it messages:
-tool-call actors report outcomes, the runner reports model answers, timers and key waiters
-report wake-ups, the ``Agent`` starts, answers, attaches and cancels runs.
+State: every ``HostedRun`` (machine, watchers, timers, key waiters, cancel tokens, call actors,
+model call) belongs to this actor's thread. Other threads only ``tell`` it messages: call
+actors, the runner, timers, key waiters, the question timer and the ``Agent``.
 """
 
 from __future__ import annotations
@@ -45,11 +41,7 @@ from toolvisor.host._commands import (
     OrchestratorStopped,
     StartRun,
 )
-from toolvisor.host._durable_waits import (
-    DurableWaits,
-    KeyResolved,
-    Ready,
-)
+from toolvisor.host._durable_waits import DurableWaits, KeyResolved, Ready
 from toolvisor.host._effect_messages import (
     ModelAnswered,
     ModelProgress,
@@ -57,15 +49,13 @@ from toolvisor.host._effect_messages import (
     tell_answer,
     tell_progress,
 )
-from toolvisor.host._finished_calls import (
-    FinishedCalls,
-    OutcomesReady,
-    tell,
-)
+from toolvisor.host._finished_calls import FinishedCalls, OutcomesReady, tell
 from toolvisor.host._gates import GateWoke
 from toolvisor.host._leases import RenewLeases, RunLeasedError, RunLeases
 from toolvisor.host._model_calls import ModelAnswer
 from toolvisor.host._observing import RunObserver
+from toolvisor.host._question_timer import QuestionsDue
+from toolvisor.host._questions import Questions, suspended_now
 from toolvisor.host._run import HostedRun
 from toolvisor.machine import (
     CallOutcome,
@@ -101,11 +91,12 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
         self._waits = None if settings.store is None else DurableWaits(
             settings.store, settings.registry, settings.key_poll_interval,
             functools.partial(tell, me))
-        self._observe = RunObserver(settings.tracing)
+        self._observe = RunObserver(settings.tracing, settings.on_progress)
         self._calls = CallStarter(settings, self._waits, self._finished, me, self._observe,
-                                  runs=self._runs, on_progress=self._progress)
+                                  runs=self._runs, on_progress=self._observe.tell_progress)
         self._leases = None if settings.store is None else RunLeases(
             settings.store, settings.lease_ttl, functools.partial(tell, me))
+        self._questions = Questions(settings, functools.partial(tell, me))
         self._log = get_event_log("orchestrator")
 
     @staticmethod
@@ -150,8 +141,8 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
                 self._log.info("run_started", run_id=run_id)
                 self._observe.run_started(started, effects)
                 self._perform(run_id, self._checkpointed(started, effects))
-            case AnswerRun(run_id, answers, reply):
-                self._answer(run_id, answers, reply)
+            case AnswerRun():
+                self._answer(message)
             case AttachRun(run_id, reply):
                 self._attach(run_id, reply)
             case Woke(run_id, effect_id):
@@ -166,6 +157,8 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
                 self._model_progress(run_id, effect_id, event, data)
             case KeyResolved(run_id, key):
                 self._key_resolved(run_id, key)
+            case QuestionsDue(run_id):
+                self._questions_due(run_id)
             case CancelRun(run_id, reply):
                 self._cancel(run_id, reply)
 
@@ -187,9 +180,7 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
         try:
             done = machine.abort(error)[-1]
             outcome: Any = done.outcome if isinstance(done, Done) else None
-            if self._store is not None:
-                self._store.save_checkpoint(run_id, machine.last_effect_id,
-                                            machine.checkpoint().to_json(), status="failed")
+            self._save(run)
         except Exception as again:  # the run's state itself is broken: say so, keep nothing
             self._log.error("run_abort_failed", run_id=run_id, error=repr(again))
             outcome = None
@@ -211,13 +202,15 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
 
     def _checkpointed(self, run: HostedRun, effects: list[Effect]) -> list[Effect]:
         """After every machine step: save its checkpoint (one atomic write), then go on."""
-        run.suspended = False
-        run.checkpoint_age = 0.0
+        run.suspended, run.checkpoint_age = False, 0.0
+        self._save(run)
+        return effects
+
+    def _save(self, run: HostedRun) -> None:
         machine = run.machine
         if self._store is not None:
             self._store.save_checkpoint(run.run_id, machine.last_effect_id,
                                         machine.checkpoint().to_json(), status=machine.status)
-        return effects
 
     # --- runs the store knows ---------------------------------------------------------------
 
@@ -267,16 +260,17 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
             return
         self._perform(run_id, run.machine.reemit())
 
-    def _answer(self, run_id: str, answers: dict[str, Any], reply: Future[Any]) -> None:
-        hosted = self._runs.get(run_id)
-        adopted = hosted is None
-        run = self._adopt(run_id, reply) if hosted is None else hosted
+    def _answer(self, message: AnswerRun) -> None:
+        run_id, reply = message.run_id, message.reply
+        adopted = (run := self._runs.get(run_id)) is None
+        run = self._adopt(run_id, reply) if run is None else run
         if run is None:
             return
         if not adopted:
             run.watchers.append(reply)
         try:
-            effects = run.machine.resume(answers)
+            self._questions.refuse_spent(run, message)
+            effects = run.machine.resume(message.answers, now=self._questions.clock())
         except ResponseRefused as exc:
             run.watchers.remove(reply)
             reply.set_exception(exc)
@@ -284,6 +278,7 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
                 self._drop(run)
                 self._observe.run_finished(run, "answer_refused")
             return
+        self._questions.disarm(run_id)
         self._perform(run_id, self._checkpointed(run, effects))
 
     def _cancel(self, run_id: str, reply: Future[Any] | None) -> None:
@@ -302,8 +297,39 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
             run.watchers.append(reply)
         if self._waits is not None:
             self._waits.cancel(run)
+        self._questions.disarm(run_id)
         run.release()
         self._respond(run_id, lambda m: m.cancel())
+
+    # --- suspensions and their questions -----------------------------------------------------
+
+    def _suspension(self, run: HostedRun, outcome: Suspended) -> list[Effect]:
+        """Date its new questions (saved first), answer the due ones, else wait or give out."""
+        if self._questions.date(run):
+            self._save(run)
+            outcome = suspended_now(run.machine)
+        due = run.machine.expire_questions(self._questions.clock())
+        if due:
+            return self._checkpointed(run, due)
+        self._questions.arm(run.run_id, outcome)
+        if outcome.pending and self._store is not None:
+            return self._suspended(run, outcome)
+        self._finish(run, self._signed(outcome.model_copy(update={"run_id": run.run_id})))
+        return []
+
+    def _questions_due(self, run_id: str) -> None:
+        """A deadline passed: answer due questions here, adopting the run unless another host
+        drives it (that host answers them)."""
+        now = self._questions.clock()
+        run = self._runs.get(run_id)
+        if run is None and self._questions.due_in_store(run_id, now):
+            reply: Future[Any] = Future()
+            run = self._adopt(run_id, reply)
+            if run is None:
+                self._log.info("question_expiry_deferred", run_id=run_id,
+                               error=repr(reply.exception()))
+        if run is not None and (effects := run.machine.expire_questions(now)):
+            self._perform(run_id, self._checkpointed(run, effects))
 
     # --- deferred completion ----------------------------------------------------------------
 
@@ -357,34 +383,19 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
                 case Sleep(id=effect_id, seconds=seconds):
                     self._sleep(run, effect_id, seconds)
                 case Progress(event=event, data=data):
-                    self._report(run_id, event, data)
+                    self._observe.progress(run_id, event, data)
                 case LogEvent(level=level, event=event, fields=fields):
                     getattr(self._log, level)(event, run_id=run_id, **fields)
                     self._observe.machine_event(run, event, fields)
-                case Done(outcome=Suspended() as outcome) if (
-                        outcome.pending and self._store is not None):
-                    queue.extend(self._suspended(run, outcome))
+                case Done(outcome=Suspended() as outcome):
+                    queue.extend(self._suspension(run, outcome))
                 case Done(outcome=outcome):
-                    if isinstance(outcome, Suspended):
-                        outcome = self._signed(outcome.model_copy(update={"run_id": run_id}))
                     self._finish(run, outcome)
 
     def _signed(self, outcome: Suspended) -> Suspended:
         """``outcome`` as it leaves the process: signed, so a forged one is never resumed."""
         return outcome.model_copy(update={
             "signature": self._settings.signer.sign(outcome.signed_text())})
-
-    def _progress(self, run_id: str, event: str, data: dict[str, Any]) -> None:
-        """Tell ``on_progress`` (if any); what it raises is logged with its traceback and
-        ignored."""
-        if self._settings.on_progress is None:
-            return
-        try:
-            self._settings.on_progress(run_id, event, dict(data))
-        except Exception as exc:
-            self._log.error("progress_callback_failed", run_id=run_id, progress=event,
-                            error=f"{type(exc).__name__}: {exc}",
-                            traceback="".join(traceback.format_exception(exc)))
 
     def _call_model(self, run: HostedRun, effect: LlmCall) -> None:
         me: ActorRef[Any] = self.actor_ref
@@ -401,11 +412,7 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
         """A report of the model call in flight; one of a call that ended is dropped."""
         run = self._runs.get(run_id)
         if run is not None and run.model_call is not None and run.model_call[0] == effect_id:
-            self._report(run_id, event, data)
-
-    def _report(self, run_id: str, event: str, data: dict[str, Any]) -> None:
-        self._log.debug("run_progress", run_id=run_id, progress=event, **data)
-        self._progress(run_id, event, data)
+            self._observe.progress(run_id, event, data)
 
     def _model_answered(self, run_id: str, effect_id: int, answer: ModelAnswer) -> None:
         run = self._runs.get(run_id)
@@ -469,13 +476,9 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
             if run is None:
                 continue
             self._log.error("lease_lost", run_id=run_id)
-            run.release()
             self._observe.run_finished(run, None)
-            for watcher in run.watchers:
-                if not watcher.done():
-                    watcher.set_exception(RunLeasedError(
-                        f"run {run_id!r} was taken over by another host: its lease was not "
-                        "renewed in time"))
+            run.lose(RunLeasedError(f"run {run_id!r} was taken over by another host: its lease "
+                                    "was not renewed in time"))
 
     # --- lifecycle --------------------------------------------------------------------------
 
@@ -487,12 +490,11 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
 
     def _abort_runs(self, why: str) -> None:
         for run_id, run in list(self._runs.items()):
-            run.release()
             self._observe.run_finished(run, None)
-            for watcher in run.watchers:
-                if not watcher.done():
-                    watcher.set_exception(OrchestratorStopped(f"run {run_id}: {why}"))
+            run.lose(OrchestratorStopped(f"run {run_id}: {why}"))
         self._runs.clear()
         self._calls.gated.close()
+        self._questions.close()
         if self._leases is not None:
             self._leases.close()
+

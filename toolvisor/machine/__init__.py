@@ -21,6 +21,7 @@ from toolvisor.machine._effects import (
 )
 from toolvisor.machine._machine import TurnMachine
 from toolvisor.machine._outcomes import (
+    QUESTION_EXPIRED_CODE,
     Completed,
     Failed,
     Halted,
@@ -32,6 +33,7 @@ from toolvisor.machine._outcomes import (
     RunStatus,
     StateConflict,
 )
+from toolvisor.machine._response_checks import answers_for
 from toolvisor.machine._responses import (
     CallOutcome,
     EffectFailed,
@@ -68,6 +70,7 @@ __all__ = [
     "CHECKPOINT_VERSION",
     "DEFAULT_MODEL_POLICY",
     "MODES",
+    "QUESTION_EXPIRED_CODE",
     "RESERVED_HALT_REASONS",
     "CallOutcome",
     "CallToRun",
@@ -116,6 +119,7 @@ __all__ = [
     "ToolResults",
     "TurnMachine",
     "WaitingEffect",
+    "answers_for",
     "apply_model_policy",
     "apply_policy",
     "check_model_policy",

@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 from typing import Any, Literal, NoReturn
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from toolvisor.contract import (
     FinishReason,
@@ -61,13 +61,43 @@ class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
+QUESTION_EXPIRED_CODE = "question_expired"
+"""The ``ToolError`` code of a question denied because it expired unanswered."""
+
+
 class Question(_Frozen):
-    """A call that returned ``AskUser``: the answer given to ``resume`` becomes its result."""
+    """A call that returned ``AskUser``: the answer given to ``resume`` becomes its result.
+
+    ``expires_in`` and ``default`` are the ``AskUser``'s; ``expires_at`` is its deadline on the
+    host's clock (the store's, with a store), set once when the run first suspends on it.
+    """
 
     call_id: str
     tool: str
     question: str
     options: tuple[str, ...] | None = None
+    expires_in: float | None = None
+    default: str | None = None
+    expires_at: float | None = None
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Question:
+        if self.options is not None and self.default is not None \
+                and self.default not in self.options:
+            raise ValueError(f"question {self.call_id!r}: default {self.default!r} is not one "
+                             f"of its options {list(self.options)}")
+        if self.expires_in is None and (self.expires_at is not None or self.default is not None):
+            raise ValueError(f"question {self.call_id!r}: a deadline or a default without "
+                             "expires_in")
+        return self
+
+    def refusal(self, answer: Any) -> str | None:
+        """Why ``answer`` (a plain value, or the value of an ``Ok``) cannot answer this
+        question: it is not one of the options. ``None`` when it can."""
+        if self.options is None or (isinstance(answer, str) and answer in self.options):
+            return None
+        return (f"the answer {answer!r} to call {self.call_id!r} ({self.question!r}) is not "
+                f"one of its options {list(self.options)}")
 
 
 class ManualCall(_Frozen):

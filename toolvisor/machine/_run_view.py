@@ -11,7 +11,13 @@ import copy
 from typing import Any
 
 from toolvisor.contract import ModelRequest, ToolCall
-from toolvisor.machine._checkpoint import Checkpoint, ModelCallRecord, RunState, Suspended
+from toolvisor.machine._checkpoint import (
+    Checkpoint,
+    ModelCallRecord,
+    RunState,
+    Suspended,
+    waiting_calls,
+)
 from toolvisor.machine._config import MachineConfig
 from toolvisor.machine._done import Done, Effect
 from toolvisor.machine._effects import LlmCall, ToolCalls
@@ -69,6 +75,16 @@ class RunView:
         raise KeyError(f"no tool call {call_id!r} in turn {self._run.turns}; its calls: "
                        f"{[r.call.id for r in self._run.calls]}")
 
+    def waiting_calls(self) -> dict[str, tuple[int, int]]:
+        """The calls the run waits on (suspended), by id, each with its ``(turn, attempt)``."""
+        return waiting_calls(self._run)
+
+    def questions_due(self, now: float) -> list[str]:
+        """The ids of the waiting calls whose question's deadline is ``now`` or earlier."""
+        return [r.call.id for r in self._run.calls if r.status == "suspended"
+                and r.question is not None and r.question.expires_at is not None
+                and r.question.expires_at <= now]
+
     @property
     def state(self) -> dict[str, Any]:
         """A copy of the run's committed state."""
@@ -108,10 +124,4 @@ class RunView:
         return Done(id=run.done_effect_id, outcome=outcome)
 
     def _suspended(self) -> Suspended:
-        calls = [r for r in self._run.calls if r.status == "suspended"]
-        return Suspended(
-            questions=tuple(r.question for r in calls if r.question is not None),
-            manual=tuple(r.manual for r in calls if r.manual is not None),
-            pending=tuple(r.pending for r in calls if r.pending is not None),
-            checkpoint=self.checkpoint(),
-        )
+        return Suspended(checkpoint=self.checkpoint())
