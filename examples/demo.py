@@ -4,16 +4,19 @@ One model turn asks for five tool calls: one works, one crashes, one hangs past 
 one reports an error and one asks the user. Each runs in its own supervised actor; the policy
 decides what the model sees; the run suspends for the question and resumes with the answer.
 No network and no key: the model is a ``ScriptedModel``. ``toolvisor.observe.live`` draws the
-runs, turns and calls as they go (plain lines when stdout is not a terminal), and the finished
-run is written as a Mermaid timeline to ``docs/demo-run.md``. ``--svg PATH`` also draws the
-live view as it stands at the end into an SVG image (``python -m examples.demo --svg
-docs/live-view.svg`` makes the README's picture).
+runs, turns and calls as they go (plain lines when stdout is not a terminal). Nothing is
+written unless asked: ``--timeline PATH`` writes the finished run as a Mermaid timeline
+(``--timeline docs/demo-run.md`` makes the one in the docs), ``--svg PATH`` draws the live view
+as it stands at the end into an SVG image (``--svg docs/live-view.svg`` makes the README's
+picture).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -65,9 +68,6 @@ def book() -> AskUser:
     return AskUser("Book the trip to Lisbon for 840 EUR?", ("yes", "no"))
 
 
-TIMELINE = Path(__file__).resolve().parent.parent / "docs" / "demo-run.md"
-
-
 def policy(failed: FailedCall, error: Any) -> Continue:
     """Crashes become a short note for the model; reported errors go through as they are."""
     kind = f"crash ({error.reason})" if isinstance(error, ToolError) else "reported error"
@@ -92,11 +92,17 @@ def show_events(events: list[dict[str, Any]]) -> None:
     print("  each call ran in its own ToolCallActor under the ToolCallSupervisor:")
     for tool_name, steps in lives.items():
         print(f"    {tool_name:<8} " + " -> ".join(steps))
-    print(f"  the supervisor saw {len(exits)} call actors exit: {sorted(set(exits))}")
+    if exits and set(exits) == {"normal"}:
+        print(f"  all {len(exits)} call actors replied once and exited normally, the crash and "
+              "the hang too: each failure was caught in its own actor and became that call's "
+              "result, so the supervisor had nothing to restart")
+    else:
+        print(f"  the call actors ended: {', '.join(sorted(set(exits)))}")
 
 
-def main(svg: Path | None = None, timeline: Path = TIMELINE) -> None:
-    """The demo; ``svg``: where to draw the live view once both runs ended."""
+def main(svg: Path | None = None, timeline: Path | None = None) -> None:
+    """The demo; ``svg``: where to draw the live view once both runs ended; ``timeline``:
+    where to write the run as a Mermaid timeline."""
     model = ScriptedModel([
         calls(call("weather", {"city": "Lisbon"}, id="w"), call("flights", id="f"),
               call("hotels", id="h"), call("loyalty", id="l"), call("book", id="b")),
@@ -122,7 +128,8 @@ def main(svg: Path | None = None, timeline: Path = TIMELINE) -> None:
         if message.role == "tool":
             print(f"  {message.tool_call_id}  {message.name:<8} {message.content}")
     print(f"\nfinal answer ({outcome.turns} model turns): {outcome.text}")
-    print(f"the run as a Mermaid timeline: {write_mermaid(outcome, timeline)}")
+    if timeline is not None:
+        print(f"the run as a Mermaid timeline: {write_mermaid(outcome, timeline)}")
     print(f"runner: {stats.calls_started} calls ({outcome.turns} of them to the model), "
           f"{stats.timeouts} timed out, "
           f"{stats.threads_abandoned} thread abandoned")
@@ -133,4 +140,11 @@ def main(svg: Path | None = None, timeline: Path = TIMELINE) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description="toolvisor's demo: a supervised agent loop")
     parser.add_argument("--svg", type=Path, help="also draw the live view into this SVG file")
-    main(parser.parse_args().svg)
+    parser.add_argument("--timeline", type=Path,
+                        help="also write the run as a Mermaid timeline into this file")
+    arguments = parser.parse_args()
+    try:
+        main(arguments.svg, arguments.timeline)
+    except BrokenPipeError:  # `make demo | head -3`: the reader has all it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(141)

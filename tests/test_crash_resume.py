@@ -219,3 +219,20 @@ def test_a_killed_run_waiting_on_a_key_is_listed_with_its_key(
         outcome = agent.resume_run(run_id, timeout=60)
     assert (outcome.run_id, outcome.text) == (run_id, "hook said pong")
     assert listed(store)[run_id]["waiting"] == []
+
+
+def test_the_crash_recovery_example_kills_its_host_and_finishes_the_run() -> None:
+    """``python -m examples.crash_recovery``, the README's recovery story, as a reader runs it:
+    a real SIGKILL, the CLI's listing, and a resume in which nothing runs twice."""
+    root = Path(__file__).resolve().parent.parent
+    done = subprocess.run([sys.executable, "-m", "examples.crash_recovery"], cwd=root,
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("host killed (exit -9) while charge_card ran in run ")
+    run_id = lines[0].split()[-1]
+    assert lines[1].split()[:2] == ["RUN", "STATUS"]
+    assert lines[2].split()[:2] == [run_id, "running"] and "(gone)" in lines[2]
+    assert lines[3].startswith("completed: The book costs 12.5 EUR.")
+    assert lines[4] == "  lookup_price: 12.5" and len(lines) == 6  # each call once
+    assert lines[5].startswith("  charge_card: ") and '"handler_exit"' in lines[5]

@@ -11,7 +11,7 @@ import pytest
 from _observed_run import observed_run, waiting_run
 from rich.console import Console
 
-from toolvisor.observe import live, mermaid_timeline, render, save_svg, write_mermaid
+from toolvisor.observe import Board, live, mermaid_timeline, render, save_svg, write_mermaid
 from toolvisor.testing import capture_events
 
 
@@ -24,12 +24,21 @@ def test_live_prints_plain_lines_when_not_a_terminal() -> None:
     for step in ("turn 1 model #1 rate_limited", "turn 1 model #2 ok",
                  "crash (c) #1 handler_raised", "slow (s) #1 timeout",
                  "flaky (f) #1 handler_raised", "flaky (f) #2 ok", "ask (a) #1 ask_user",
-                 "retry f in 0", "suspended, waiting on a", "completed after 2 turn(s)"):
+                 "retry f in 0 ms", "suspended, waiting on a", "completed after 2 turn(s)"):
         assert step in text, step
     assert events  # the sink that was there before still gets every event
     (run,) = board.runs()  # the resumed run goes on under its run id
     assert run.status == "completed"
     assert [a[1] for a in run.turns[1].calls["f"].attempts] == ["handler_raised", "ok"]
+
+
+@pytest.mark.parametrize(("seconds", "shown"), [
+    (0.17278204661018798, "in 173 ms"), (2.0504, "in 2.1 s"), (0, "in 0 ms")])
+def test_a_retry_delay_reads_as_milliseconds_or_seconds(seconds: float, shown: str) -> None:
+    board = Board()
+    line = board.take("retry_scheduled", {"run_id": "r1", "call_ids": ["c1"],
+                                            "seconds": seconds})
+    assert line is not None and line.endswith(f"retry c1 {shown}")
 
 
 def test_the_tree_renders_every_run() -> None:

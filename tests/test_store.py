@@ -119,6 +119,13 @@ def test_a_directory_is_refused(tmp_path: Path) -> None:
         SqliteSessionStore(tmp_path)
 
 
+def test_a_store_in_a_folder_that_does_not_exist_names_the_folder(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError,
+                       match=r"its folder '.*/nowhere' does not exist \(create the folder"):
+        SqliteSessionStore(tmp_path / "nowhere" / "runs.sqlite")
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_without_create_a_missing_store_is_refused_naming_its_folder(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match=r"folder '.*/nowhere' does not exist"):
         SqliteSessionStore(tmp_path / "nowhere" / "runs.sqlite", create=False)

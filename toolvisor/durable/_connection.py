@@ -46,6 +46,11 @@ class SqliteConnection:
             raise ValueError(f"session store path {str(resolved)!r} is a directory; give a file")
         if not create:
             _require_file(resolved)
+        elif not resolved.parent.is_dir():
+            raise FileNotFoundError(
+                f"cannot create a session store at {str(resolved)!r}: its folder "
+                f"{str(resolved.parent)!r} does not exist (create the folder first; toolvisor "
+                f"creates the store's file, never its folders)")
         self.path = str(resolved)
         self._lock = threading.Lock()  # owns _connection: held for every use of it
         if create:

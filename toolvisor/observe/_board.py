@@ -56,6 +56,13 @@ def _ms(value: float | None) -> str:
     return "" if value is None else f" {value:.1f} ms"
 
 
+def _delay(seconds: object) -> str:
+    """A wait as a reader takes it in: ``170 ms``, ``2.5 s``."""
+    if not isinstance(seconds, int | float):
+        return str(seconds)
+    return f"{seconds * 1000:.0f} ms" if seconds < 1 else f"{seconds:.1f} s"
+
+
 def _set_attempt(attempts: list[tuple[int, str, float | None]], attempt: int, status: str,
                  duration: float | None) -> None:
     for i, (number, _, _) in enumerate(attempts):
@@ -147,7 +154,7 @@ class Board:
                 return None
             case "retry_scheduled":
                 return f"{head} retry {', '.join(map(str, fields.get('call_ids') or ()))} " \
-                    f"in {fields.get('seconds')} s"
+                    f"in {_delay(fields.get('seconds'))}"
             case "run_suspended":
                 run.status = "suspended"
                 return f"{head} suspended, waiting on {', '.join(fields.get('call_ids') or ())}"
