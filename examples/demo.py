@@ -68,10 +68,14 @@ def book() -> AskUser:
     return AskUser("Book the trip to Lisbon for 840 EUR?", ("yes", "no"))
 
 
+DECIDED: list[str] = []  # what the policy decided, shown once the run is back
+
+
 def policy(failed: FailedCall, error: Any) -> Continue:
-    """Crashes become a short note for the model; reported errors go through as they are."""
+    """Crashes become a short note for the model; reported errors go through as they are. (A
+    policy decides and returns; it writes nothing, so a closed stdout cannot fail the run.)"""
     kind = f"crash ({error.reason})" if isinstance(error, ToolError) else "reported error"
-    print(f"  policy   {failed.call.name:<8} {kind:<25} -> continue")
+    DECIDED.append(f"  policy   {failed.call.name:<8} {kind:<25} -> continue")
     if isinstance(error, ToolError):
         return Continue(Err(f"{failed.call.name} is unavailable right now ({error.reason})"))
     return Continue()
@@ -114,6 +118,7 @@ def main(svg: Path | None = None, timeline: Path | None = None) -> None:
             Agent(model, tools, name="travel", on_tool_error=policy) as agent:
         first = agent.run("Plan and book my trip to Lisbon")
         assert isinstance(first, Suspended)
+        print("\n".join(DECIDED))
         show_events(events)
         question = first.questions[0]
         print(f"\n  suspended: {question.question} {question.options}  (call {question.call_id})")
