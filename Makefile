@@ -3,6 +3,10 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# The demo needs the core and rich only: a small environment of its own, not the dev one
+# (--no-compile: the modules it uses compile on their first import, the rest never).
+DEMO_VENV := .venv-demo
+DEMO_STAMP := $(DEMO_VENV)/.installed
 
 .PHONY: demo test lint typecheck unit bench soak clean
 
@@ -12,8 +16,13 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
-demo: $(STAMP)
-	$(BIN)/python -m examples.demo
+$(DEMO_STAMP): pyproject.toml
+	$(PYTHON) -m venv $(DEMO_VENV)
+	$(DEMO_VENV)/bin/python -m pip install --quiet --no-compile -e '.[observe]'
+	touch $(DEMO_STAMP)
+
+demo: $(DEMO_STAMP)
+	$(DEMO_VENV)/bin/python -m examples.demo
 
 test: lint typecheck unit
 
@@ -38,4 +47,4 @@ soak: $(STAMP)
 	$(BIN)/python -m bench.soak --calls 20000 --crashes 5
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) $(DEMO_VENV) build *.egg-info

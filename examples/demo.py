@@ -4,16 +4,19 @@ One model turn asks for five tool calls: one works, one crashes, one hangs past 
 one reports an error and one asks the user. Each runs in its own supervised actor; the policy
 decides what the model sees; the run suspends for the question and resumes with the answer.
 No network and no key: the model is a ``ScriptedModel``. ``toolvisor.observe.live`` draws the
-runs, turns and calls as they go (plain lines when stdout is not a terminal), and the finished
-run is written as a Mermaid timeline to ``docs/demo-run.md``. ``--svg PATH`` also draws the
-live view as it stands at the end into an SVG image (``python -m examples.demo --svg
-docs/live-view.svg`` makes the README's picture).
+runs, turns and calls as they go (plain lines when stdout is not a terminal). Nothing is
+written unless asked: ``--timeline PATH`` writes the finished run as a Mermaid timeline
+(``--timeline docs/demo-run.md`` makes the one in the docs), ``--svg PATH`` draws the live view
+as it stands at the end into an SVG image (``--svg docs/live-view.svg`` makes the README's
+picture).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -22,56 +25,57 @@ from toolvisor import (
     AskUser,
     CallContext,
     Completed,
+    Continue,
     Err,
-    Ok,
+    FailedCall,
     Suspended,
     Tool,
     ToolError,
-    tool,
+    function_tool,
 )
-from toolvisor.machine import Continue, FailedCall
 from toolvisor.observe import live, save_svg, write_mermaid
 from toolvisor.testing import ScriptedModel, call, calls, capture_events
 
 
-@tool
-def weather(arguments: dict[str, Any]) -> Ok:
+@function_tool
+def weather(city: str) -> dict[str, Any]:
     """Today's weather in a city."""
-    return Ok({"city": arguments.get("city"), "celsius": 21})
+    return {"city": city, "celsius": 21}
 
 
-@tool
-def flights(arguments: dict[str, Any]) -> Ok:
+@function_tool
+def flights() -> str:
     """Search flights (its backend is broken today)."""
     raise ConnectionError("flight API refused the connection")
 
 
-@tool(timeout=0.2)
-def hotels(arguments: dict[str, Any], ctx: CallContext) -> Ok:
+@function_tool(timeout=0.2)
+def hotels(ctx: CallContext) -> str:
     """Search hotels (hangs; gives up when cancelled)."""
     ctx.cancelled.wait(30)
-    return Ok("never seen")
+    return "never seen"
 
 
-@tool
-def loyalty(arguments: dict[str, Any]) -> Err:
+@function_tool
+def loyalty() -> Err:
     """Look up a loyalty account (reports that it has none)."""
     return Err("no loyalty account for this traveller")
 
 
-@tool
-def book(arguments: dict[str, Any]) -> AskUser:
+@function_tool
+def book() -> AskUser:
     """Book the trip: needs a human's approval."""
     return AskUser("Book the trip to Lisbon for 840 EUR?", ("yes", "no"))
 
 
-TIMELINE = Path(__file__).resolve().parent.parent / "docs" / "demo-run.md"
+DECIDED: list[str] = []  # what the policy decided, shown once the run is back
 
 
 def policy(failed: FailedCall, error: Any) -> Continue:
-    """Crashes become a short note for the model; reported errors go through as they are."""
+    """Crashes become a short note for the model; reported errors go through as they are. (A
+    policy decides and returns; it writes nothing, so a closed stdout cannot fail the run.)"""
     kind = f"crash ({error.reason})" if isinstance(error, ToolError) else "reported error"
-    print(f"  policy   {failed.call.name:<8} {kind:<25} -> continue")
+    DECIDED.append(f"  policy   {failed.call.name:<8} {kind:<25} -> continue")
     if isinstance(error, ToolError):
         return Continue(Err(f"{failed.call.name} is unavailable right now ({error.reason})"))
     return Continue()
@@ -92,11 +96,17 @@ def show_events(events: list[dict[str, Any]]) -> None:
     print("  each call ran in its own ToolCallActor under the ToolCallSupervisor:")
     for tool_name, steps in lives.items():
         print(f"    {tool_name:<8} " + " -> ".join(steps))
-    print(f"  the supervisor saw {len(exits)} call actors exit: {sorted(set(exits))}")
+    if exits and set(exits) == {"normal"}:
+        print(f"  all {len(exits)} call actors replied once and exited normally, the crash and "
+              "the hang too: each failure was caught in its own actor and became that call's "
+              "result, so the supervisor had nothing to restart")
+    else:
+        print(f"  the call actors ended: {', '.join(sorted(set(exits)))}")
 
 
-def main(svg: Path | None = None, timeline: Path = TIMELINE) -> None:
-    """The demo; ``svg``: where to draw the live view once both runs ended."""
+def main(svg: Path | None = None, timeline: Path | None = None) -> None:
+    """The demo; ``svg``: where to draw the live view once both runs ended; ``timeline``:
+    where to write the run as a Mermaid timeline."""
     model = ScriptedModel([
         calls(call("weather", {"city": "Lisbon"}, id="w"), call("flights", id="f"),
               call("hotels", id="h"), call("loyalty", id="l"), call("book", id="b")),
@@ -108,6 +118,7 @@ def main(svg: Path | None = None, timeline: Path = TIMELINE) -> None:
             Agent(model, tools, name="travel", on_tool_error=policy) as agent:
         first = agent.run("Plan and book my trip to Lisbon")
         assert isinstance(first, Suspended)
+        print("\n".join(DECIDED))
         show_events(events)
         question = first.questions[0]
         print(f"\n  suspended: {question.question} {question.options}  (call {question.call_id})")
@@ -122,7 +133,8 @@ def main(svg: Path | None = None, timeline: Path = TIMELINE) -> None:
         if message.role == "tool":
             print(f"  {message.tool_call_id}  {message.name:<8} {message.content}")
     print(f"\nfinal answer ({outcome.turns} model turns): {outcome.text}")
-    print(f"the run as a Mermaid timeline: {write_mermaid(outcome, timeline)}")
+    if timeline is not None:
+        print(f"the run as a Mermaid timeline: {write_mermaid(outcome, timeline)}")
     print(f"runner: {stats.calls_started} calls ({outcome.turns} of them to the model), "
           f"{stats.timeouts} timed out, "
           f"{stats.threads_abandoned} thread abandoned")
@@ -133,4 +145,11 @@ def main(svg: Path | None = None, timeline: Path = TIMELINE) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description="toolvisor's demo: a supervised agent loop")
     parser.add_argument("--svg", type=Path, help="also draw the live view into this SVG file")
-    main(parser.parse_args().svg)
+    parser.add_argument("--timeline", type=Path,
+                        help="also write the run as a Mermaid timeline into this file")
+    arguments = parser.parse_args()
+    try:
+        main(arguments.svg, arguments.timeline)
+    except BrokenPipeError:  # `make demo | head -3`: the reader has all it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(141)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel
 
@@ -21,11 +21,10 @@ from toolvisor import (
     Tool,
     ToolCall,
     ToolError,
-    encode,
-    execute,
+    function_tool,
     tool,
 )
-from toolvisor.executor import encode_checked
+from toolvisor.testing import encode, encode_checked, execute
 
 
 class Add(BaseModel):
@@ -39,10 +38,16 @@ def add(arguments: Add) -> Ok:
     return Ok(arguments.a + arguments.b)
 
 
-@tool
+@tool(input_schema={"type": "object", "properties": {}})  # it takes no arguments
 def whoami(arguments: dict[str, Any], ctx: CallContext) -> Ok:
     """Say who is calling (arity 2: the call context comes second)."""
     return Ok({"session": ctx.session_id, "call": ctx.tool_call_id})
+
+
+@function_tool
+def weather(city: str, units: Literal["metric", "imperial"] = "metric") -> str:
+    """A plain function: its parameters are the arguments, its return value is Ok(value)."""
+    return f"{city}: 21 C" if units == "metric" else f"{city}: 70 F"
 
 
 def returns(name: str, value: Any) -> Tool:
@@ -60,6 +65,7 @@ def exits(arguments: dict[str, Any]) -> Ok:
 CASES: list[tuple[str, Tool, dict[str, Any]]] = [
     ("arity 1, Ok", add, {"a": 2, "b": 3}),
     ("arity 2, Ok with context", whoami, {}),
+    ("function tool, plain value -> Ok", weather, {"city": "Oslo"}),
     ("handler reports Err (not wrapped)", returns("lookup", Err("no such user")), {}),
     ("handler asks the user", returns("deploy", AskUser("Deploy to prod?", ("yes", "no"))), {}),
     ("handler halts the run", returns("stop", Halt("goal_reached", {"answer": 42})), {}),

@@ -7,18 +7,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from toolvisor import Agent, CallContext, Ok, tool
-from toolvisor.machine import RetryPolicy
+from toolvisor import Agent, CallContext, RetryPolicy, function_tool
 from toolvisor.testing import ScriptedModel, call, calls
 
 
-@tool(retryable=True)
-def fetch_quote(arguments: dict[str, Any], ctx: CallContext) -> Ok:
+@function_tool(retryable=True)
+def fetch_quote(symbol: str, ctx: CallContext) -> dict[str, Any]:
     """Fetch a stock quote (the upstream fails twice, then answers)."""
     print(f"  attempt {ctx.attempt}")
     if ctx.attempt < 3:
         raise TimeoutError("upstream did not answer")
-    return Ok({"symbol": "ACME", "price": 12.5})
+    return {"symbol": symbol, "price": 12.5}
 
 
 def main() -> None:

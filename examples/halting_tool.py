@@ -5,16 +5,14 @@ Run it with ``python -m examples.halting_tool``.
 
 from __future__ import annotations
 
-from typing import Any
-
-from toolvisor import Agent, Halt, Halted, tool
+from toolvisor import Agent, Halt, Halted, function_tool
 from toolvisor.testing import ScriptedModel, call, calls
 
 
-@tool
-def submit_answer(arguments: dict[str, Any]) -> Halt:
+@function_tool
+def submit_answer(answer: int) -> Halt:
     """Submit the final answer: the run ends here, with it as the result."""
-    return Halt("answer_submitted", {"answer": arguments["answer"]})
+    return Halt("answer_submitted", {"answer": answer})
 
 
 def main() -> None:

@@ -6,18 +6,20 @@ Run it with ``python -m examples.human_approval``.
 
 from __future__ import annotations
 
-from typing import Any
-
-from toolvisor import Agent, AskUser, Ok, Suspended, tool
+from toolvisor import Agent, AskUser, Suspended, function_tool
 from toolvisor.testing import ScriptedModel, call, calls
 
 
-@tool
-def transfer(arguments: dict[str, Any]) -> AskUser | Ok:
-    """Transfer money; large amounts need a human's approval."""
-    if arguments["amount"] > 1000:
-        return AskUser(f"Approve a transfer of {arguments['amount']} EUR?", ("approve", "deny"))
-    return Ok("transferred")
+@function_tool
+def transfer(amount: int) -> AskUser | str:
+    """Transfer money; large amounts need a human's approval.
+
+    Args:
+        amount: How many euros to transfer.
+    """
+    if amount > 1000:
+        return AskUser(f"Approve a transfer of {amount} EUR?", ("approve", "deny"))
+    return "transferred"
 
 
 def main() -> None:

@@ -12,8 +12,7 @@ import sys
 import threading
 from typing import Any
 
-from toolvisor import Agent, ToolError, set_event_sink
-from toolvisor.machine import Continue, Decision, FailedCall
+from toolvisor import Agent, Continue, Decision, FailedCall, ToolError, set_event_sink
 from toolvisor.mcp import McpToolProvider
 from toolvisor.testing import ScriptedModel, call, calls
 
@@ -55,10 +54,10 @@ def main() -> None:
             restarts.connected.acquire()
             print("tools:", [s.name for s in agent.registry.specs()])
             first = agent.run("Weather in Oslo, then crash the server")
-            print("run 1:", first.messages[2].content, "|", getattr(first, "text", ""))
+            print("run 1:", first.messages[2].content, "|", first.text)
             restarts.connected.acquire()  # the restarted connection is up
             second = agent.run("Weather in Lima")
-            print("run 2:", second.messages[2].content, "|", getattr(second, "text", ""))
+            print("run 2:", second.messages[2].content, "|", second.text)
     finally:
         set_event_sink(previous)
 

@@ -7,9 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from toolvisor import Err, Ok, Tool, ToolError
-from toolvisor.machine import Continue, FailedCall, HaltRun, MachineConfig, RetryAfter
-from toolvisor.testing import call, calls, decide, drive
+from toolvisor import Continue, Err, FailedCall, HaltRun, Ok, RetryAfter, Tool, ToolError
+from toolvisor.testing import MachineConfig, call, calls, decide, drive
 
 
 def payments_policy(failed: FailedCall, error: Any) -> Continue | HaltRun | RetryAfter:

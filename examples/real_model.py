@@ -15,8 +15,16 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from toolvisor import Agent, AskUser, CallContext, Ok, Suspended, tool
-from toolvisor.machine import ModelRetryPolicy, RetryPolicy
+from toolvisor import (
+    Agent,
+    AskUser,
+    CallContext,
+    ModelRetryPolicy,
+    Ok,
+    RetryPolicy,
+    Suspended,
+    tool,
+)
 from toolvisor.models import AnthropicModel, OpenAIChatModel, ProviderModel
 from toolvisor.testing import capture_events
 

@@ -20,8 +20,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from toolvisor import Agent, CallContext, Completed, Pending, Suspended, tool
-from toolvisor.contract import ToolCall
+from toolvisor import Agent, CallContext, Completed, Pending, Suspended, ToolCall, function_tool
 from toolvisor.testing import ScriptedModel, call, calls
 
 OUTBOX: list[dict[str, Any]] = []  # what we "sent" to the payment provider
@@ -32,14 +31,13 @@ def cancel_charge(charge: ToolCall, key: str) -> None:
     OUTBOX.append({"cancel": charge.arguments, "callback": key})
 
 
-@tool(on_cancel=cancel_charge)
-def charge_card(arguments: dict[str, Any], ctx: CallContext) -> Pending:
+@function_tool(on_cancel=cancel_charge)
+def charge_card(amount: int, ctx: CallContext) -> Pending:
     """Charge a card; the provider confirms later through a webhook."""
     key = ctx.completion_key()
     # Journaled: a restarted run does not send the request twice.
     ctx.durable_effects().run_json(
-        "request_charge", {"amount": arguments["amount"], "callback": key},
-        OUTBOX.append)
+        "request_charge", {"amount": amount, "callback": key}, OUTBOX.append)
     return Pending(deadline=300, on_timeout="error_as_result", on_cancel="cancel_external_work")
 
 

@@ -180,18 +180,19 @@ def describe(outcome: Any) -> dict[str, Any]:
     if isinstance(outcome, Suspended):
         data.update(run_id=outcome.run_id, keys=outcome.keys)
     else:
-        data["text"] = getattr(outcome, "text", None) or getattr(outcome, "error", None)
+        data["text"] = outcome.text if outcome.status == "completed" \
+            else getattr(outcome, "error", None)
     return data
 
 
-def main(scenario: str, phase: str, store: str, workdir: str, run_id: str | None = None) -> None:
-    """Run (``first``: until killed; ``straight``: uninterrupted) or resume (``resume``)."""
+def scenario_agent(scenario: str, phase: str, store: str, workdir: str) -> Agent:
+    """The agent of ``scenario`` in ``phase``: its host program's, or a test's resuming one."""
     log = str(Path(workdir) / "steps.log")
     gate = Gate(ordered=phase in ("first", "straight") and scenario == "batch",
                 block=phase == "first" and scenario == "batch")
 
     def on_progress(started: str, event: str, data: dict[str, Any]) -> None:
-        if event == "turn_started" and data.get("turn") == 1:
+        if event == "turn_started" and data.get("turn") == 1 and phase != "resume":
             emit({"run_id": started})
         if event == "call_finished" and data.get("call_id") == "c_fast":
             gate.fast_saved.set()
@@ -208,8 +209,12 @@ def main(scenario: str, phase: str, store: str, workdir: str, run_id: str | None
              Tool(name="ship", handler=once.ship, input_schema=RECORD_SCHEMA),
              Tool(name="remote", handler=remote, input_schema=RECORD_SCHEMA,
                   isolation="process")]
-    agent = Agent(model, tools, store=store, on_progress=on_progress)
-    with agent:
+    return Agent(model, tools, store=store, on_progress=on_progress)
+
+
+def main(scenario: str, phase: str, store: str, workdir: str, run_id: str | None = None) -> None:
+    """Run (``first``: until killed; ``straight``: uninterrupted) or resume (``resume``)."""
+    with scenario_agent(scenario, phase, store, workdir) as agent:
         if phase == "resume":
             assert run_id is not None
             outcome = agent.resume_run(run_id, timeout=60)

@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from toolvisor import AskUser, CallContext, Err, Halt, Ok, Pending, tool
+from toolvisor import AskUser, CallContext, Err, Halt, Ok, Pending, function_tool, tool
 
 
 def ok_echo(arguments: dict[str, Any]) -> Ok:
@@ -189,19 +189,18 @@ class Counter:
     def __init__(self, start: int = 0) -> None:
         self.count = start
 
-    @tool
-    def add(self, arguments: dict[str, Any]) -> Ok:
-        """Add ``by`` (1) to the count."""
-        self.count += arguments.get("by", 1)
-        return Ok(self.count)
+    @function_tool
+    def add(self, by: int = 1) -> int:
+        """Add ``by`` to the count."""
+        self.count += by
+        return self.count
 
-    @tool
-    def crash(self, arguments: dict[str, Any]) -> Ok:
+    @function_tool
+    def crash(self) -> None:
         """Kill the actor's process."""
         os._exit(7)
 
-    @tool(timeout=1.0)
-    def hang(self, arguments: dict[str, Any]) -> Ok:
+    @function_tool(timeout=1.0)
+    def hang(self) -> None:
         """Never return."""
         threading.Event().wait()
-        return Ok(None)

@@ -7,9 +7,8 @@ mixes a manual and a handled tool suspends, and its ``Suspended`` is printed as 
 from __future__ import annotations
 
 import sys
-from typing import Any
 
-from toolvisor import Agent, Ok, Tool, tool
+from toolvisor import Agent, Tool, function_tool
 from toolvisor.testing import ScriptedModel, call, calls
 
 PICK_SCHEMA = {"type": "object", "required": ["path"],
@@ -18,10 +17,10 @@ pick_file = Tool(name="pick_file", description="Ask the user's browser for a fil
                  input_schema=PICK_SCHEMA, manual=True)
 
 
-@tool
-def word_count(arguments: dict[str, Any]) -> Ok:
+@function_tool
+def word_count(text: str) -> int:
     """Count the words of a text."""
-    return Ok(len(str(arguments["text"]).split()))
+    return len(text.split())
 
 
 TOOLS = [pick_file, word_count]

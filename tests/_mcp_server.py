@@ -1,10 +1,14 @@
 """A small MCP server (the official SDK's ``MCPServer``) for the MCP tests.
 
-``python -m tests._mcp_server`` serves over stdio; ``--http`` serves streamable HTTP on a
-free port of 127.0.0.1 and prints ``{"url": ...}`` first, so a test reads where it is instead
-of waiting; ``--doomed`` exits just after each tool listing (a server that keeps dying);
-``--token T`` refuses HTTP requests without ``Authorization: Bearer T``; ``--port N`` serves
-on that port (a restarted server takes its predecessor's place).
+``python -m tests._mcp_server`` serves over stdio (and says so on stderr); ``--http`` serves
+streamable HTTP on a free port of 127.0.0.1 and prints ``{"url": ...}`` first, so a test
+reads where it is instead of waiting; ``--legacy`` speaks only the 2025-11-25 protocol (the
+``initialize`` handshake, sessions with ids), as the reference servers do; ``--doomed`` exits
+just after each tool listing (a server that keeps dying); ``--token T`` refuses HTTP
+requests without ``Authorization: Bearer T``; ``--port N`` serves on that port (a restarted
+server takes its predecessor's place); ``--grown`` starts with the tool ``grow`` adds;
+``--refuse 404|400`` is how a session the ``forget``
+tool forgot is refused (404 as the TypeScript SDK's transport, 400 as the reference servers).
 """
 
 from __future__ import annotations
@@ -15,17 +19,35 @@ import json
 import os
 import socket
 import sys
-from typing import Any
+from typing import Any, ClassVar
 
 import anyio
+import mcp_types
 import uvicorn
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.shared.exceptions import MCPError
+from mcp_types.version import LATEST_HANDSHAKE_VERSION
 from starlette.middleware.base import BaseHTTPMiddleware
 from starlette.responses import PlainTextResponse
 
-app = MCPServer("toolvisor-tests")
+TASKS_REQUIRED = {"long_job"}  # listed with execution.taskSupport "required"
+
+
+class _TestServer(MCPServer):
+    """Lists the tools of ``TASKS_REQUIRED`` as callable only as MCP tasks."""
+
+    async def list_tools(self) -> Any:
+        return [tool.model_copy(update={"execution": mcp_types.ToolExecution(
+                    task_support="required")}) if tool.name in TASKS_REQUIRED else tool
+                for tool in await super().list_tools()]
+
+
+app = _TestServer("toolvisor-tests")
 _cancelled = anyio.Event()
+_sessions: dict[str, set[bytes]] = {"issued": set(), "forgotten": set()}
+_refused: list[str] = []  # the methods of the requests refused for a forgotten session
+_forget_all = anyio.Event()
+_count = [0]
 
 
 @app.tool()
@@ -44,6 +66,13 @@ def echo(text: str) -> str:
 def pid() -> int:
     """This server's process id."""
     return os.getpid()
+
+
+@app.tool()
+def count() -> int:
+    """How many times this tool ran on this server, this call included."""
+    _count[0] += 1
+    return _count[0]
 
 
 @app.tool()
@@ -90,6 +119,36 @@ async def grow(ctx: Context) -> str:
     return "grown"
 
 
+@app.tool()
+def forget(forever: bool = False) -> str:
+    """Forget the HTTP sessions opened so far (``forever``: every later one too), as a
+    server redeployed under its clients would."""
+    _sessions["forgotten"] |= _sessions["issued"]
+    if forever:
+        _forget_all.set()
+    return "forgotten"
+
+
+@app.tool()
+def refused() -> list[str]:
+    """The methods of the requests refused because they named a forgotten session."""
+    return _refused
+
+
+@app.tool()
+def client(ctx: Context) -> str:
+    """How the client introduced itself: its name and version."""
+    params = ctx.session.client_params
+    return "unknown" if params is None else f"{params.client_info.name} " \
+                                            f"{params.client_info.version}"
+
+
+@app.tool()
+def long_job() -> str:
+    """A tool the server runs only as an MCP task."""
+    return "done"
+
+
 def _late(word: str) -> str:
     return word.upper()
 
@@ -103,21 +162,88 @@ class _Doomed(MCPServer):
         return tools
 
 
+async def _legacy_discover(ctx: Any, params: Any) -> mcp_types.DiscoverResult:
+    """What a server of the handshake era answers to ``server/discover``: only its own
+    version, so the client falls back to ``initialize`` (sessions with ids)."""
+    return mcp_types.DiscoverResult(supported_versions=[LATEST_HANDSHAKE_VERSION],
+                                    capabilities=mcp_types.ServerCapabilities())
+
+
+class _Forgetful:
+    """ASGI middleware: notes each session id the server hands out, and refuses requests
+    naming one ``forget`` forgot, with HTTP ``status`` and a JSON-RPC error naming no
+    request, as servers that lost their sessions answer."""
+
+    ANSWERS: ClassVar[dict[int, tuple[int, str]]] = {
+        404: (-32001, "Session not found"),
+        400: (-32000, "Bad Request: No valid session ID provided"),
+    }
+
+    def __init__(self, inner: Any, status: int) -> None:
+        self.inner = inner
+        self.status = status
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.inner(scope, receive, send)
+            return
+        session = dict(scope["headers"]).get(b"mcp-session-id")
+        if session is not None and (session in _sessions["forgotten"] or _forget_all.is_set()):
+            _refused.append(await _method_of(scope, receive))
+            code, message = self.ANSWERS[self.status]
+            body = json.dumps({"jsonrpc": "2.0", "id": None,
+                               "error": {"code": code, "message": message}}).encode()
+            await send({"type": "http.response.start", "status": self.status,
+                        "headers": [(b"content-type", b"application/json"),
+                                    (b"content-length", str(len(body)).encode())]})
+            await send({"type": "http.response.body", "body": body})
+            return
+
+        async def noting(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                _sessions["issued"].update(value for name, value in message["headers"]
+                                           if name.lower() == b"mcp-session-id")
+            await send(message)
+
+        await self.inner(scope, receive, noting)
+
+
+async def _method_of(scope: Any, receive: Any) -> str:
+    """The JSON-RPC method of an HTTP request's body, else its HTTP method (GET, DELETE)."""
+    body = b""
+    while True:
+        message = await receive()
+        body += message.get("body", b"")
+        if not message.get("more_body"):
+            break
+    return str(json.loads(body).get("method")) if body else str(scope["method"])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--http", action="store_true")
+    parser.add_argument("--legacy", action="store_true")
     parser.add_argument("--doomed", action="store_true")
     parser.add_argument("--token")
     parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--refuse", type=int, choices=(404, 400), default=404)
+    parser.add_argument("--grown", action="store_true")
     options = parser.parse_args()
-    server = app
+    server: MCPServer = app
+    if options.grown:
+        app.add_tool(_late, name="late", description="A tool added at run time.")
     if options.doomed:
         server = _Doomed("doomed")
         server.add_tool(echo)
+    if options.legacy:
+        server._lowlevel_server.add_request_handler(
+            "server/discover", mcp_types.RequestParams, _legacy_discover)
     if not options.http:
+        print(f"tests._mcp_server {os.getpid()} serving on stdio", file=sys.stderr, flush=True)
         server.run()
         return
     web = server.streamable_http_app()
+    web.add_middleware(_Forgetful, status=options.refuse)
     if options.token:
         async def check(request: Any, call_next: Any) -> Any:
             if request.headers.get("authorization") != f"Bearer {options.token}":

@@ -1,38 +1,38 @@
 """One run that shows every kind of event: a crash, a timeout, a tool retry, a model retry,
-a question for the user and the resume that answers it."""
+a question for the user and the resume that answers it; and a run left waiting."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from toolvisor import Agent, AskUser, CallContext, Completed, ModelError, Ok, Suspended, tool
+from toolvisor import Agent, AskUser, CallContext, Completed, ModelError, Suspended, function_tool
 from toolvisor.machine import RetryPolicy
 from toolvisor.testing import ScriptedModel, call, calls
 
 
-@tool
-def crash(arguments: dict[str, Any]) -> Ok:
+@function_tool
+def crash() -> str:
     """Crashes."""
     raise ConnectionError("backend down")
 
 
-@tool(timeout=0.05)
-def slow(arguments: dict[str, Any], ctx: CallContext) -> Ok:
+@function_tool(timeout=0.05)
+def slow(ctx: CallContext) -> str:
     """Runs past its timeout (and stops when cancelled)."""
     ctx.cancelled.wait()
-    return Ok("late")
+    return "late"
 
 
-@tool(retryable=True)
-def flaky(arguments: dict[str, Any], ctx: CallContext) -> Ok:
+@function_tool(retryable=True)
+def flaky(ctx: CallContext) -> str:
     """Crashes on its first attempt."""
     if ctx.attempt == 1:
         raise TimeoutError("first try fails")
-    return Ok("second try works")
+    return "second try works"
 
 
-@tool
-def ask(arguments: dict[str, Any]) -> AskUser:
+@function_tool
+def ask() -> AskUser:
     """Asks the user."""
     return AskUser("Go ahead?", ("yes", "no"))
 
@@ -52,4 +52,12 @@ def observed_run(**agent_options: Any) -> Completed:
         assert isinstance(first, Suspended)
         outcome = agent.resume(first, "yes")
     assert isinstance(outcome, Completed)
+    return outcome
+
+
+def waiting_run() -> Suspended:
+    """A run that asks the user and is left waiting for the answer."""
+    with Agent(ScriptedModel([calls(call("ask", id="a"))]), [ask]) as agent:
+        outcome = agent.run("ask me")
+    assert isinstance(outcome, Suspended)
     return outcome

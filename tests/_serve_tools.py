@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from toolvisor import Err, Ok, Tool, tool
+from toolvisor import Err, Ok, Tool, function_tool, tool
 
 
 class Pair(BaseModel):
@@ -22,14 +22,14 @@ def add(arguments: Pair) -> Ok:
     return Ok({"sum": arguments.a + arguments.b})
 
 
-@tool
-def fail(arguments: dict[str, Any]) -> Ok:
+@function_tool
+def fail() -> str:
     """Raises: a crash, reported as an isError result."""
     raise RuntimeError("the disk is full")
 
 
-@tool
-def refuse(arguments: dict[str, Any]) -> Err:
+@function_tool
+def refuse() -> Err:
     """Reports a failure of its own."""
     return Err("not today")
 

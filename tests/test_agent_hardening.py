@@ -22,15 +22,15 @@ from toolvisor import (
     Pending,
     Suspended,
     Tool,
-    tool,
+    function_tool,
 )
 from toolvisor.contract import ModelRequest, ModelResponse, ToolResultMessage
 from toolvisor.durable import SqliteSessionStore
 from toolvisor.testing import FunctionModel, ScriptedModel, call, calls
 
 
-@tool
-def ask(arguments: dict[str, Any]) -> AskUser:
+@function_tool
+def ask() -> AskUser:
     """Asks."""
     return AskUser("go on?")
 
@@ -143,11 +143,11 @@ def test_a_wait_overdue_while_no_process_hosted_the_run_resolves_on_resume(
 
 
 def test_the_agent_is_usable_and_closable_inside_a_running_event_loop() -> None:
-    @tool
-    async def pause(arguments: dict[str, Any]) -> Ok:
+    @function_tool
+    async def pause() -> str:
         """Awaits."""
         await asyncio.sleep(0)
-        return Ok("paused")
+        return "paused"
 
     async def main() -> list[Any]:
         outcomes = []

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from tests._runs import cancel_arun_once
-from toolvisor import Agent, Completed, Failed, ModelError, Ok, OrchestratorStopped, tool
+from toolvisor import Agent, Completed, Failed, ModelError, OrchestratorStopped, function_tool
 from toolvisor.contract import ModelRequest, ModelResponse, UserMessage
 from toolvisor.durable import SqliteSessionStore
 from toolvisor.machine import ModelRetryPolicy, RetryAfter
@@ -46,10 +46,10 @@ def close_while_running(agent: Agent, reached: threading.Event) -> BaseException
     return raised[0] if raised else None
 
 
-@tool
-def noop(arguments: dict[str, Any]) -> Ok:
+@function_tool
+def noop() -> str:
     """Does nothing."""
-    return Ok("ok")
+    return "ok"
 
 
 def test_two_runs_whose_sync_models_block_are_in_flight_at_once() -> None:

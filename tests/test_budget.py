@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from toolvisor import tool
+from toolvisor import function_tool, tool
 from toolvisor.contract import Ok, OutputWindow
 from toolvisor.executor import OutputBudget, OutputProjection
 from toolvisor.executor._budget import count_lines, keep_ends
@@ -201,9 +201,9 @@ def test_projection_points() -> None:
 
 
 def test_tools_declare_their_window() -> None:
-    @tool(output_window="tail")
-    def logs(arguments: dict[str, object]) -> Ok:
-        return Ok("")
+    @function_tool(output_window="tail")
+    def logs() -> str:
+        return ""
 
     assert logs.output_window == "tail"
     with pytest.raises(ValueError, match="output_window"):

@@ -1,4 +1,5 @@
-"""A run survives its process being SIGKILLed: resumed in a new process from the store.
+"""A run survives its process being SIGKILLed: listed by the command line, resumed in a new
+process from the store.
 
 Each host is a real subprocess (``tests._durable_handlers``); the test reads its stdout lines
 to know when it reached the point to kill it, so nothing here sleeps.
@@ -9,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -17,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from tests._durable_handlers import step_runs
+from tests._durable_handlers import scenario_agent, step_runs
 from toolvisor.durable import SqliteSessionStore
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -64,6 +66,18 @@ def finish(*args: Any) -> list[dict[str, Any]]:
     done = subprocess.run([*HOST, *map(str, args)], cwd=ROOT, capture_output=True, text=True,
                           timeout=120, check=True)
     return [json.loads(line) for line in done.stdout.splitlines()]
+
+
+def cli(*args: Any) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "toolvisor.cli", *map(str, args)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=60, check=False)
+
+
+def listed(store: Path) -> dict[str, dict[str, Any]]:
+    """``runs --json``: each run's line, by run id."""
+    done = cli("runs", "--store", store, "--json")
+    assert (done.returncode, done.stderr) == (0, "")
+    return {line["run_id"]: line for line in map(json.loads, done.stdout.splitlines())}
 
 
 def effect_ids(store_path: Path, run_id: str) -> list[int]:
@@ -154,3 +168,71 @@ def test_a_journaled_step_in_a_worker_process_is_not_run_again_after_a_crash(
     assert lines[-1]["outcome"] == {"kind": "completed", "text": "done: remote done"}
     assert step_runs(tmp_path / "steps.log", "remote-before") == 1
     assert step_runs(tmp_path / "steps.log", "remote-after") == 1
+
+
+def test_a_killed_run_is_listed_by_the_command_line_and_resumed_by_its_id(
+        tmp_path: Path, start: Start) -> None:
+    """The recovery the README shows: after a SIGKILL, ``runs`` finds the run (its host gone),
+    and ``agent.resume_run(run_id)`` in another process finishes it."""
+    store = tmp_path / "runs.sqlite"
+    first = start("batch", "first", store, tmp_path)
+    run_id = next_line(first)["run_id"]
+    assert next_line(first) == {"blocked": "slow"}
+    pid = first.pid
+    kill(first)
+
+    table = cli("runs", "--store", store)
+    assert (table.returncode, table.stderr) == (0, "")
+    header, row = table.stdout.splitlines()
+    assert header.split() == ["RUN", "STATUS", "AGE", "HOST", "WAITING"]
+    assert row.split()[:2] == [run_id, "running"]
+    assert row.split()[3:] == [f"{socket.gethostname()}:{pid}", "(gone)", "-"]
+    line = listed(store)[run_id]
+    assert (line["status"], line["host"]["state"], line["waiting"]) == ("running", "gone", [])
+    assert line["host"]["holder"].startswith(f"{socket.gethostname()}:{pid}:")
+
+    with scenario_agent("batch", "resume", str(store), str(tmp_path)) as agent:
+        outcome = agent.resume_run(run_id, timeout=60)
+    assert (outcome.run_id, outcome.status) == (run_id, "completed")
+    assert outcome.text == "done: fast done / slow done"
+    line = listed(store)[run_id]
+    assert (line["status"], line["host"], line["waiting"]) == ("completed", None, [])
+
+
+def test_a_killed_run_waiting_on_a_key_is_listed_with_its_key(
+        tmp_path: Path, start: Start) -> None:
+    store = tmp_path / "runs.sqlite"
+    first = start("webhook", "first", store, tmp_path)
+    run_id = next_line(first)["run_id"]
+    key = next_line(first)["outcome"]["keys"]["c_hook"]
+    assert next_line(first) == {"blocked": "suspended"}
+    kill(first)
+
+    line = listed(store)[run_id]
+    assert (line["status"], line["host"]["state"]) == ("suspended", "gone")
+    # the store names a call by its durable id: turn 1, attempt 1, the model's call id
+    assert [(w["call_id"], w["key"]) for w in line["waiting"]] == [("1.1.c_hook", key)]
+    assert cli("runs", "--store", store).stdout.splitlines()[1].split()[-1] == "1.1.c_hook"
+
+    assert cli("resolve", "--store", store, key, "--ok", '"pong"').returncode == 0
+    with scenario_agent("webhook", "resume", str(store), str(tmp_path)) as agent:
+        outcome = agent.resume_run(run_id, timeout=60)
+    assert (outcome.run_id, outcome.text) == (run_id, "hook said pong")
+    assert listed(store)[run_id]["waiting"] == []
+
+
+def test_the_crash_recovery_example_kills_its_host_and_finishes_the_run() -> None:
+    """``python -m examples.crash_recovery``, the README's recovery story, as a reader runs it:
+    a real SIGKILL, the CLI's listing, and a resume in which nothing runs twice."""
+    root = Path(__file__).resolve().parent.parent
+    done = subprocess.run([sys.executable, "-m", "examples.crash_recovery"], cwd=root,
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("host killed (exit -9) while charge_card ran in run ")
+    run_id = lines[0].split()[-1]
+    assert lines[1].split()[:2] == ["RUN", "STATUS"]
+    assert lines[2].split()[:2] == [run_id, "running"] and "(gone)" in lines[2]
+    assert lines[3].startswith("completed: The book costs 12.5 EUR.")
+    assert lines[4] == "  lookup_price: 12.5" and len(lines) == 6  # each call once
+    assert lines[5].startswith("  charge_card: ") and '"handler_exit"' in lines[5]

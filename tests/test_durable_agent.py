@@ -22,7 +22,6 @@ from toolvisor import (
     Suspended,
     Tool,
     ToolError,
-    execute,
 )
 from toolvisor.contract import (
     CapabilityError,
@@ -32,7 +31,7 @@ from toolvisor.contract import (
     ToolResultMessage,
 )
 from toolvisor.durable import DurableError, SqliteSessionStore
-from toolvisor.testing import FunctionModel, call, calls
+from toolvisor.testing import FunctionModel, call, calls, execute
 
 
 @pytest.fixture

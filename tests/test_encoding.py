@@ -19,11 +19,9 @@ from toolvisor import (
     Pending,
     Tool,
     ToolError,
-    encode,
-    execute,
 )
 from toolvisor.contract import Violation
-from toolvisor.executor import encode_checked
+from toolvisor.executor import encode, encode_checked, execute
 from toolvisor.executor._budget import MAX_ERROR_BYTES
 
 

@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 
 import toolvisor
-from toolvisor import ToolvisorError
+from toolvisor import RunNotCompletedError, ToolvisorError
 from toolvisor.machine import ResponseRefused
 from toolvisor.supervisors import TooManyChildrenError
 
@@ -47,3 +47,4 @@ def test_the_table_lists_every_exception_and_nothing_else() -> None:
 def test_the_base_keeps_the_builtin_category() -> None:
     assert issubclass(ResponseRefused, ValueError)
     assert issubclass(TooManyChildrenError, RuntimeError)
+    assert issubclass(RunNotCompletedError, RuntimeError)

@@ -20,10 +20,9 @@ from toolvisor import (
     Tool,
     ToolCall,
     ToolError,
-    execute,
     tool,
 )
-from toolvisor.executor import ToolRunner, aexecute
+from toolvisor.executor import ToolRunner, aexecute, execute
 
 LEGAL = [Ok(1), Ok(None), Err("reported"), Err({"code": 7}), AskUser("continue?"),
          AskUser("pick", ("a", "b")), Halt("enough", {"n": 1}), Pending(deadline=3)]

@@ -7,8 +7,9 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from toolvisor import AskUser, CallContext, Err, Halt, Ok, Pending, Tool, ToolError, execute
+from toolvisor import AskUser, CallContext, Err, Halt, Ok, Pending, Tool, ToolError
 from toolvisor.contract import LEGAL_RESULT_TYPES
+from toolvisor.executor import execute
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
@@ -19,7 +20,8 @@ json_values = st.recursive(
 legal_results = st.one_of(
     st.builds(Ok, json_values),
     st.builds(Err, json_values),
-    st.builds(AskUser, st.text(), st.none() | st.lists(st.text(), max_size=3).map(tuple)),
+    st.builds(AskUser, st.text(),  # options: none (a free answer), or at least one
+              st.none() | st.lists(st.text(), min_size=1, max_size=3).map(tuple)),
     st.builds(Halt, st.text(min_size=1), json_values),
     st.builds(Pending, st.none() | st.floats(min_value=0.001, max_value=1e6)),
 )

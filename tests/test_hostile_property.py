@@ -21,31 +21,34 @@ HOSTILE = ("deep_args", "huge_args", "raising_policy", "invalid_return", "unenco
            "raising_progress", "forged_resume", "bad_answers")
 
 
-@tool
+ANY_OBJECT = {"type": "object"}  # every hostile argument reaches the tools: open on purpose
+
+
+@tool(input_schema=ANY_OBJECT)
 def echo(arguments: dict[str, Any]) -> Ok:
     """Echoes."""
     return Ok(arguments)
 
 
-@tool
+@tool(input_schema=ANY_OBJECT)
 def crash(arguments: dict[str, Any]) -> Ok:
     """Crashes."""
     raise RuntimeError("crash")
 
 
-@tool
+@tool(input_schema=ANY_OBJECT)
 def bad_return(arguments: dict[str, Any]) -> Any:
     """Returns what no handler may."""
     return 42
 
 
-@tool
+@tool(input_schema=ANY_OBJECT)
 def unencodable(arguments: dict[str, Any]) -> Ok:
     """Returns what JSON cannot hold."""
     return Ok(object())
 
 
-@tool
+@tool(input_schema=ANY_OBJECT)
 def approve(arguments: dict[str, Any]) -> AskUser:
     """Asks a human."""
     return AskUser("approve?")

@@ -33,6 +33,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "host": _LOOP | {"actors", "models"},
     "agent": _LOOP | {"actors", "host", "mcp", "models"},
     "observe": _BASE,
+    "ray": {"contract"},
     "testing": _LOOP | {"actors", "host", "agent", "models"},
     "cli": _SERVICES | {"mcp"},
 }

@@ -34,3 +34,26 @@ def test_a_tool_known_only_to_the_catalog_runs_with_its_own_settings() -> None:
 def test_catalog_must_be_a_lookup() -> None:
     with pytest.raises(TypeError, match="catalog must be a function"):
         MachineConfig(catalog={"late": None})  # type: ignore[arg-type]
+
+
+def test_an_unknown_tool_is_told_the_whole_catalog_within_bounds() -> None:
+    offered = {f"t{i:02d}": Tool(name=f"t{i:02d}", handler=echo) for i in range(60)}
+    config = MachineConfig(tools=[Tool(name="static", handler=echo)], catalog=offered.get,
+                           catalog_names=offered.keys)
+    ran = drive(config, "go", model=[calls(call("ghost", id="a")), "ok"])
+    assert isinstance(ran.outcome, Completed)
+    (text,) = [m.content for m in ran.outcome.messages if isinstance(m, ToolResultMessage)]
+    listed = text.split("known tools: ")[1]
+    assert listed.startswith("static, t00, t01,") and "t48, and 11 more" in listed
+    assert "t49" not in listed
+
+
+def test_an_unknown_tool_policy_names_the_catalog_too() -> None:
+    with pytest.raises(ValueError, match="known tools: late, static"):
+        MachineConfig(tools=[Tool(name="static", handler=echo)], catalog={}.get,
+                      catalog_names=lambda: ["late"], tool_policies={"ghost": "continue"})
+
+
+def test_catalog_names_must_be_a_function() -> None:
+    with pytest.raises(TypeError, match="catalog_names must be a function"):
+        MachineConfig(catalog_names=["late"])  # type: ignore[arg-type]

@@ -1,14 +1,19 @@
 """MCP servers as supervised tool sources, against real servers the tests start themselves.
 
-One streamable HTTP server (``tests._mcp_server --http``) serves the whole module; each test
-connects its own agent to it. The crash tests spawn stdio servers of their own, since they
-kill them. Nothing sleeps: a test waits for an event, or reads a child's output.
+Two streamable HTTP servers (``tests._mcp_server --http``) serve the whole module, one on the
+2026-07-28 protocol and one (``--legacy``) on 2025-11-25, as the reference servers speak it;
+each test connects its own agent to them. The tests that kill, restart or confuse a server
+start servers of their own. Nothing sleeps: a test waits for an event, or reads a child's
+output.
 """
 
 from __future__ import annotations
 
+import importlib.metadata
+import io
 import json
 import os
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -18,7 +23,7 @@ from typing import Any
 import pytest
 from test_supervisor import Events
 
-from toolvisor import Agent, Completed, Ok, ToolError, tool
+from toolvisor import Agent, Completed, ToolError, function_tool
 from toolvisor.contract import ModelRequest, ModelResponse, ToolResultMessage
 from toolvisor.machine import Continue, Decision, FailedCall
 from toolvisor.mcp import McpToolProvider
@@ -30,10 +35,9 @@ SERVER = [sys.executable, "-m", "tests._mcp_server"]
 TOKEN = "s3cret"
 
 
-@pytest.fixture(scope="module")
-def http_url() -> Iterator[str]:
-    """The module's HTTP server; it tells its URL on its first line of output."""
-    process = subprocess.Popen([*SERVER, "--http", "--token", TOKEN], cwd=ROOT,
+def module_server(*flags: str) -> Iterator[str]:
+    """A server for the module's tests; it tells its URL on its first line of output."""
+    process = subprocess.Popen([*SERVER, "--http", "--token", TOKEN, *flags], cwd=ROOT,
                                stdout=subprocess.PIPE, text=True)
     assert process.stdout is not None
     try:
@@ -44,6 +48,18 @@ def http_url() -> Iterator[str]:
         process.kill()
         process.wait()
         process.stdout.close()
+
+
+@pytest.fixture(scope="module")
+def http_url() -> Iterator[str]:
+    """The module's HTTP server on the 2026-07-28 protocol."""
+    yield from module_server()
+
+
+@pytest.fixture(scope="module")
+def legacy_url() -> Iterator[str]:
+    """The module's HTTP server on the 2025-11-25 protocol (sessions with ids)."""
+    yield from module_server("--legacy")
 
 
 def http(url: str, **settings: Any) -> McpToolProvider:
@@ -75,10 +91,10 @@ def crash_of(error: Any) -> ToolError:
     return error
 
 
-@tool
-def local(arguments: dict[str, Any]) -> Ok:
+@function_tool
+def local() -> str:
     """A tool of the agent's own."""
-    return Ok("local ok")
+    return "local ok"
 
 
 def test_the_servers_tools_join_the_catalog_with_their_schemas(http_url: str) -> None:
@@ -183,7 +199,8 @@ def test_a_server_that_keeps_dying_is_given_up_and_the_rest_goes_on(events: Even
 
 
 def test_the_sdk_is_an_extra_named_when_missing(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delitem(sys.modules, "toolvisor.mcp._session", raising=False)
+    for module in ("toolvisor.mcp._session", "toolvisor.mcp._transport"):
+        monkeypatch.delitem(sys.modules, module, raising=False)
     monkeypatch.setitem(sys.modules, "mcp", None)
     with pytest.raises(ImportError, match=r"toolvisor\[mcp\]"):
         McpToolProvider.stdio("x", ["true"])
@@ -207,6 +224,10 @@ def serve_http(*flags: str) -> tuple[subprocess.Popen[str], str]:
     return process, str(json.loads(line)["url"])
 
 
+def port_of(url: str) -> str:
+    return url.rsplit(":", 1)[1].split("/", maxsplit=1)[0]
+
+
 def stop_server(process: subprocess.Popen[str]) -> None:
     process.kill()
     process.wait()
@@ -228,8 +249,7 @@ def test_a_redeployed_http_server_is_reconnected_to_with_backoff(events: Events)
             stop_server(first_server)
             events.wait_for("child_restarted", child_id="connection")
             assert events.wait_for("mcp_reconnect_failed")["attempt"] == 0
-            port = url.rsplit(":", 1)[1].split("/")[0]
-            second_server, _ = serve_http("--port", port)
+            second_server, _ = serve_http("--port", port_of(url))
             servers.append(second_server)
             events.wait_for("mcp_reconnected")
             after = agent.run("again")
@@ -253,3 +273,166 @@ def test_a_server_that_stays_away_is_given_up_after_its_reconnect_attempts(
             assert "pid" not in {spec.name for spec in agent.registry.specs()}
     finally:
         stop_server(server)
+
+
+def test_a_server_redeployed_while_idle_is_renewed_without_a_restart(events: Events) -> None:
+    """A 2025-11-25 server dies while the agent is idle and comes back on its port, with
+    fresh session ids (and a tool more): the next call meets a 404 for its session, which
+    is renewed in place (no restart, no intensity), the catalog listed again."""
+    model = ScriptedModel({"go": [calls(call("pid", {}, id="before")), "one"],
+                           "again": [calls(call("pid", {}, id="after")),
+                                     calls(call("late", {"word": "up"}, id="new")), "two"]})
+    first_server, url = serve_http("--legacy")
+    servers = [first_server]
+    try:
+        with Agent(model, mcp=[http(url)]) as agent:
+            first = agent.run("go")
+            assert "late" not in {spec.name for spec in agent.registry.specs()}
+            stop_server(first_server)
+            second_server, _ = serve_http("--legacy", "--grown", "--port", port_of(url))
+            servers.append(second_server)
+            after = agent.run("again")
+            assert "late" in {spec.name for spec in agent.registry.specs()}
+    finally:
+        for server in servers:
+            stop_server(server)
+    assert json.loads(results(first)["before"].content)["result"] == first_server.pid
+    assert json.loads(results(after)["after"].content)["result"] == second_server.pid
+    assert results(after)["new"].content == '{"result":"UP"}'
+    assert events.wait_for("mcp_session_expired")["status"] == 404
+    assert events.wait_for("mcp_session_renewed")["protocol"] == "2025-11-25"
+    assert not events.named("child_restarted", "restart_intensity_exceeded")
+
+
+@pytest.mark.parametrize("status", [404, 400])
+def test_a_call_refused_for_its_session_runs_once_on_the_renewed_one(
+        events: Events, status: int) -> None:
+    """The server forgets the session (answering as the TypeScript SDK does, 404, or as the
+    reference servers do, 400): the refused call never ran, so it is sent once more on the
+    renewed session, and runs once."""
+    model = ScriptedModel([calls(call("forget", {}, id="f")), calls(call("count", {}, id="c")),
+                           calls(call("refused", {}, id="r")), "done"])
+    server, url = serve_http("--legacy", "--refuse", str(status))
+    try:
+        with Agent(model, mcp=[http(url)]) as agent:
+            outcome = agent.run("go")
+    finally:
+        stop_server(server)
+    refused = json.loads(results(outcome)["r"].content)["result"]
+    assert refused[0] == "tools/call" and refused.count("tools/call") == 1, refused
+    assert results(outcome)["c"].content == '{"result":1}'
+    assert events.wait_for("mcp_session_expired")["status"] == status
+    events.wait_for("mcp_session_renewed")
+    assert not events.named("child_restarted", "mcp_connection_lost")
+
+
+def test_a_server_that_forgets_every_session_is_given_up(events: Events) -> None:
+    """Renewing does not go round for ever: a renewed session the server never accepted is
+    a lost connection (restarts, then the supervisor gives up); the call the server refused
+    is told it never ran."""
+    policy = Recorder()
+    model = ScriptedModel([calls(call("forget", {"forever": True}, id="f")),
+                           calls(call("count", {}, id="c")), "done"])
+    server, url = serve_http("--legacy")
+    try:
+        with Agent(model, mcp=[http(url, reconnect_attempts=1, reconnect_delay=0.01)],
+                   on_tool_error=policy) as agent:
+            agent.run("go")
+            events.wait_for("tool_source_orphaned", source="mcp:web")
+    finally:
+        stop_server(server)
+    refused = crash_of(policy.errors["c"])
+    assert (refused.reason, refused.code) == ("handler_exit", "mcp_session_expired")
+    assert "did not run" in refused.message
+    assert "refused a renewed session it never accepted" in events.wait_for(
+        "mcp_connection_lost")["why"]
+
+
+@pytest.mark.parametrize("flags", [("--legacy",), ()], ids=["2025-11-25", "2026-07-28"])
+def test_an_http_server_that_exits_mid_call_is_told_as_over_stdio(
+        events: Events, flags: tuple[str, ...]) -> None:
+    """The same event gets the same reason: ``handler_exit`` (the server may have run the
+    call), ``mcp_transport_closed``, and a restart."""
+    policy = Recorder()
+    model = ScriptedModel([calls(call("die", {}, id="d")), "done"])
+    server, url = serve_http(*flags)
+    try:
+        with Agent(model, mcp=[http(url, reconnect_delay=0.05)], on_tool_error=policy) as agent:
+            agent.run("go")
+            events.wait_for("child_restarted", child_id="connection")
+    finally:
+        stop_server(server)
+    crash = crash_of(policy.errors["d"])
+    assert (crash.reason, crash.code) == ("handler_exit", "mcp_transport_closed")
+
+
+def test_an_unreachable_server_is_told_by_its_real_cause() -> None:
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    with pytest.raises(ChildStartError, match="ConnectError: All connection attempts failed"
+                       ) as raised:
+        Agent(ScriptedModel([]), mcp=[http(f"http://127.0.0.1:{port}/mcp", connect_timeout=10)])
+    assert "ExceptionGroup" not in str(raised.value)
+
+
+def test_an_unknown_tool_is_told_the_whole_catalog(http_url: str) -> None:
+    policy = Recorder()
+    model = ScriptedModel([calls(call("missing", {}, id="m")), "done"])
+    with Agent(model, [local], mcp=[http(http_url)], on_tool_error=policy) as agent:
+        agent.run("go")
+    error = crash_of(policy.errors["m"])
+    assert error.reason == "not_found"
+    assert "known tools: add, boom, client, count, die" in error.message
+    assert "local" in error.message
+
+
+def test_tools_that_need_tasks_are_withheld_from_the_catalog(
+        legacy_url: str, events: Events) -> None:
+    with Agent(ScriptedModel([]), mcp=[http(legacy_url)]) as agent:
+        offered = {spec.name for spec in agent.registry.specs()}
+    assert "long_job" not in offered and {"add", "pid"} <= offered
+    withheld = events.wait_for("mcp_tool_withheld", source="mcp:web")
+    assert withheld["tool"] == "long_job" and "taskSupport" in withheld["why"]
+
+
+def test_an_error_a_toolvisor_server_sends_is_encoded_once() -> None:
+    policy = Recorder()
+    model = ScriptedModel([calls(call("refuse", {}, id="r"), call("fail", {}, id="f")), "done"])
+    served = McpToolProvider.stdio("served", [sys.executable, "-m", "toolvisor.cli", "mcp",
+                                              "serve", "tests._serve_tools:tools"], cwd=str(ROOT))
+    with Agent(model, mcp=[served], on_tool_error=policy) as agent:
+        outcome = agent.run("go")
+    assert results(outcome)["r"].content == '{"error":"not today"}'
+    assert policy.errors["r"] == "not today"
+    crash = json.loads(results(outcome)["f"].content)["error"]
+    assert crash["reason"] == "handler_raised" and "the disk is full" in crash["message"]
+
+
+@pytest.mark.parametrize("server", ["http", "legacy"])
+def test_the_client_introduces_itself_as_toolvisor(
+        http_url: str, legacy_url: str, server: str) -> None:
+    model = ScriptedModel([calls(call("client", {}, id="c")), "done"])
+    with Agent(model, mcp=[http(http_url if server == "http" else legacy_url)]) as agent:
+        outcome = agent.run("go")
+    expected = f"toolvisor {importlib.metadata.version('toolvisor')}"
+    assert json.loads(results(outcome)["c"].content) == {"result": expected}
+
+
+def test_a_stdio_servers_stderr_goes_to_errlog(tmp_path: Path) -> None:
+    """A path is appended to; an open file is written to (and stays the caller's)."""
+    path = tmp_path / "server.log"
+    with Agent(ScriptedModel([calls(call("pid", {}, id="p")), "done"]),
+               mcp=[stdio(errlog=path)]) as agent:
+        first = json.loads(results(agent.run("go"))["p"].content)["result"]
+    with (tmp_path / "open.log").open("w") as log, \
+            Agent(ScriptedModel([calls(call("pid", {}, id="q")), "done"]),
+                  mcp=[stdio(errlog=log)]) as agent:
+        second = json.loads(results(agent.run("again"))["q"].content)["result"]
+    assert f"tests._mcp_server {first} serving on stdio" in path.read_text()
+    assert f"tests._mcp_server {second} serving on stdio" in (tmp_path / "open.log").read_text()
+
+
+def test_errlog_must_have_a_descriptor() -> None:
+    with pytest.raises(TypeError, match="errlog must be a path or an open file"):
+        stdio(errlog=io.StringIO())

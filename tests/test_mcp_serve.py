@@ -66,19 +66,32 @@ def test_served_over_stdio() -> None:
     anyio.run(main)
 
 
-@pytest.fixture
-def http_server() -> Iterator[str]:
-    process = subprocess.Popen([*SERVE, "--http", "--port", "0"], cwd=ROOT,
+def start_http(port: int | str = 0) -> tuple[subprocess.Popen[str], str]:
+    """``mcp serve --http`` on ``port``; its URL once it listens (read from its output)."""
+    process = subprocess.Popen([*SERVE, "--http", "--port", str(port)], cwd=ROOT,
                                stdout=subprocess.PIPE, text=True)
     assert process.stdout is not None
-    try:
-        line = process.stdout.readline()
-        assert line.startswith("serving MCP on "), f"the server said {line!r}"
-        yield line.removeprefix("serving MCP on ").strip()
-    finally:
-        process.terminate()
-        process.wait()
+    line = process.stdout.readline()
+    if not line.startswith("serving MCP on "):
+        stop(process)
+        pytest.fail(f"the server said {line!r} (exit code {process.returncode})")
+    return process, line.removeprefix("serving MCP on ").strip()
+
+
+def stop(process: subprocess.Popen[str]) -> None:
+    process.terminate()
+    process.wait()
+    if process.stdout is not None:
         process.stdout.close()
+
+
+@pytest.fixture
+def http_server() -> Iterator[str]:
+    process, url = start_http()
+    try:
+        yield url
+    finally:
+        stop(process)
 
 
 def test_served_over_http(http_server: str) -> None:
@@ -87,3 +100,29 @@ def test_served_over_http(http_server: str) -> None:
             await exercise(client)
 
     anyio.run(main)
+
+
+def test_a_restarted_http_server_listens_on_its_port_again() -> None:
+    """Stopped while a client was connected, the server closed that connection first (it
+    waits in TIME_WAIT for a minute): the next server binds the port all the same."""
+    first, url = start_http()
+
+    async def connected_while_stopped() -> None:
+        async with Client(url, cache=None, mode="legacy") as client:  # as the Inspector
+            assert (await client.call_tool("add", {"a": 1, "b": 2})).structured_content == {
+                "sum": 3}
+            stop(first)
+
+    anyio.run(connected_while_stopped)
+    second, again = start_http(url.rsplit(":", 1)[1].split("/", maxsplit=1)[0])
+    try:
+        assert again == url
+
+        async def served() -> None:
+            async with Client(again, cache=None) as client:
+                added = await client.call_tool("add", {"a": 2, "b": 2})
+                assert added.structured_content == {"sum": 4}
+
+        anyio.run(served)
+    finally:
+        stop(second)

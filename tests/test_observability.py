@@ -15,7 +15,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 
-from toolvisor import Agent, Ok, Tool, tool
+from toolvisor import Agent, Ok, Tool, function_tool
 from toolvisor.contract import ModelRequest
 from toolvisor.host import tracing_for
 from toolvisor.resilience import Breaker, Resilience
@@ -192,8 +192,8 @@ def test_a_refused_call_s_span_has_its_error_code(
         spans: tuple[TracerProvider, InMemorySpanExporter]) -> None:
     provider, exporter = spans
 
-    @tool
-    def down(arguments: dict[str, Any]) -> Ok:
+    @function_tool
+    def down() -> str:
         """Its dependency is down."""
         raise ConnectionError("refused")
 

@@ -8,10 +8,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from _observed_run import observed_run
+from _observed_run import observed_run, waiting_run
 from rich.console import Console
 
-from toolvisor.observe import live, mermaid_timeline, render, save_svg, write_mermaid
+from toolvisor.observe import Board, live, mermaid_timeline, render, save_svg, write_mermaid
 from toolvisor.testing import capture_events
 
 
@@ -24,33 +24,44 @@ def test_live_prints_plain_lines_when_not_a_terminal() -> None:
     for step in ("turn 1 model #1 rate_limited", "turn 1 model #2 ok",
                  "crash (c) #1 handler_raised", "slow (s) #1 timeout",
                  "flaky (f) #1 handler_raised", "flaky (f) #2 ok", "ask (a) #1 ask_user",
-                 "retry f in 0", "suspended, waiting on a", "completed after 2 turn(s)"):
+                 "retry f in 0 ms", "suspended, waiting on a", "completed after 2 turn(s)"):
         assert step in text, step
     assert events  # the sink that was there before still gets every event
-    first, second = board.runs()
-    assert (first.status, second.status) == ("suspended", "completed")
-    assert [a[1] for a in first.turns[1].calls["f"].attempts] == ["handler_raised", "ok"]
+    (run,) = board.runs()  # the resumed run goes on under its run id
+    assert run.status == "completed"
+    assert [a[1] for a in run.turns[1].calls["f"].attempts] == ["handler_raised", "ok"]
+
+
+@pytest.mark.parametrize(("seconds", "shown"), [
+    (0.17278204661018798, "in 173 ms"), (2.0504, "in 2.1 s"), (0, "in 0 ms")])
+def test_a_retry_delay_reads_as_milliseconds_or_seconds(seconds: float, shown: str) -> None:
+    board = Board()
+    line = board.take("retry_scheduled", {"run_id": "r1", "call_ids": ["c1"],
+                                            "seconds": seconds})
+    assert line is not None and line.endswith(f"retry c1 {shown}")
 
 
 def test_the_tree_renders_every_run() -> None:
     with live(io.StringIO()) as board:
         observed_run()
+        waiting_run()
     console = Console(file=io.StringIO(), width=120, color_system=None)
     console.print(render(board))
     drawn = console.file.getvalue()  # type: ignore[attr-defined]
-    assert "suspended" in drawn and "completed" in drawn and "(retried)" in drawn
+    assert "ask_user" in drawn and "completed" in drawn and "(retried)" in drawn
 
 
 def test_the_tree_saves_as_an_svg_image(tmp_path: Path) -> None:
     with live(io.StringIO()) as board:
         observed_run()
+        waiting_run()
     drawn = save_svg(board, tmp_path / "live.svg", title="runs").read_text()
     assert drawn.startswith("<svg") and "runs</text>" in drawn
     text = drawn.replace("&#160;", " ")  # rich keeps spaces as no-break ones
     assert "restarts: 0" in text
     for run in board.runs():
         assert f"run {run.run_id[:8]}" in text
-    for shown in ("suspended", "completed", "turn 1", "flaky", "handler_raised", "(retried)"):
+    for shown in ("ask_user", "completed", "turn 1", "flaky", "handler_raised", "(retried)"):
         assert shown in text, shown
 
 

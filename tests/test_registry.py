@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from toolvisor import tool
+from toolvisor import function_tool
 from toolvisor.contract import CallContext, CatalogAccess, Err, Ok, Tool, ToolCall, ToolError
 from toolvisor.registry import (
     DynamicToolProvider,
@@ -232,17 +232,17 @@ def test_handlers_edit_the_catalog_through_ctx(rec: Recorder) -> None:
     hidden = rec.tool("hidden")
     seen: list[CatalogAccess | None] = []
 
-    @tool
-    def unlock(arguments: dict[str, Any], ctx: CallContext) -> Ok:
+    @function_tool
+    def unlock(ctx: CallContext) -> bool:
         assert ctx.catalog is not None
         seen.append(ctx.catalog)
-        return Ok(ctx.catalog.add("hidden"))
+        return ctx.catalog.add("hidden")
 
-    @tool
-    def lock(arguments: dict[str, Any], ctx: CallContext) -> Ok:
+    @function_tool
+    def lock(ctx: CallContext) -> tuple[bool, bool, list[str]]:
         assert ctx.catalog is not None
-        return Ok((ctx.catalog.remove("hidden"), ctx.catalog.remove("lock"),
-                   sorted(ctx.catalog.members())))
+        return (ctx.catalog.remove("hidden"), ctx.catalog.remove("lock"),
+                sorted(ctx.catalog.members()))
 
     registry = ToolRegistry.from_tools([unlock, lock, hidden])
     registry.remove_member("hidden")
@@ -257,11 +257,10 @@ def test_handlers_edit_the_catalog_through_ctx(rec: Recorder) -> None:
 
 
 def test_a_catalog_edit_naming_an_unknown_tool_fails_the_call(rec: Recorder) -> None:
-    @tool
-    def grab(arguments: dict[str, Any], ctx: CallContext) -> Ok:
+    @function_tool
+    def grab(ctx: CallContext) -> None:
         assert ctx.catalog is not None
         ctx.catalog.add("nowhere")
-        return Ok()
 
     registry = ToolRegistry.from_tools([grab])
     result = registry.execute("grab", {})

@@ -6,13 +6,13 @@ import threading
 from typing import Any
 
 from tests._runs import nested
-from toolvisor import Agent, Completed, Failed, Halted, Ok, tool
+from toolvisor import Agent, Completed, Failed, Halted, Ok, function_tool, tool
 from toolvisor.contract import ModelRequest, UserMessage
 from toolvisor.machine import FailedCall
 from toolvisor.testing import FunctionModel, call, calls, capture_events
 
 
-@tool
+@tool(input_schema={"type": "object"})  # any arguments: the hostile run's reach the host whole
 def noop(arguments: dict[str, Any]) -> Ok:
     """Does nothing."""
     return Ok("ok")
@@ -64,8 +64,8 @@ def test_a_progress_callback_that_raises_is_logged_and_ignored() -> None:
 
 
 def test_a_policy_function_that_raises_halts_its_run_alone() -> None:
-    @tool
-    def crash(arguments: dict[str, Any]) -> Ok:
+    @function_tool
+    def crash() -> str:
         """Crashes."""
         raise RuntimeError("boom")
 
@@ -86,8 +86,8 @@ def test_a_policy_function_that_raises_halts_its_run_alone() -> None:
 
 
 def test_a_huge_error_is_capped_in_a_halted_runs_stored_outcome_too() -> None:
-    @tool
-    def loud(arguments: dict[str, Any]) -> Ok:
+    @function_tool
+    def loud() -> str:
         """Fails loudly."""
         raise RuntimeError("x" * 1_000_000)
 

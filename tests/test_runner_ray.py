@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import io
 import os
@@ -22,7 +23,6 @@ from toolvisor import (
     Completed,
     Err,
     Ok,
-    RayActor,
     Tool,
     ToolCall,
     ToolError,
@@ -31,6 +31,7 @@ from toolvisor.contract import HandlerResult, InvalidArguments
 from toolvisor.executor import ToolRunner
 from toolvisor.machine import RetryPolicy
 from toolvisor.observe import live
+from toolvisor.ray import RayActor
 from toolvisor.testing import LeakCheck, ScriptedModel, call, calls
 
 
@@ -165,7 +166,7 @@ def test_leaks_are_still_caught_beside_the_cluster(ray_cluster: ModuleType) -> N
 
 
 def test_a_ray_actor_needs_a_class_with_tool_methods() -> None:
-    with pytest.raises(ValueError, match="no @tool method"):
+    with pytest.raises(ValueError, match="no @tool or @function_tool method"):
         RayActor(dict)
     with pytest.raises(ValueError, match="max_restarts"):
         RayActor(h.Counter, max_restarts=-1)
@@ -173,13 +174,34 @@ def test_a_ray_actor_needs_a_class_with_tool_methods() -> None:
         RayActor(h.Counter, ray_options={"max_restarts": 5})
 
 
+def test_a_handler_the_workers_cannot_import_is_not_started_naming_the_module_and_the_fix(
+        runner: ToolRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The session's cluster was not given ``tmp_path``: the handler's module, imported here
+    through this process's own ``sys.path``, does not exist on the workers."""
+    (tmp_path / "driver_only_handlers.py").write_text(
+        "from toolvisor import Ok\n\ndef seven(arguments):\n    return Ok(7)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    module = importlib.import_module("driver_only_handlers")
+    try:
+        error = error_of(runner.run(on_ray(module.seven), {}))
+    finally:
+        del sys.modules["driver_only_handlers"]
+    assert (error.reason, error.code) == ("handler_exit", "not_started")
+    assert "cannot import module 'driver_only_handlers'" in error.message
+    assert "runtime_env" in error.message and "PYTHONPATH" in error.message
+
+
 LAZY_CLUSTER = """
+import sys
+sys.path.insert(0, sys.argv[1])  # as pytest puts a test's rootdir on its own path
 import ray
+from handlers_on_the_drivers_path import seven
 from toolvisor import Ok, Tool
 from toolvisor.executor import ToolRunner
 with ToolRunner() as runner:
     print(runner.run(Tool(name="r", handler=lambda a: Ok(7), isolation="ray"), {}))
     print(ray.is_initialized())
+    print(runner.run(Tool(name="s", handler=seven, isolation="ray"), {}))
 print(ray.is_initialized())
 """
 
@@ -189,6 +211,15 @@ def test_without_a_cluster_one_is_started_and_shut_down_with_the_runner(
     """In a child process: this one's session cluster must not be there. (A short temp dir:
     Ray's socket paths must fit in 107 bytes.)"""
     temp = tmp_path_factory.mktemp("lazy")
-    done = subprocess.run([sys.executable, "-c", LAZY_CLUSTER], capture_output=True, text=True,
-                          env={**os.environ, "RAY_TMPDIR": str(temp)}, timeout=120, check=False)
-    assert done.stdout.split("\n")[:3] == ["Ok(value=7)", "True", "False"], done.stderr[-2000:]
+    # A folder the script put on its own sys.path (Ray itself gives its workers only the
+    # script's folder and working directory): the workers get it from toolvisor, or `seven`
+    # cannot load there.
+    app, lib = tmp_path_factory.mktemp("app"), tmp_path_factory.mktemp("lib")
+    (lib / "handlers_on_the_drivers_path.py").write_text(
+        "from toolvisor import Ok\n\ndef seven(arguments):\n    return Ok(7)\n")
+    (app / "main.py").write_text(LAZY_CLUSTER)
+    done = subprocess.run([sys.executable, str(app / "main.py"), str(lib)], capture_output=True,
+                          text=True, cwd=temp, env={**os.environ, "RAY_TMPDIR": str(temp)},
+                          timeout=120, check=False)
+    assert done.stdout.split("\n")[:4] == ["Ok(value=7)", "True", "Ok(value=7)", "False"], \
+        done.stdout + done.stderr[-2000:]

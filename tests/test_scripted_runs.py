@@ -7,22 +7,21 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-from toolvisor import Agent, AskUser, Completed, Ok, Suspended, tool
+from toolvisor import Agent, AskUser, Completed, Ok, Suspended, Tool
 from toolvisor.contract import AssistantMessage, Message
 from toolvisor.durable import SqliteSessionStore
 from toolvisor.testing import ScriptedModel, call, calls
 
 
-@tool
 def lookup(arguments: dict[str, Any]) -> Ok:
-    """Looks something up."""
     return Ok(arguments["q"])
 
 
-@tool
 def confirm(arguments: dict[str, Any]) -> AskUser:
-    """Asks the user."""
     return AskUser("go on?")
+
+
+TOOLS = [Tool(name="lookup", handler=lookup), Tool(name="confirm", handler=confirm)]
 
 
 def call_ids(messages: tuple[Message, ...]) -> list[str]:
@@ -36,7 +35,7 @@ def test_three_runs_at_once_on_one_scripted_model_each_follow_the_script() -> No
     async def three(agent: Agent) -> list[Any]:
         return list(await asyncio.gather(*(agent.arun(p) for p in ("a", "b", "c"))))
 
-    with ScriptedModel(script) as model, Agent(model, [lookup]) as agent:
+    with ScriptedModel(script) as model, Agent(model, TOOLS) as agent:
         outcomes = asyncio.run(three(agent))
     assert [type(o) for o in outcomes] == [Completed] * 3
     assert [(o.text, o.turns, call_ids(o.messages)) for o in outcomes] == [
@@ -48,12 +47,12 @@ def test_a_durable_run_resumed_by_a_new_agent_goes_on_at_its_step(tmp_path: Path
     script = [calls(call("lookup", {"q": 1}, id="l1")), calls(call("confirm", id="c2")),
               calls(call("lookup", {"q": 3}, id="l3")), "done"]
     path = tmp_path / "runs.sqlite"
-    with SqliteSessionStore(path) as store, Agent(ScriptedModel(script), [lookup, confirm],
+    with SqliteSessionStore(path) as store, Agent(ScriptedModel(script), TOOLS,
                                                   store=store) as first:
         suspended = first.run("go")
     assert isinstance(suspended, Suspended) and suspended.run_id is not None
     with SqliteSessionStore(path) as store, ScriptedModel(script) as model, \
-            Agent(model, [lookup, confirm], store=store) as second:
+            Agent(model, TOOLS, store=store) as second:
         outcome = second.resume(suspended, "yes")
     assert isinstance(outcome, Completed) and outcome.text == "done"
     assert call_ids(outcome.messages) == ["l1", "c2", "l3"]  # no turn asked twice

@@ -8,21 +8,20 @@ import json
 import secrets
 import sqlite3
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from toolvisor import Agent, AskUser, Completed, Ok, Suspended, tool
+from toolvisor import Agent, AskUser, Completed, Ok, Suspended, function_tool
 from toolvisor.durable import KeyRing, SignatureError, SqliteSessionStore
 from toolvisor.testing import ScriptedModel, call, calls
 
 OLD, NEW = secrets.token_bytes(32), secrets.token_bytes(32)
 
 
-@tool
-def transfer(arguments: dict[str, Any]) -> AskUser:
+@function_tool
+def transfer(amount: int) -> AskUser:
     """Moves money once a human says yes."""
-    return AskUser(f"send {arguments.get('amount')}?")
+    return AskUser(f"send {amount}?")
 
 
 def model() -> ScriptedModel:
@@ -49,9 +48,9 @@ def test_a_suspended_run_round_trips_as_json_and_resumes() -> None:
 def test_a_forged_or_unsigned_suspended_is_refused_and_changes_nothing() -> None:
     with Agent(model(), [transfer], signing_keys=[NEW]) as agent:
         suspended = suspended_by(agent)
-        with pytest.raises(SignatureError, match="unsigned or was altered"):
+        with pytest.raises(SignatureError, match="was altered since an agent gave it out"):
             agent.resume(forged(suspended), "yes")
-        with pytest.raises(SignatureError, match="unsigned or was altered"):
+        with pytest.raises(SignatureError, match="is unsigned"):
             agent.resume(suspended.model_copy(update={"signature": None}), "yes")
         assert isinstance(agent.resume(suspended, "yes"), Completed)  # the real one still works
 

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from toolvisor.durable import (
+    Lease,
     Resolution,
     SavedCheckpoint,
     SessionStore,
@@ -118,6 +119,54 @@ def test_a_directory_is_refused(tmp_path: Path) -> None:
         SqliteSessionStore(tmp_path)
 
 
+def test_a_store_in_a_folder_that_does_not_exist_names_the_folder(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError,
+                       match=r"its folder '.*/nowhere' does not exist \(create the folder"):
+        SqliteSessionStore(tmp_path / "nowhere" / "runs.sqlite")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_without_create_a_missing_store_is_refused_naming_its_folder(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError, match=r"folder '.*/nowhere' does not exist"):
+        SqliteSessionStore(tmp_path / "nowhere" / "runs.sqlite", create=False)
+    with pytest.raises(FileNotFoundError,
+                       match=rf"folder {str(tmp_path)!r} has no file 'runs.sqlite'"):
+        SqliteSessionStore(tmp_path / "runs.sqlite", create=False)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_without_create_a_file_that_holds_no_store_is_left_unchanged(tmp_path: Path) -> None:
+    foreign = tmp_path / "app.db"
+    conn = sqlite3.connect(foreign)
+    try:
+        conn.execute("CREATE TABLE notes (text TEXT)")
+        conn.commit()
+    finally:
+        conn.close()
+    before = foreign.read_bytes()
+    with pytest.raises(ValueError, match=r"holds no session store.*left unchanged"):
+        SqliteSessionStore(foreign, create=False)
+    assert foreign.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["app.db"]  # no -wal, no -shm
+
+
+def test_a_file_that_is_no_sqlite_database_is_refused_by_name(tmp_path: Path) -> None:
+    text = tmp_path / "notes.txt"
+    text.write_text("not a database\n" * 100)
+    for create in (True, False):
+        with pytest.raises(ValueError, match=r"notes.txt' is not a session store \(file is "
+                                             r"not a database\)"):
+            SqliteSessionStore(text, create=create)
+    assert text.read_text() == "not a database\n" * 100
+
+
+def test_without_create_an_existing_store_opens(db: Path, clock: FakeClock) -> None:
+    with SqliteSessionStore(db, clock=clock) as store:
+        store.create_run("run-1")
+    with SqliteSessionStore(db, create=False) as reopened:
+        assert [r.run_id for r in reopened.runs()] == ["run-1"]
+
+
 # -- runs and checkpoints --------------------------------------------------------------------------
 
 
@@ -137,6 +186,17 @@ def test_runs_are_created_listed_and_updated(store: SqliteSessionStore, clock: F
         store.set_run_status("nope", "x")
     with pytest.raises(ValueError, match="status"):
         store.set_run_status("run-1", "")
+
+
+def test_leases_are_listed_expired_ones_too(store: SqliteSessionStore, clock: FakeClock) -> None:
+    store.create_run("run-2")
+    assert store.leases() == []
+    assert store.acquire_lease("run-2", "b:2:t", 10) is None
+    assert store.acquire_lease("run-1", "a:1:t", 30) is None
+    clock.now += 20
+    assert store.leases() == [Lease("run-1", "a:1:t", 1030), Lease("run-2", "b:2:t", 1010)]
+    store.release_lease("run-1", "a:1:t")
+    assert store.leases() == [Lease("run-2", "b:2:t", 1010)]
 
 
 def test_checkpoints_keep_history_and_the_latest_wins(

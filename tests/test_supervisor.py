@@ -11,6 +11,7 @@ import pykka
 import pytest
 
 from toolvisor.supervisors import (
+    ChildRestartingError,
     ChildRunningError,
     ChildSpec,
     ChildSpecError,
@@ -21,6 +22,7 @@ from toolvisor.supervisors import (
     SupervisorRef,
     UnknownChildError,
 )
+from toolvisor.supervisors._supervisor import _CountChildren
 
 WAIT = 10.0  # generous bound on waiting for an event that must come
 
@@ -393,6 +395,97 @@ def test_a_restart_that_keeps_failing_exceeds_the_intensity(events: Events) -> N
     assert events.wait_for("supervisor_stopped", supervisor_id="k")["reason"] == "shutdown"
     assert len(attempts) == 3  # the first start, then two failed restarts; the third is over
     assert not supervisor.is_alive()
+
+
+class RestartsFailing:
+    """A start function whose restarts fail while ``failing`` is set: the supervisor keeps
+    trying again through its mailbox, so calls made meanwhile see the child ``restarting``."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.failing = threading.Event()
+        self.attempts = 0
+
+    def __call__(self) -> pykka.ActorRef[Any]:
+        self.attempts += 1
+        if self.failing.is_set():
+            raise OSError("not yet")
+        return Worker.start(self.name)
+
+
+def restarting_child(events: Events) -> tuple[SupervisorRef, RestartsFailing]:
+    start = RestartsFailing("r")
+    supervisor = Supervisor.start([ChildSpec("r", start)], max_restarts=10**9, name="rs")
+    start.failing.set()
+    end_child(supervisor, events, "r", "crash")
+    events.wait_for("child_start_failed", child_id="r")
+    return supervisor, start
+
+
+def test_a_child_whose_restart_failed_is_restarting_until_a_restart_works(
+        events: Events) -> None:
+    """OTP: ``which_children`` shows ``restarting``, which is not ``active``; ``restart_child``
+    and ``delete_child`` answer ``{error, restarting}``."""
+    supervisor, start = restarting_child(events)
+    [info] = supervisor.which_children()
+    assert (info.ref, info.state) == (None, "restarting")
+    assert supervisor.count_children()["active"] == 0
+    with pytest.raises(ChildRestartingError, match="'r' is restarting"):
+        supervisor.restart_child("r")
+    with pytest.raises(ChildRestartingError, match="terminate_child it first"):
+        supervisor.delete_child("r")
+    with pytest.raises(DuplicateChildError, match="present and restarting"):
+        supervisor.start_child(spec("r"))
+    start.failing.clear()
+    events.wait_for("child_restarted", child_id="r")
+    [info] = supervisor.which_children()
+    assert info.state == "running" and info.ref is not None and info.ref.is_alive()
+    assert supervisor.stop()
+
+
+def test_terminating_a_restarting_child_stops_its_retries(events: Events) -> None:
+    """OTP's ``try_again_restart`` restarts only a child still marked restarting: once
+    terminated, the child stays stopped and can be deleted."""
+    supervisor, start = restarting_child(events)
+    supervisor.terminate_child("r")
+    start.failing.clear()
+    attempts = start.attempts
+    # Any try-again queued before the terminate is served before this call: it must not start.
+    [info] = supervisor.which_children()
+    assert (info.ref, info.state) == (None, "stopped")
+    assert start.attempts == attempts
+    assert events.named("child_restarted") == []
+    supervisor.delete_child("r")
+    assert supervisor.which_children() == []
+    assert supervisor.stop()
+
+
+def test_count_children_does_not_count_a_dead_child_whose_exit_is_still_queued(
+        events: Events) -> None:
+    """OTP counts ``active`` with ``is_process_alive``: a child that died, whose exit notice
+    waits behind the call, is not active."""
+    entered, release = threading.Event(), threading.Event()
+
+    def slow() -> pykka.ActorRef[Any]:
+        entered.set()
+        release.wait(WAIT)
+        return Worker.start("slow")
+
+    supervisor = Supervisor.start([spec("a")], name="cc")
+    victim = refs(supervisor)["a"]
+    assert victim is not None
+    adder = threading.Thread(target=supervisor.start_child, args=(ChildSpec("slow", slow),))
+    adder.start()
+    assert entered.wait(WAIT)  # the supervisor's thread is busy starting "slow"
+    counted = supervisor.ask(_CountChildren(), block=False)  # queued behind the start...
+    victim.tell("crash")  # ...and before the victim's exit notice
+    assert victim.actor_stopped.wait(WAIT)
+    release.set()
+    assert counted.get(timeout=WAIT)["active"] == 1  # "slow" only: "a" is dead
+    adder.join(WAIT)
+    events.wait_for("child_restarted", child_id="a")
+    assert supervisor.count_children()["active"] == 2
+    assert supervisor.stop()
 
 
 # --- the child API ---

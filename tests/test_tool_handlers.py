@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from toolvisor import CallContext, InvalidHandlerError, Ok, Tool, execute, tool
+from toolvisor import CallContext, InvalidHandlerError, Ok, Tool, tool
 from toolvisor.contract import ToolMethod
-from toolvisor.executor import ToolRunner
+from toolvisor.executor import ToolRunner, execute
 
 SESSION = CallContext(session_id="s1")
 
@@ -44,7 +44,7 @@ def test_a_defaulted_second_parameter_receives_ctx() -> None:
         return Ok(None if ctx is None else ctx.session_id)
 
     assert execute(Tool(name="h", handler=handler), {}, SESSION) == Ok("s1")
-    assert execute(tool(handler), {}, SESSION) == Ok("s1")
+    assert execute(tool(input_schema={"type": "object"})(handler), {}, SESSION) == Ok("s1")
 
 
 @pytest.mark.parametrize(("handler", "arity", "expected"), [
@@ -91,7 +91,7 @@ class Weather:
         """The forecast for a city."""
         return Ok(f"{arguments.name}: 20 {self.unit}")
 
-    @tool
+    @tool(input_schema={"type": "object", "properties": {}})
     def whoami(self, arguments: dict[str, Any], ctx: CallContext) -> Ok:
         return Ok((self.unit, ctx.session_id))
 
@@ -136,7 +136,7 @@ def test_a_method_tool_on_a_class_without_dict_says_what_to_do() -> None:
         __slots__ = ()
 
         @tool
-        def m(self, arguments: Any) -> Ok:
+        def m(self, arguments: City) -> Ok:
             return Ok(1)
 
     with pytest.raises(TypeError, match=r"no __dict__.*drop @tool from the method and build "

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import io
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 from opentelemetry.sdk.trace import TracerProvider
@@ -15,7 +14,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from test_mcp_provider import stdio
 from test_supervisor import Events
 
-from toolvisor import Agent, Completed, Ok, tool
+from toolvisor import Agent, Completed, function_tool
 from toolvisor.observe import live
 from toolvisor.testing import ScriptedModel, call, calls
 
@@ -33,11 +32,11 @@ def test_a_connection_restarted_mid_run_is_an_event_of_the_run_span(
         events: Events, spans: tuple[TracerProvider, InMemorySpanExporter]) -> None:
     provider, exporter = spans
 
-    @tool
-    def until_restarted(arguments: dict[str, Any]) -> Ok:
+    @function_tool
+    def until_restarted() -> str:
         """Keeps the run in flight until the dead server's connection is back."""
         events.wait_for("child_restarted", supervisor_id="mcp:local")
-        return Ok("back")
+        return "back"
 
     model = ScriptedModel([calls(call("die", {}, id="d"), call("until_restarted", {}, id="w")),
                            "done"])

@@ -1,54 +1,117 @@
-"""toolvisor: an Elixir/OTP-style supervised actor runtime for LLM tool calls."""
+"""toolvisor: an Elixir/OTP-style supervised actor runtime for LLM tool calls.
 
-from toolvisor._logging import configure_logging, set_event_sink
+This is what an application writes: the agent, tools and their results, the outcomes of a run,
+the failure policies, per-tool resilience, the output budget, the errors the agent raises, and
+logging. The rest of the public API is in a few named modules (``toolvisor.testing``,
+``toolvisor.models``, ``toolvisor.mcp``, ``toolvisor.ray``, ``toolvisor.durable``,
+``toolvisor.registry``, ``toolvisor.observe``); ``docs/api.md`` lists them all.
+"""
+
+from toolvisor._logging import configure_logging, dropped_events, set_event_sink
 from toolvisor.agent import Agent, RunOutcome
 from toolvisor.contract import (
     AskUser,
     CallContext,
+    CapabilityError,
     Err,
     Halt,
+    HandlerResult,
     InvalidArguments,
     InvalidHandlerError,
     ModelError,
     Ok,
+    OpenSchemaWarning,
     Pending,
-    RayActor,
     Tool,
     ToolCall,
     ToolError,
     ToolvisorError,
+    function_tool,
     tool,
 )
-from toolvisor.executor import encode, execute
-from toolvisor.host import OrchestratorStopped, RunLeasedError
-from toolvisor.machine import Completed, Failed, Halted, Suspended
+from toolvisor.durable import DurableError, SignatureError, UnknownRunError
+from toolvisor.executor import OutputBudget, OutputProjection
+from toolvisor.host import AlreadyResumedError, OrchestratorStopped, RunLeasedError
+from toolvisor.machine import (
+    Completed,
+    Continue,
+    Decision,
+    Failed,
+    FailedCall,
+    FailRun,
+    Halted,
+    HaltRun,
+    ManualCall,
+    ModelFailure,
+    ModelPolicy,
+    ModelRetryPolicy,
+    PendingCall,
+    Policy,
+    Question,
+    RetryAfter,
+    RetryPolicy,
+    RunNotCompletedError,
+    StateConflict,
+    Suspended,
+)
+from toolvisor.resilience import Breaker, Bulkhead, RateLimit, Resilience
+from toolvisor.supervisors import ChildStartError
 
 __all__ = [
     "Agent",
+    "AlreadyResumedError",
     "AskUser",
+    "Breaker",
+    "Bulkhead",
     "CallContext",
+    "CapabilityError",
+    "ChildStartError",
     "Completed",
+    "Continue",
+    "Decision",
+    "DurableError",
     "Err",
+    "FailRun",
     "Failed",
+    "FailedCall",
     "Halt",
+    "HaltRun",
     "Halted",
+    "HandlerResult",
     "InvalidArguments",
     "InvalidHandlerError",
+    "ManualCall",
     "ModelError",
+    "ModelFailure",
+    "ModelPolicy",
+    "ModelRetryPolicy",
     "Ok",
+    "OpenSchemaWarning",
     "OrchestratorStopped",
+    "OutputBudget",
+    "OutputProjection",
     "Pending",
-    "RayActor",
+    "PendingCall",
+    "Policy",
+    "Question",
+    "RateLimit",
+    "Resilience",
+    "RetryAfter",
+    "RetryPolicy",
     "RunLeasedError",
+    "RunNotCompletedError",
     "RunOutcome",
+    "SignatureError",
+    "StateConflict",
     "Suspended",
     "Tool",
     "ToolCall",
     "ToolError",
     "ToolvisorError",
+    "UnknownRunError",
     "configure_logging",
-    "encode",
-    "execute",
+    "dropped_events",
+    "function_tool",
     "set_event_sink",
     "tool",
 ]

@@ -4,11 +4,18 @@ Every layer logs through :func:`get_event_log`. While logging is off (the defaul
 costs one global read, so the per-call hot path stays cheap. :func:`configure_logging` turns it
 on as JSON or console lines; ``toolvisor.testing.capture_events`` records events as dicts.
 Events have stable names (``child_started``, ``call_finished``, ...) and bound ids.
+
+Logging is the sink's business, never the runtime's: an event the sink cannot take (it
+raised, say ``BrokenPipeError`` once the reader of stderr went away) is dropped and counted
+(:func:`dropped_events`), and said once on stderr if stderr still works. A dropped event never
+fails a call, a run or a supervisor.
 """
 
 from __future__ import annotations
 
+import contextlib
 import sys
+import threading
 from collections.abc import Callable
 from typing import Any, Literal, TextIO
 
@@ -21,6 +28,31 @@ EventSink = Callable[[str, str, dict[str, Any]], None]
 """Receives ``(level, event_name, fields)``."""
 
 _sink: EventSink | None = None
+
+
+class _Drops:
+    """The events dropped so far, and whether the current sink's first drop was told.
+
+    Written by whichever thread drops an event, under ``lock``: a drop is rare, so the lock
+    never touches the hot path.
+    """
+
+    __slots__ = ("count", "lock", "told")
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.count = 0
+        self.told = False
+
+    def add(self) -> bool:
+        """Count one drop; ``True`` if it is the first since the sink was installed."""
+        with self.lock:
+            self.count += 1
+            first, self.told = not self.told, True
+        return first
+
+
+_drops = _Drops()
 
 
 class EventLog:
@@ -43,7 +75,10 @@ class EventLog:
     def _emit(self, level: str, event: str, fields: dict[str, Any]) -> None:
         sink = _sink
         if sink is not None:
-            sink(level, event, {**self._bound, **fields})
+            try:
+                sink(level, event, {**self._bound, **fields})
+            except Exception as exc:  # the sink's failure is the sink's: the event is dropped
+                _drop(event, exc)
 
     def debug(self, event: str, **fields: Any) -> None:
         self._emit("debug", event, fields)
@@ -58,6 +93,21 @@ class EventLog:
         self._emit("error", event, fields)
 
 
+def _drop(event: str, error: Exception) -> None:
+    """Count an event the sink could not take; say so on stderr the first time for this sink
+    (quietly not, when stderr is gone too: it may be the sink's own stream)."""
+    if _drops.add():
+        with contextlib.suppress(Exception):
+            print(f"toolvisor: the log sink failed on {event!r} ({type(error).__name__}: "
+                  f"{error}); events it cannot take are dropped and counted "
+                  "(toolvisor.dropped_events())", file=sys.stderr, flush=True)
+
+
+def dropped_events() -> int:
+    """How many events this process dropped because the sink raised on them."""
+    return _drops.count
+
+
 def get_event_log(component: str, **bound: Any) -> EventLog:
     """The logger of one component (``supervisor``, ``tool_call``, ...)."""
     return EventLog({"component": component, **bound})
@@ -66,9 +116,13 @@ def get_event_log(component: str, **bound: Any) -> EventLog:
 def set_event_sink(sink: EventSink | None) -> EventSink | None:
     """Send every toolvisor event to ``sink(level, event, fields)`` (``None``: quiet) and
     return the previous sink. ``configure_logging`` and ``testing.capture_events`` install one;
-    a sink runs on the thread that emits the event, so keep it quick."""
+    a sink runs on the thread that emits the event, so keep it quick. What it raises drops
+    that event (counted by :func:`dropped_events`; the first drop of each sink is said once on
+    stderr), and never reaches the code that emitted it."""
     global _sink  # the single switch, read lock-free on the hot path
-    previous, _sink = _sink, sink
+    with _drops.lock:
+        previous, _sink = _sink, sink
+        _drops.told = False
     return previous
 
 

@@ -29,11 +29,11 @@ from toolvisor.durable import (
     KeyRing,
     ResolveOutcome,
     SessionStore,
-    SignatureError,
     Signer,
     SqliteSessionStore,
+    require_signed,
 )
-from toolvisor.executor import OutputProjection, ToolRunner
+from toolvisor.executor import OutputProjection, ToolRunner, check_main_guard
 from toolvisor.host import (
     AnswerRun,
     AttachRun,
@@ -43,8 +43,10 @@ from toolvisor.host import (
     OrchestratorSettings,
     ProgressCallback,
     ResilienceConfig,
+    ResumedSuspensions,
     StartRun,
     ToolGates,
+    reply_future,
     tracing_for,
 )
 from toolvisor.machine import (
@@ -58,6 +60,7 @@ from toolvisor.machine import (
     Policy,
     Suspended,
     TurnMachine,
+    answers_for,
 )
 from toolvisor.mcp import McpToolProvider
 from toolvisor.models import from_string
@@ -85,7 +88,12 @@ class Agent:
     run (a tool asked the user, or returned ``Pending``) continues with ``resume``. Runs may be
     started from several threads at once. Invalid configuration is refused here, with a
     ``ValueError`` or ``TypeError`` that names the setting. ``close()`` (or leaving a ``with``
-    block) stops the tree and leaves no thread or process behind.
+    block) stops the tree and leaves no thread or process behind (and without it, no thread of
+    the agent keeps the interpreter alive). Each blocking method has an asyncio twin that keeps
+    the event loop going: ``arun``, ``aresume``, ``aresume_run``, ``acancel_run``,
+    ``aresolve``, ``aclose``. With a ``process`` tool in the catalog, building or running the
+    agent outside ``if __name__ == "__main__":`` raises ``RuntimeError``, in the caller's
+    thread (every worker process would run the program again).
 
     ``registry`` (a :class:`~toolvisor.registry.ToolRegistry`) is the catalog to use, for tools
     that come and go at run time; ``tools`` are then added to it as the source ``"agent"``.
@@ -111,6 +119,7 @@ class Agent:
     breaker, bulkhead, rate limit) for every tool, or a mapping from tool name to one. The
     state is shared by all runs; ``resilience_clock`` is the clock its state machines read
     (a ``toolvisor.testing.FakeClock`` in tests); :meth:`resilience_state` reports it.
+    ``clock`` (wall time) dates expiring questions' deadlines; with a store, its clock does.
 
     Runs are traced with OpenTelemetry (``toolvisor[otel]``) when ``tracer_provider`` is given
     or the application set a global one: spans ``invoke_agent {name}``, ``chat {model}`` and
@@ -148,6 +157,7 @@ class Agent:
         name: str = "agent",
         tracer_provider: TracerProvider | None = None,
         trace_content: bool = False,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         if isinstance(model, str):
             model = from_string(model)
@@ -174,11 +184,13 @@ class Agent:
                 raise TypeError(f"mcp takes McpToolProvider objects, got {type(server).__name__}")
             registry.add_source(server.source, server)
         self._registry = registry
+        check_main_guard(self._registry.process_tools)
         self._gates = ToolGates(resilience, clock=resilience_clock)
         self._config = MachineConfig(
             tools=tuple(tools), system_prompt=system_prompt, on_tool_error=on_tool_error,
             tool_policies=dict(tool_policies or {}), mode=mode, max_turns=max_turns, seed=seed,
             on_model_error=on_model_error, catalog=self._catalog_member,
+            catalog_names=registry.members,
         )
         self._owns_store = isinstance(store, str | os.PathLike)
         self._store: SessionStore | None = (
@@ -190,17 +202,17 @@ class Agent:
             KeyRing(signing_keys) if signing_keys is not None
             else self._store if self._store is not None
             else KeyRing([secrets.token_bytes(32)]))
+        self._resumed = ResumedSuspensions(
+            self._config, clock if self._store is None else self._store.now)
         self._models = ModelCalls(model, self._runner, float(model_timeout))
         tracing = tracing_for(model, tracer_provider, agent_name=name,
                               record_content=trace_content)
         on_event = None if tracing is None else tracing.supervisor_event
         settings = OrchestratorSettings(
-            models=self._models, signer=self._signer,
-            registry=self._registry, dispatcher=self._dispatcher,
-            projection=output_budget or OutputProjection(), context=context,
-            on_progress=on_progress, store=self._store, config=self._config,
-            lease_ttl=lease_ttl, gates=self._gates, tracing=tracing,
-        )
+            models=self._models, signer=self._signer, registry=self._registry,
+            dispatcher=self._dispatcher, projection=output_budget or OutputProjection(),
+            context=context, on_progress=on_progress, store=self._store, config=self._config,
+            lease_ttl=lease_ttl, gates=self._gates, tracing=tracing, clock=self._resumed.clock)
 
         def start_tool_calls() -> ToolCallSupervisorRef:
             self._tool_calls = ToolCallSupervisor.start(
@@ -264,6 +276,11 @@ class Agent:
             timeout: float | None = None) -> RunOutcome:
         """Run the loop on ``prompt`` until it completes, suspends, halts or fails.
 
+        Every outcome carries the run's ``run_id``, its ``status`` and ``usage``; its ``text``
+        is the final answer of a ``Completed`` run, and on any other outcome raises
+        :class:`~toolvisor.RunNotCompletedError`, which says why (the model's error, the halt's
+        reason, what the run waits for) and carries the outcome.
+
         ``state`` is the shared state tools read and write through ``ctx.state``. Past
         ``timeout`` seconds ``TimeoutError`` is raised; a run without a store is cancelled
         then, a durable run goes on (``resume_run`` waits for it again, ``cancel_run`` ends
@@ -273,17 +290,21 @@ class Agent:
 
     def resume(self, suspended: Suspended, answer: Any, *,
                timeout: float | None = None) -> RunOutcome:
-        """Continue a suspended run; ``answer`` becomes the waiting call's tool result.
+        """Continue a suspended run (under its ``run_id``); ``answer`` becomes the waiting
+        call's tool result.
 
         When the run waits on several calls, ``answer`` is a mapping from call id to answer
         (``suspended.call_ids`` lists them), one per waiting call (``parallel_streaming`` may
         answer some of them); an unknown id or a missing answer is a ``ValueError`` that lists
         the expected ids, and nothing changes. A mapping is always read as answers by call id:
         to answer one call with a mapping value, wrap it in ``Ok``. A plain value becomes
-        ``Ok(value)``; an ``Ok`` or ``Err`` is used as it is. With a store, a run keeps its
-        ``run_id`` and is resumed from
-        the store's latest checkpoint; calls waiting on completion keys are not answered here
-        but resolved with :meth:`resolve`.
+        ``Ok(value)``; an ``Ok`` or ``Err`` is used as it is. An answer to a question with
+        options must be one of them (or an ``Err``), else ``ValueError``; past its deadline the
+        question's default answers it. ``suspended`` must be signed with this agent's keys
+        (``SignatureError`` says if it is unsigned, altered or signed with another key) and
+        resumes once (``AlreadyResumedError``; without a store, known to this agent only).
+        With a store it is resumed from the store's latest checkpoint; calls waiting on keys
+        are not answered here but resolved with :meth:`resolve`.
         """
         return self._wait(*self._continue(suspended, answer), timeout)
 
@@ -299,55 +320,24 @@ class Agent:
 
     def _start(self, prompt: str | Sequence[Message],
                state: Mapping[str, Any] | None) -> tuple[str, Future[Any]]:
+        check_main_guard(self._registry.process_tools)
         machine = TurnMachine(self._config)
         return self._submit(machine, machine.start(prompt, state=state))
 
     def _continue(self, suspended: Suspended, answer: Any) -> tuple[str, Future[Any]]:
-        """With a store the run keeps its id and the orchestrator resumes it from the store;
-        without one, the checkpoint in ``suspended`` is all there is."""
+        """The run keeps its id: resumed from the store, or without one from ``suspended``."""
         if not isinstance(suspended, Suspended):
             raise TypeError(f"resume() takes the Suspended outcome a run returned, got "
                             f"{type(suspended).__name__}")
-        if suspended.signature is None or not self._signer.verify(suspended.signed_text(),
-                                                                   suspended.signature):
-            raise SignatureError(
-                "this Suspended is unsigned or was altered since an agent gave it out; only "
-                "what an agent with the same signing keys (or store) returned is resumed")
-        answers = self._answers(suspended, answer)
-        if self._store is not None and suspended.run_id is not None:
-            future: Future[Any] = Future()
-            self._orchestrator().tell(AnswerRun(suspended.run_id, dict(answers), future))
-            return suspended.run_id, future
-        machine = TurnMachine.restore(self._config, suspended.checkpoint)
-        return self._submit(machine, machine.resume(answers))
-
-    def _answers(self, suspended: Suspended, answer: Any) -> Mapping[str, Any]:
-        """The answers by call id; refused (nothing changes) when they do not fit the run."""
-        waiting = [c for c in suspended.call_ids if c not in suspended.keys]
-        if not waiting:
-            raise ValueError(
-                "the run waits only on completion keys; resolve them with agent.resolve(key, "
-                "ok=...) and get the outcome with agent.resume_run(run_id)")
-        if not isinstance(answer, Mapping):
-            if len(waiting) == 1:
-                return {waiting[0]: answer}
-            raise ValueError(f"the run waits on {len(waiting)} calls {waiting}: pass a mapping "
-                             "from call id to answer")
-        keyed = sorted(set(answer) & set(suspended.keys))
-        if keyed:
-            raise ValueError(f"calls {keyed} wait on completion keys; resolve them with "
-                             "agent.resolve(key, ok=...) instead of answering them")
-        unknown = sorted(str(k) for k in set(answer) - set(waiting))
-        if unknown or not answer:
-            raise ValueError(
-                f"answers for unknown call ids {unknown}; the run waits for answers to "
-                f"{waiting}. A mapping answer is keyed by call id: to answer one call with a "
-                "mapping value, wrap it as Ok({...}) or key it by the call's id")
-        missing = [c for c in waiting if c not in answer]
-        if missing and self._config.mode != "parallel_streaming":
-            raise ValueError(f"no answer for calls {missing}; mode {self._config.mode!r} "
-                             f"takes one answer per waiting call at once: {waiting}")
-        return answer
+        check_main_guard(self._registry.process_tools)
+        require_signed(self._signer, suspended.signed_text(), suspended.signature)
+        answers = answers_for(suspended, answer, self._config.mode)
+        run_id = suspended.run_id
+        if self._store is not None and run_id and self._store.get_run(run_id) is not None:
+            future = reply_future()
+            self._orchestrator().tell(AnswerRun(run_id, dict(answers), future, suspended))
+            return run_id, future
+        return self._submit(*self._resumed.resume(suspended, answers))
 
     # --- durable runs -----------------------------------------------------------------------
 
@@ -359,14 +349,26 @@ class Agent:
         the outstanding effect is performed again (a tool call that had completed is not run
         again; a durable step that had completed is replayed from the journal), resolved keys
         are delivered (a wait whose deadline passed meanwhile is expired first, through its
-        ``on_timeout``), and a run that is still waiting reports ``Suspended`` with its keys. A
+        ``on_timeout``; a question past its deadline is answered by its default), and a run
+        that is still waiting reports ``Suspended`` with its keys. A
         run that failed on its model is asked again. ``timeout`` only stops this wait
         (``TimeoutError``): the run is never cancelled by it.
         """
-        self._require_store("resume_run")
-        future: Future[Any] = Future()
+        return self._wait(run_id, self._attach("resume_run", run_id), timeout, cancel=False)
+
+    async def aresume_run(self, run_id: str) -> RunOutcome:
+        """``resume_run`` for asyncio. Cancelling the awaiting task (``asyncio.timeout``
+        included) only stops this wait, as ``resume_run``'s ``timeout`` does: the run goes on
+        (``acancel_run`` ends it)."""
+        outcome: RunOutcome = await asyncio.wrap_future(self._attach("aresume_run", run_id))
+        return outcome
+
+    def _attach(self, operation: str, run_id: str) -> Future[Any]:
+        self._require_store(operation)
+        check_main_guard(self._registry.process_tools)
+        future = reply_future()
         self._orchestrator().tell(AttachRun(run_id, future))
-        return self._wait(run_id, future, timeout, cancel=False)
+        return future
 
     def cancel_run(self, run_id: str, *, timeout: float | None = None) -> RunOutcome:
         """Cancel run ``run_id`` and return how it ended (``Halted("cancelled")``, or its
@@ -374,12 +376,22 @@ class Agent:
 
         Its waits resolve as cancelled; a ``Pending`` call that asked for
         ``on_cancel="cancel_external_work"`` gets its tool's ``on_cancel`` hook called.
+        ``timeout`` only stops this wait (``TimeoutError``): the run is cancelled all the same.
         """
-        self._require_store("cancel_run")
-        future: Future[Any] = Future()
-        self._orchestrator().tell(CancelRun(run_id, future))
-        outcome: RunOutcome = future.result(timeout)
+        outcome: RunOutcome = self._cancel("cancel_run", run_id).result(timeout)
         return outcome
+
+    async def acancel_run(self, run_id: str) -> RunOutcome:
+        """``cancel_run`` for asyncio. Cancelling the awaiting task only stops this wait: the
+        run is cancelled all the same."""
+        outcome: RunOutcome = await asyncio.wrap_future(self._cancel("acancel_run", run_id))
+        return outcome
+
+    def _cancel(self, operation: str, run_id: str) -> Future[Any]:
+        self._require_store(operation)
+        future = reply_future()
+        self._orchestrator().tell(CancelRun(run_id, future))
+        return future
 
     def resolve(self, key: str, *, ok: Any = UNSET, error: Any = UNSET) -> ResolveOutcome:
         """Deliver the result of a ``Pending`` call: ``ok=<JSON>`` or ``error=<JSON>``.
@@ -390,6 +402,13 @@ class Agent:
         """
         return self._require_store("resolve").resolve(key, ok=ok, error=error)
 
+    async def aresolve(self, key: str, *, ok: Any = UNSET, error: Any = UNSET) -> ResolveOutcome:
+        """``resolve`` for asyncio: the store's write runs on a worker thread, so the event
+        loop goes on. Cancelling the awaiting task does not undo a resolution under way:
+        resolving again answers ``"already_resolved"`` if it was made."""
+        store = self._require_store("aresolve")
+        return await asyncio.to_thread(store.resolve, key, ok=ok, error=error)
+
     def _require_store(self, operation: str) -> SessionStore:
         if self._store is None:
             raise DurableError("completion_keys_unavailable",
@@ -397,11 +416,13 @@ class Agent:
                                "Agent(..., store='runs.sqlite')")
         return self._store
 
-    def _submit(self, machine: TurnMachine, effects: list[Any]) -> tuple[str, Future[Any]]:
+    def _submit(self, machine: TurnMachine, effects: list[Any],
+                run_id: str | None = None) -> tuple[str, Future[Any]]:
+        """Host ``machine`` as run ``run_id`` (a new id unless it continues a run)."""
         if self._closed:
             raise RuntimeError("this Agent is closed; create a new one")
-        run_id = uuid.uuid4().hex
-        future: Future[Any] = Future()
+        run_id = run_id or uuid.uuid4().hex
+        future = reply_future()
         self._orchestrator().tell(StartRun(run_id, machine, effects, future))
         return run_id, future
 
@@ -463,10 +484,14 @@ class Agent:
     async def __aenter__(self) -> Agent:
         return self
 
+    async def aclose(self) -> None:
+        """``close`` for asyncio: on a worker thread, so the event loop goes on while the tree
+        stops."""
+        await asyncio.to_thread(self.close)
+
     async def __aexit__(self, exc_type: type[BaseException] | None,
                         exc: BaseException | None, tb: TracebackType | None) -> None:
-        """``close()`` on a worker thread, so the event loop goes on while the tree stops."""
-        await asyncio.to_thread(self.close)
+        await self.aclose()
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:

@@ -1,10 +1,13 @@
-"""The command line: resolve completion keys and look at waits, from any process.
+"""The command line: list a store's runs, resolve completion keys and look at waits.
 
+``python -m toolvisor.cli runs --store runs.sqlite`` lists the runs, newest first: id, status,
+age, the host driving it (``gone`` when its process died: resume it), the calls waiting on
+completion keys (``--json``: one object a line, with the keys).
 ``python -m toolvisor.cli resolve --store runs.sqlite KEY --ok '{"status": "paid"}'`` delivers
 the result of a ``Pending`` call; the run that waits on it continues in whichever process hosts
 it. ``python -m toolvisor.cli waits --store runs.sqlite`` lists the open waits.
 ``python -m toolvisor.cli mcp serve module:tools`` serves tools over MCP (stdio; ``--http``
-for streamable HTTP), each call supervised.
+for streamable HTTP), each call supervised. A command that reads a store never creates one.
 """
 
 from __future__ import annotations
@@ -12,18 +15,19 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import os
 import sys
-from collections.abc import Sequence
-from pathlib import Path
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from toolvisor.contract import Tool
-from toolvisor.durable import SqliteSessionStore
+from toolvisor.durable import Lease, RunRecord, SqliteSessionStore, Wait, holder_gone
 from toolvisor.mcp import serve
 
 EXIT_ACCEPTED = 0
 EXIT_NOT_ACCEPTED = 1  # already resolved, or unknown / revoked / tampered
 EXIT_USAGE = 2
+EXIT_PIPE_CLOSED = 141  # what a shell reports for a writer ended by SIGPIPE (128 + 13)
 
 
 def _json_argument(text: str) -> Any:
@@ -46,6 +50,14 @@ def _parser() -> argparse.ArgumentParser:
                        help="the call's result, as JSON")
     value.add_argument("--error", type=_json_argument, default=argparse.SUPPRESS,
                        help="the call's error, as JSON")
+    runs = commands.add_parser(
+        "runs", help="list the runs, newest first: id, status, age, host, waiting calls")
+    runs.add_argument("--store", required=True, help="the session store's SQLite file")
+    runs.add_argument("--status", default=None,
+                      help="only runs with this status (running, suspended, completed, halted, "
+                           "failed, cancelled)")
+    runs.add_argument("--json", action="store_true",
+                      help="one JSON object a line, with timestamps and the waiting keys")
     waits = commands.add_parser("waits", help="list the open waits (one JSON object a line)")
     waits.add_argument("--store", required=True, help="the session store's SQLite file")
     waits.add_argument("--run", default=None, help="only the waits of this run id")
@@ -83,10 +95,90 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _open_store(path: str) -> SqliteSessionStore:
-    if not Path(path).is_file():
-        raise SystemExit(f"error: no session store at {path!r}; pass the file the agent uses "
-                         "(Agent(..., store=PATH))")
-    return SqliteSessionStore(path)
+    """The store at ``path``; a clear error (exit 2) if there is none: never a new one."""
+    try:
+        return SqliteSessionStore(path, create=False)
+    except FileNotFoundError as exc:
+        print(f"error: {exc}; pass the file the agent uses (Agent(..., store=PATH))",
+              file=sys.stderr)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+    raise SystemExit(EXIT_USAGE)
+
+
+def _print_lines(lines: Iterable[str]) -> int:
+    """Print each line; a reader that stops early (``| head``) ends the output quietly."""
+    try:
+        for line in lines:
+            print(line)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # Nothing more can be written: point stdout at nothing, so the interpreter's last
+        # flush at exit does not fail again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_PIPE_CLOSED
+    return EXIT_ACCEPTED
+
+
+def _age(seconds: float) -> str:
+    """``42s``, ``3m05s``, ``5h02m``, ``3d04h``."""
+    s = max(0, int(seconds))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    if s < 86400:
+        return f"{s // 3600}h{s % 3600 // 60:02d}m"
+    return f"{s // 86400}d{s % 86400 // 3600:02d}h"
+
+
+def _host(lease: Lease | None, now: float) -> dict[str, Any] | None:
+    """Who drives the run: ``None`` if nobody holds its lease. ``state`` is ``gone`` (its
+    process died: any agent may resume the run at once), ``expired`` (any agent may take it
+    over) or ``live``."""
+    if lease is None:
+        return None
+    state = "gone" if holder_gone(lease.holder) else "expired" if lease.expires_at <= now \
+        else "live"
+    return {"holder": lease.holder, "expires_at": lease.expires_at, "state": state}
+
+
+def _run_data(run: RunRecord, now: float, host: dict[str, Any] | None,
+              waits: list[Wait]) -> dict[str, Any]:
+    return {"run_id": run.run_id, "status": run.status, "age": round(now - run.created_at, 3),
+            "created_at": run.created_at, "updated_at": run.updated_at, "host": host,
+            "waiting": [{"call_id": w.call_id, "purpose": w.purpose, "key": w.key,
+                         "deadline_at": w.deadline_at} for w in waits]}
+
+
+def _run_lines(store: SqliteSessionStore, status: str | None, as_json: bool) -> list[str]:
+    """One line per run, newest first (a header first, unless ``as_json``)."""
+    now = store.now()
+    waits: dict[str, list[Wait]] = {}
+    for wait in store.open_waits():
+        waits.setdefault(wait.run_id, []).append(wait)
+    leases = {lease.run_id: lease for lease in store.leases()}
+    runs = sorted(store.runs(status=status), key=lambda r: (r.created_at, r.run_id),
+                  reverse=True)
+    data = [_run_data(run, now, _host(leases.get(run.run_id), now), waits.get(run.run_id, []))
+            for run in runs]
+    if as_json:
+        return [json.dumps(item) for item in data]
+    if not data:
+        return ["no runs" if status is None else f"no runs with status {status!r}"]
+    rows = [("RUN", "STATUS", "AGE", "HOST", "WAITING")] + [(
+        item["run_id"], item["status"], _age(item["age"]),
+        "-" if item["host"] is None else _holder_text(item["host"]),
+        ", ".join(w["call_id"] for w in item["waiting"]) or "-") for item in data]
+    widths = [max(len(row[i]) for row in rows) for i in range(4)]  # the last is not padded
+    return ["  ".join([*(row[i].ljust(widths[i]) for i in range(4)), row[4]]) for row in rows]
+
+
+def _holder_text(host: dict[str, Any]) -> str:
+    """``machine:pid``, and ``(gone)`` or ``(expired)`` unless it holds the lease alive."""
+    machine, _, rest = str(host["holder"]).partition(":")
+    shown = f"{machine}:{rest.partition(':')[0]}"
+    return shown if host["state"] == "live" else f"{shown} ({host['state']})"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -100,11 +192,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             outcome = store.resolve(args.key, **given)
             print(outcome)
             return EXIT_ACCEPTED if outcome == "accepted" else EXIT_NOT_ACCEPTED
-        for wait in store.open_waits(args.run):
-            print(json.dumps({"key": wait.key, "run_id": wait.run_id, "call_id": wait.call_id,
-                              "deadline_at": wait.deadline_at, "on_timeout": wait.on_timeout,
-                              "on_cancel": wait.on_cancel}))
-        return EXIT_ACCEPTED
+        if args.command == "runs":
+            return _print_lines(_run_lines(store, args.status, args.json))
+        return _print_lines(json.dumps({
+            "key": wait.key, "run_id": wait.run_id, "call_id": wait.call_id,
+            "deadline_at": wait.deadline_at, "on_timeout": wait.on_timeout,
+            "on_cancel": wait.on_cancel}) for wait in store.open_waits(args.run))
 
 
 if __name__ == "__main__":

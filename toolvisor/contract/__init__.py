@@ -16,11 +16,13 @@ from toolvisor.contract._errors import (
     TOOL_ERROR_REASONS,
     InvalidArguments,
     InvalidHandlerError,
+    OpenSchemaWarning,
     ToolError,
     ToolErrorReason,
     ToolvisorError,
     Violation,
 )
+from toolvisor.contract._function_tool import function_tool
 from toolvisor.contract._messages import (
     AssistantMessage,
     AsyncModel,
@@ -105,6 +107,7 @@ __all__ = [
     "Ok",
     "OnCancel",
     "OnTimeout",
+    "OpenSchemaWarning",
     "OutputWindow",
     "Pending",
     "RayActor",
@@ -123,6 +126,7 @@ __all__ = [
     "Usage",
     "UserMessage",
     "Violation",
+    "function_tool",
     "handler_arity",
     "report_model_progress",
     "reporting_model_progress",

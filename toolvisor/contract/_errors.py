@@ -193,5 +193,11 @@ class InvalidArguments(ToolvisorError):
 
 
 class InvalidHandlerError(ToolvisorError, TypeError):
-    """A handler that breaks the arity rule (``contract/_arity.py``): refused when the Tool is
-    built."""
+    """A handler that breaks the arity rule (``contract/_arity.py``), or that could never return
+    a handler result (annotated ``-> dict``, say): refused when the Tool is built."""
+
+
+class OpenSchemaWarning(ToolvisorError, UserWarning):
+    """Warned when ``@tool`` builds a tool whose handler takes its arguments as a bare ``dict``
+    (or ``Any``, or unannotated) with no ``input_schema``: the model is told only
+    ``{"type": "object"}``, no field names and no types. Filter it by this class."""

@@ -12,7 +12,8 @@ from toolvisor.contract._tool import RAY_OPTIONS, Tool, ToolMethod
 
 @dataclass(frozen=True, eq=False)
 class RayActor:
-    """``cls(*args, **kwargs)`` built in one Ray actor; its ``@tool`` methods are its tools.
+    """``cls(*args, **kwargs)`` built in one Ray actor; its ``@tool`` and ``@function_tool``
+    methods are its tools.
 
     Every call of :meth:`tools` runs in that actor, one at a time, so the instance's state is
     kept between calls. When the actor dies (a call exits, its node goes), that call is
@@ -34,7 +35,8 @@ class RayActor:
         if not isinstance(self.cls, type):
             raise TypeError(f"RayActor needs a class, got {self.cls!r}")
         if not self.methods():
-            raise ValueError(f"RayActor: {self.cls.__qualname__} has no @tool method")
+            raise ValueError(f"RayActor: {self.cls.__qualname__} has no @tool or "
+                             "@function_tool method")
         if self.max_restarts < 0 or self.max_seconds <= 0:
             raise ValueError("RayActor: max_restarts must be >= 0 and max_seconds > 0")
         unknown = sorted(set(self.ray_options or {}) - (RAY_OPTIONS - {"max_retries"}))

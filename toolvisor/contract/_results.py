@@ -33,10 +33,19 @@ class Err:
 
 @dataclass(frozen=True, slots=True)
 class AskUser:
-    """Suspend the run and ask the user; the answer becomes this call's result."""
+    """Suspend the run and ask the user; the answer becomes this call's result.
+
+    With ``options`` the answer must be one of them (a free answer otherwise). With
+    ``expires_in`` (seconds from when the run suspends on the question) the question expires:
+    after its deadline it is answered by ``default``, one of the options, or, with no
+    ``default``, denied (``Err(ToolError("timeout", code="question_expired"))``, which goes
+    through ``on_tool_error`` like any failure); a late answer is never applied.
+    """
 
     question: str
     options: tuple[str, ...] | None = None
+    expires_in: float | None = None
+    default: str | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.question, str):
@@ -45,6 +54,24 @@ class AskUser:
             if isinstance(self.options, str) or not all(isinstance(o, str) for o in self.options):
                 raise TypeError("AskUser.options must be a sequence of str or None")
             object.__setattr__(self, "options", tuple(self.options))
+            if not self.options:
+                raise ValueError("AskUser.options is empty: no answer could be given; pass None "
+                                 "for a free answer")
+        if self.expires_in is not None and (
+                isinstance(self.expires_in, bool) or not isinstance(self.expires_in, int | float)
+                or not 0 < self.expires_in < float("inf")):
+            raise ValueError(f"AskUser.expires_in must be a positive, finite number of seconds "
+                             f"or None, got {self.expires_in!r}")
+        if self.default is not None:
+            if self.expires_in is None:
+                raise ValueError("AskUser.default is the answer given when the question expires; "
+                                 "give expires_in too")
+            if not isinstance(self.default, str):
+                raise TypeError(f"AskUser.default must be a str or None (deny), got "
+                                f"{type(self.default).__name__}")
+            if self.options is not None and self.default not in self.options:
+                raise ValueError(f"AskUser.default {self.default!r} is not one of the options "
+                                 f"{list(self.options)}")
 
 
 @dataclass(frozen=True, slots=True)

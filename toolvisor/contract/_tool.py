@@ -17,6 +17,13 @@ from pydantic import TypeAdapter
 
 from toolvisor.contract._arity import handler_arity
 from toolvisor.contract._errors import InvalidHandlerError
+from toolvisor.contract._handler_checks import (
+    arity_hint,
+    check_arguments_object,
+    check_context_parameter,
+    check_return,
+    warn_open_schema,
+)
 from toolvisor.contract._messages import ToolCall, ToolSpec
 from toolvisor.contract._schema import check_input_schema
 
@@ -213,25 +220,24 @@ def _annotated(handler: Handler) -> Any:
     return type(target).__call__
 
 
-def _arguments_type(handler: Handler, tool_name: str) -> Any:
-    """The annotation of the handler's first parameter, or ``None`` for a plain dict."""
-    params = list(inspect.signature(handler).parameters.values())
-    if not params:
-        return None
+def _type_hints(handler: Handler, tool_name: str, *, needed: bool) -> dict[str, Any]:
+    """The handler's resolved annotations; ``{}`` when they cannot be resolved and are not
+    ``needed`` (an ``input_schema`` was given), else a ``TypeError`` saying why."""
     try:
-        hints = typing.get_type_hints(_annotated(handler))
+        return typing.get_type_hints(_annotated(handler))
     except Exception as exc:
+        if not needed:
+            return {}
         raise TypeError(f"tool {tool_name!r}: cannot resolve the handler's type hints: {exc}") \
             from exc
-    annotation = hints.get(params[0].name, inspect.Parameter.empty)
-    if annotation in _UNTYPED or typing.get_origin(annotation) in (dict, Mapping):
-        return None
-    return annotation
+
+
+def _is_open(annotation: Any) -> bool:
+    """Whether an arguments annotation describes no field: a bare dict or Mapping, ``Any``, none."""
+    return annotation in _UNTYPED or typing.get_origin(annotation) in (dict, Mapping)
 
 
 def _schema_for(arguments_type: Any, tool_name: str) -> dict[str, Any]:
-    if arguments_type is None:
-        return dict(_OPEN_OBJECT)
     try:
         schema = TypeAdapter(arguments_type).json_schema()
     except Exception as exc:
@@ -298,11 +304,11 @@ class ToolMethod:
                 f"instance.{self._attribute} is its Tool")
 
 
-_UNBOUND = object()
+UNBOUND = object()
 """What a method is bound to while ``@tool`` checks it, before any instance exists."""
 
 
-def _in_class_body(fn: Handler) -> bool:
+def in_class_body(fn: Handler) -> bool:
     """Whether ``fn`` is a function defined directly in a class body (a method)."""
     if not inspect.isfunction(fn):
         return False
@@ -351,9 +357,14 @@ def tool(
 
     The input schema comes from the first parameter's annotation (a pydantic model, a
     TypedDict, a dataclass: anything pydantic can describe) unless ``input_schema`` is given;
-    the handler then receives the validated, converted value. The description defaults to
-    the docstring. A bound method, a ``functools.partial`` or a callable object is read as it
-    will be called (``name=`` is needed where it has no ``__name__``).
+    the handler then receives the validated, converted value. A first parameter typed as a
+    bare ``dict`` or ``Any`` (or not at all), with no ``input_schema``, tells the model no field:
+    that warns (:class:`OpenSchemaWarning`). A handler annotated to return anything but the
+    handler results (``-> dict``) is refused (:class:`InvalidHandlerError`), as is one whose
+    parameters look like the model's arguments (``city: str``): :func:`function_tool` is the
+    decorator for a plain function. The description defaults to the docstring. A bound method,
+    a ``functools.partial`` or a callable object is read as it will be called (``name=`` is
+    needed where it has no ``__name__``).
 
     On a function defined in a class body, ``@tool`` makes a method tool: the class attribute
     is a :class:`ToolMethod` and ``instance.method`` that instance's ``Tool`` (typed as the
@@ -366,7 +377,7 @@ def tool(
         tool_name = name or getattr(fn, "__name__", None)
         if not tool_name:
             raise TypeError(f"@tool: the handler {fn!r} has no __name__; pass name=")
-        if _in_class_body(fn):
+        if in_class_body(fn):
             return cast(Tool, _method_tool(fn, tool_name))
         return _build(fn, tool_name)
 
@@ -380,15 +391,16 @@ def tool(
                 "instance.method(arguments, ctx); it takes no self. Define the handler "
                 "outside the class, or give it self"
             )
-        return ToolMethod(fn, _build(types.MethodType(fn, _UNBOUND), tool_name))
+        return ToolMethod(fn, _build(types.MethodType(fn, UNBOUND), tool_name))
 
     def _build(fn: Handler, tool_name: str) -> Tool:
-        handler_arity(fn, tool_name)
-        arguments_type = _arguments_type(fn, tool_name) if input_schema is None else None
-        schema = input_schema if input_schema is not None else _schema_for(arguments_type,
-                                                                            tool_name)
+        try:
+            arity = handler_arity(fn, tool_name)
+        except InvalidHandlerError as exc:
+            raise InvalidHandlerError(f"{exc}{arity_hint()}") from None
+        arguments_type, schema, untyped = _arguments(fn, arity, tool_name)
         documented = inspect.getdoc(_unpartial(fn)) or ""
-        return Tool(
+        built = Tool(
             name=tool_name,
             description=description if description is not None else documented,
             input_schema=schema,
@@ -403,6 +415,30 @@ def tool(
             on_cancel=on_cancel,
             ray_options=ray_options,
         )
+        if untyped is not None and not internal:  # only a tool that builds is worth a warning
+            warn_open_schema(untyped, tool_name)
+        return built
+
+    def _arguments(fn: Handler, arity: int,
+                   tool_name: str) -> tuple[Any, Mapping[str, Any], Any | None]:
+        """The arguments type and the input schema, after the checks the annotations allow;
+        and the annotation that describes no field (a bare ``dict``, ...) if that is what
+        gave the schema, else ``None``."""
+        params = list(inspect.signature(fn).parameters.values())
+        hints = _type_hints(fn, tool_name, needed=input_schema is None)
+        empty = inspect.Parameter.empty
+        check_return(hints.get("return", empty), tool_name)
+        first = hints.get(params[0].name, empty)
+        if arity == 2:
+            check_context_parameter(params[1].name, hints.get(params[1].name, empty),
+                                    params[0].name, tool_name)
+        if input_schema is not None:
+            return None, input_schema, None
+        if _is_open(first):
+            return None, dict(_OPEN_OBJECT), first
+        schema = _schema_for(first, tool_name)
+        check_arguments_object(params[0].name, first, schema, tool_name)
+        return first, schema, None
 
     if handler is not None:
         return build(handler)

@@ -2,6 +2,7 @@
 
 from toolvisor.durable._effects import DurableEffects
 from toolvisor.durable._errors import DURABLE_ERROR_CODES, DurableError, DurableErrorCode
+from toolvisor.durable._holders import holder_gone, new_holder
 from toolvisor.durable._issuer import CompletionKeyIssuer
 from toolvisor.durable._records import (
     JournalRecord,
@@ -15,7 +16,12 @@ from toolvisor.durable._records import (
     SavedCheckpoint,
     Wait,
 )
-from toolvisor.durable._signing import KeyRing, SignatureError, Signer
+from toolvisor.durable._signing import (
+    KeyRing,
+    SignatureError,
+    Signer,
+    require_signed,
+)
 from toolvisor.durable._sqlite import POLL_INTERVAL, SqliteSessionStore
 from toolvisor.durable._store import UNSET, SessionStore, UnknownRunError
 
@@ -43,4 +49,7 @@ __all__ = [
     "SqliteSessionStore",
     "UnknownRunError",
     "Wait",
+    "holder_gone",
+    "new_holder",
+    "require_signed",
 ]

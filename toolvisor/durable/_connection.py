@@ -20,6 +20,16 @@ from toolvisor.durable._schema import SCHEMA, SCHEMA_VERSION
 _SECRET_NAME = "hmac_secret"
 
 
+def _require_file(path: Path) -> None:
+    """Refuse a store path with no file (naming the folder), so opening creates nothing."""
+    if not path.parent.is_dir():
+        raise FileNotFoundError(f"no session store at {str(path)!r}: the folder "
+                                f"{str(path.parent)!r} does not exist")
+    if not path.exists():
+        raise FileNotFoundError(f"no session store at {str(path)!r}: the folder "
+                                f"{str(path.parent)!r} has no file {path.name!r}")
+
+
 class SqliteConnection:
     """The store's connection, opened in ``__init__`` and closed by :meth:`close`.
 
@@ -29,18 +39,34 @@ class SqliteConnection:
     The file (created mode 0600) holds the HMAC secret that signs completion keys.
     """
 
-    def __init__(self, path: str | os.PathLike[str], busy_timeout: float) -> None:
+    def __init__(self, path: str | os.PathLike[str], busy_timeout: float,
+                 create: bool = True) -> None:
         resolved = Path(path).resolve()
         if resolved.is_dir():
             raise ValueError(f"session store path {str(resolved)!r} is a directory; give a file")
+        if not create:
+            _require_file(resolved)
+        elif not resolved.parent.is_dir():
+            raise FileNotFoundError(
+                f"cannot create a session store at {str(resolved)!r}: its folder "
+                f"{str(resolved.parent)!r} does not exist (create the folder first; toolvisor "
+                f"creates the store's file, never its folders)")
         self.path = str(resolved)
         self._lock = threading.Lock()  # owns _connection: held for every use of it
-        self._create_private(resolved)
+        if create:
+            self._create_private(resolved)
         self._connection: sqlite3.Connection | None = sqlite3.connect(
             self.path, timeout=busy_timeout, isolation_level=None, check_same_thread=False
         )
         try:
-            self._secret = self._open(busy_timeout)
+            self._secret = self._open(busy_timeout, create)
+        except sqlite3.OperationalError:
+            self.close()
+            raise
+        except sqlite3.DatabaseError as exc:  # not an SQLite file at all
+            self.close()
+            raise ValueError(f"{self.path!r} is not a session store ({exc}): give the path "
+                             "of a store's SQLite file, or of a new file") from None
         except BaseException:
             self.close()
             raise
@@ -54,10 +80,14 @@ class SqliteConnection:
             return
         os.close(fd)
 
-    def _open(self, busy_timeout: float) -> bytes:
-        """Set the pragmas, create the schema in a new file, and return the file's secret."""
+    def _open(self, busy_timeout: float, create: bool) -> bytes:
+        """Set the pragmas, create the schema in a new file (unless ``create`` is false: then
+        a file without one is refused, unchanged), and return the file's secret."""
         connection = self._conn()
         connection.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
+        if not create and connection.execute("PRAGMA user_version").fetchone()[0] == 0:
+            raise ValueError(f"{self.path!r} holds no session store (an empty or another "
+                             "program's SQLite file); it was left unchanged")
         mode = connection.execute("PRAGMA journal_mode = WAL").fetchone()[0]
         if mode != "wal":
             raise RuntimeError(

@@ -62,10 +62,11 @@ class KeyTables(RunTables):
         busy_timeout: float,
         clock: Callable[[], float],
         poll_interval: float,
+        create: bool,
     ) -> None:
         if poll_interval <= 0:
             raise ValueError(f"poll_interval must be positive, got {poll_interval!r}")
-        super().__init__(path, busy_timeout, clock)
+        super().__init__(path, busy_timeout, clock, create)
         self._poll_interval = poll_interval
         self._notifier = notifier_for(self.path)
         self._log = get_event_log("session_store", path=self.path)

@@ -32,7 +32,14 @@ from toolvisor.durable._rows import (
     process_event_from_row,
     run_from_row,
 )
-from toolvisor.durable._signing import SignatureError, sign_text, verify_text
+from toolvisor.durable._signing import (
+    SignatureError,
+    sign_keyed,
+    sign_text,
+    signing_key_id,
+    verify_keyed,
+    verify_text,
+)
 from toolvisor.durable._store import UnknownRunError
 
 
@@ -52,9 +59,10 @@ class RunTables(SqliteConnection):
     """Runs, checkpoints, the journal and process events, stamped by the store clock."""
 
     def __init__(
-        self, path: str | os.PathLike[str], busy_timeout: float, clock: Callable[[], float]
+        self, path: str | os.PathLike[str], busy_timeout: float, clock: Callable[[], float],
+        create: bool,
     ) -> None:
-        super().__init__(path, busy_timeout)
+        super().__init__(path, busy_timeout, create)
         self._clock = clock
 
     def now(self) -> float:
@@ -161,6 +169,14 @@ class RunTables(SqliteConnection):
         with self._write() as conn:
             conn.execute("DELETE FROM leases WHERE run_id = ? AND holder = ?", (run_id, holder))
 
+    def leases(self) -> list[Lease]:
+        """Every lease in the store, by run id, expired ones too: a host that died keeps its
+        leases until they expire or another host takes them over."""
+        with self._read() as conn:
+            rows = conn.execute(
+                "SELECT run_id, holder, expires_at FROM leases ORDER BY run_id").fetchall()
+        return [Lease(*row) for row in rows]
+
     # -- checkpoints -----------------------------------------------------------------------
 
     def save_checkpoint(
@@ -240,11 +256,15 @@ class RunTables(SqliteConnection):
 
     def sign(self, text: str) -> str:
         """``text``'s signature under this store's secret (a store is a ``Signer``)."""
-        return sign_text(self._secret, text)
+        return sign_keyed(self._secret, text)
 
     def verify(self, text: str, signature: str) -> bool:
         """Whether this store signed ``text`` with ``signature``."""
-        return verify_text((self._secret,), text, signature)
+        return verify_keyed((self._secret,), text, signature)
+
+    def holds_key(self, key_id: str) -> bool:
+        """Whether ``key_id`` names this store's secret (every store has its own)."""
+        return key_id == signing_key_id(self._secret)
 
     # -- journal -----------------------------------------------------------------------------
 

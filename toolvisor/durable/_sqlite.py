@@ -26,8 +26,10 @@ class SqliteSessionStore(KeyTables):
     0600): whoever can read the file can forge keys, so keep it private. ``clock`` stamps
     every record and computes deadlines; it defaults to wall-clock time because deadlines must
     mean the same thing in every process and after a restart. ``busy_timeout`` bounds how long
-    a write waits for another process's write lock. Use it as a context manager, or call
-    :meth:`close`.
+    a write waits for another process's write lock. ``create=False`` opens only a store that
+    exists: a missing file is a ``FileNotFoundError`` naming its folder, a file that holds no
+    store a ``ValueError``, and nothing is written (what a tool looking at a store wants). Use
+    it as a context manager, or call :meth:`close`.
 
     A store object owns one connection and may be used from any thread (calls serialize
     within the object); other processes or store objects on the same file open their own.
@@ -37,11 +39,12 @@ class SqliteSessionStore(KeyTables):
         self,
         path: str | os.PathLike[str],
         *,
+        create: bool = True,
         clock: Callable[[], float] = time.time,
         busy_timeout: float = 5.0,
         poll_interval: float = POLL_INTERVAL,
     ) -> None:
-        super().__init__(path, busy_timeout, clock, poll_interval)
+        super().__init__(path, busy_timeout, clock, poll_interval, create)
 
     def __enter__(self) -> SqliteSessionStore:
         return self

@@ -51,7 +51,9 @@ class SessionStore(Protocol):
 
     def set_run_status(self, run_id: str, status: str) -> RunRecord: ...
 
-    def runs(self, *, status: str | None = None) -> list[RunRecord]: ...
+    def runs(self, *, status: str | None = None) -> list[RunRecord]:
+        """Every run (with that status, if given), oldest first."""
+        ...
 
     def acquire_lease(self, run_id: str, holder: str, ttl: float, *,
                       replacing: str | None = None) -> Lease | None:
@@ -61,6 +63,10 @@ class SessionStore(Protocol):
     def renew_leases(self, holder: str, run_ids: list[str], ttl: float) -> list[str]: ...
 
     def release_lease(self, run_id: str, holder: str) -> None: ...
+
+    def leases(self) -> list[Lease]:
+        """Every lease standing, expired ones too (a dead host's stay until taken over)."""
+        ...
 
     def save_checkpoint(
         self, run_id: str, effect_id: int, data: str, *, status: str | None = None
@@ -81,6 +87,10 @@ class SessionStore(Protocol):
         ...
 
     def verify(self, text: str, signature: str) -> bool: ...
+
+    def holds_key(self, key_id: str) -> bool:
+        """Whether ``key_id`` names the store's secret (an HMAC of a constant under it)."""
+        ...
 
     def issue_key(
         self, run_id: str, call_id: str, *, purpose: KeyPurpose = "call", name: str = ""

@@ -12,6 +12,7 @@ from toolvisor.executor._calls import CallHandle
 from toolvisor.executor._deadlines import Deadline, DeadlineTimer
 from toolvisor.executor._encoding import encode, encode_checked
 from toolvisor.executor._execute import aexecute, execute
+from toolvisor.executor._main_guard import check_main_guard
 from toolvisor.executor._process_isolation import prepare_process_isolation
 from toolvisor.executor._runner import ToolRunner
 from toolvisor.executor._stats import RunnerStats
@@ -32,6 +33,7 @@ __all__ = [
     "ToolRunner",
     "Truncation",
     "aexecute",
+    "check_main_guard",
     "encode",
     "encode_checked",
     "execute",

@@ -10,7 +10,9 @@ handler's capabilities are served there, on the call's real context.
 
 from __future__ import annotations
 
+import atexit
 import collections
+import dataclasses
 import itertools
 import multiprocessing
 import os
@@ -30,6 +32,7 @@ from toolvisor._logging import get_event_log
 from toolvisor.contract import CallContext, HandlerResult, Tool
 from toolvisor.executor._calls import RunningCall
 from toolvisor.executor._context_server import join_links, serve_link
+from toolvisor.executor._main_guard import check_main_guard
 from toolvisor.executor._stats import Counters
 from toolvisor.executor._worker import READY, HandlerAddress, resolve, serve
 
@@ -59,6 +62,27 @@ def prepare_process_isolation(mp_context: MpContext = "forkserver") -> None:
         resource_tracker.ensure_running()
     else:
         raise ValueError(f"mp_context must be 'forkserver' or 'spawn', got {mp_context!r}")
+
+
+_running_lock = threading.Lock()
+_running: set[ProcessIsolation] = set()  # pools whose manager thread runs, until closed
+
+
+def _close_at_exit() -> None:
+    """Close every pool its owner left running, at interpreter exit.
+
+    Registered after ``multiprocessing.util`` (imported above), so it runs before that
+    module's own exit handler, which terminates the workers and then joins every child: a
+    manager thread still running would replace the terminated workers, and the join would
+    wait for the replacements for ever.
+    """
+    with _running_lock:
+        pools = list(_running)
+    for pool in pools:
+        pool.close()
+
+
+atexit.register(_close_at_exit)
 
 
 class _Worker:
@@ -115,8 +139,9 @@ class ProcessIsolation:
         self._arm = arm
         self._settle = settle
         self._counters = counters
-        self._start_lock = threading.Lock()
+        self._start_lock = threading.Lock()  # guards _thread, _closed and the wake-up pipe
         self._thread: threading.Thread | None = None
+        self._closed = False
         self._inbox: queue.SimpleQueue[tuple[str, Any]] = queue.SimpleQueue()
         self._wake_r = self._wake_w = -1
         self._names = itertools.count()
@@ -136,16 +161,34 @@ class ProcessIsolation:
 
     def _post(self, message: tuple[str, Any]) -> None:
         with self._start_lock:
-            if self._thread is None:
-                if message[0] != "submit":  # nothing to stop or close yet
-                    return
-                prepare_process_isolation(self._mp_context)
-                self._wake_r, self._wake_w = os.pipe()
-                self._thread = threading.Thread(target=self._manage, name="toolvisor-process-pool",
-                                                daemon=True)
-                self._thread.start()
-        self._inbox.put(message)
-        os.write(self._wake_w, b"\0")
+            if not self._closed:
+                if self._thread is None:
+                    if message[0] != "submit":  # nothing to stop yet
+                        return
+                    self._start()
+                self._inbox.put(message)
+                os.write(self._wake_w, b"\0")
+                return
+        if message[0] == "submit":  # closed at interpreter exit while its owner still runs
+            call = message[1][0]
+            self._settle(call, call.cancelled_error())
+
+    def _start(self) -> None:
+        """Start the manager thread (under ``_start_lock``); it is closed at interpreter exit
+        if its owner does not close it first."""
+        prepare_process_isolation(self._mp_context)
+        self._wake_r, self._wake_w = os.pipe()
+        self._thread = threading.Thread(target=self._manage, name="toolvisor-process-pool",
+                                        daemon=True)
+        with _running_lock:
+            _running.add(self)
+        self._thread.start()
+
+    def refuse_unguarded_main(self, tool_name: str) -> None:
+        """Before the workers first start: ``RuntimeError`` (in the caller's thread) if they
+        would run this program again (see ``_main_guard.py``)."""
+        if self._thread is None:
+            check_main_guard(lambda: (tool_name,))
 
     def submit(self, call: RunningCall, request: bytes, tag: int) -> None:
         """Queue ``call`` (its pickled ``WorkRequest``, ``tag`` its link tag) for the next
@@ -157,13 +200,23 @@ class ProcessIsolation:
         self._post(("stop", call))
 
     def close(self) -> None:
-        """Stop every worker (idle ones politely, busy ones with SIGKILL) and the manager."""
-        self._post(("close", None))
-        thread = self._thread
-        if thread is not None:
-            thread.join()
-            os.close(self._wake_r)
-            os.close(self._wake_w)
+        """Stop every worker (idle ones politely, busy ones with SIGKILL) and the manager.
+        Idempotent; a call submitted later is cancelled."""
+        with self._start_lock:
+            if self._closed:
+                return
+            self._closed = True
+            thread = self._thread
+            if thread is not None:
+                self._inbox.put(("close", None))
+                os.write(self._wake_w, b"\0")
+        if thread is None:
+            return
+        thread.join()
+        os.close(self._wake_r)
+        os.close(self._wake_w)
+        with _running_lock:
+            _running.discard(self)
 
     # -- the manager thread ------------------------------------------------------------------
 
@@ -391,7 +444,8 @@ _addresses = weakref.WeakKeyDictionary()
 def address_of(tool: Tool) -> HandlerAddress | str:
     """Where a worker imports ``tool``'s handler, or why it cannot (checked here, once per tool).
 
-    The name must lead to the handler itself or to a ``Tool`` (made by ``@tool``) around it.
+    The name must lead to the handler itself or to a ``Tool`` (made by ``@tool`` or
+    ``@function_tool``) around it.
     """
     found = _addresses.get(tool)
     if found is not None:
@@ -407,8 +461,12 @@ def address_of(tool: Tool) -> HandlerAddress | str:
             target = resolve(address)
         except Exception as exc:
             target = exc
-        if target is handler or (isinstance(target, Tool) and target.handler is handler):
+        if target is handler:
             found = address
+        elif isinstance(target, Tool) and target.handler is handler:
+            # the worker runs the Tool found there, with its own arguments type (which may be
+            # a class made at run time, such as @function_tool's, that pickle cannot name)
+            found = dataclasses.replace(address, arguments_type=None)
         else:
             found = (f"{module}.{qualname} does not name the handler in its module "
                      f"({target!r}); isolation='process' needs a module-level function")

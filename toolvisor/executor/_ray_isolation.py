@@ -2,21 +2,24 @@
 
 Ray is imported when the first ``ray`` call starts (``toolvisor[ray]``). If the program has not
 connected (``ray.init(address=...)``), a local cluster is started then, once per process, and
-shut down when the last runner that used it closes. A call's task carries a copy of its tool
-with only what the handler needs; the task runs it through ``execute`` and sends back the
-pickled result, as a worker process does. The runner is told when the task's future completes
-(no thread waits per call); at the deadline the task is cancelled with ``force=True`` (its
-worker process is killed). The handler's context is served over a link the task opens back
-to this process (``_ray_links.py``), on the address Ray knows this node by, or on
-``$TOOLVISOR_RAY_LINK_HOST`` (for a driver the workers reach by another address). A
-``RayActor`` tool's call goes to its actor instead (``_ray_actors.py``), which a deadline
-kills.
+shut down when the last runner that used it closes; its workers get the driver's import path
+(``PYTHONPATH``), so a handler the driver imported from its own folders loads there too. A
+call's task carries a copy of its tool with only what the handler needs; the task runs it
+through ``execute`` and sends back the pickled result, as a worker process does. The runner is
+told when the task's future completes (no thread waits per call); at the deadline the task is
+cancelled with ``force=True`` (its worker process is killed). The handler's context is served
+over a link the task opens back to this process (``_ray_links.py``), on the address Ray knows
+this node by, or on ``$TOOLVISOR_RAY_LINK_HOST`` (for a driver the workers reach by another
+address). A ``RayActor`` tool's call goes to its actor instead (``_ray_actors.py``), which a
+deadline kills.
 """
 
 from __future__ import annotations
 
 import os
 import pickle
+import re
+import sys
 import threading
 import weakref
 from collections.abc import Callable
@@ -48,13 +51,29 @@ def import_ray() -> ModuleType:
     return ray
 
 
+def driver_import_path() -> str:
+    """The driver's own import path as a ``PYTHONPATH``: every ``sys.path`` folder that a fresh
+    interpreter would not have (the script's folder, the working directory, what the program
+    or pytest added), leaving out the interpreter's own library and site-packages."""
+    own = tuple(os.path.join(os.path.realpath(prefix), "")
+                for prefix in {sys.prefix, sys.base_prefix, sys.exec_prefix})
+    folders: list[str] = []
+    for entry in sys.path:
+        folder = os.path.realpath(entry or os.getcwd())
+        if os.path.isdir(folder) and not os.path.join(folder, "").startswith(own) \
+                and folder not in folders:
+            folders.append(folder)
+    return os.pathsep.join(folders)
+
+
 def _connect() -> ModuleType:
     """Join the cluster the program connected to, or start a local one (once per process)."""
     global _users, _started_here  # noqa: PLW0603 - one cluster connection per process
     ray = import_ray()
     with _cluster_lock:
         if not ray.is_initialized():
-            ray.init(log_to_driver=False)
+            ray.init(log_to_driver=False,
+                     runtime_env={"env_vars": {"PYTHONPATH": driver_import_path()}})
             _started_here = True
             _log.info("ray_cluster_started")
         _users += 1
@@ -203,6 +222,8 @@ def _outcome(call: RunningCall, ray: ModuleType, done: Future[Any]) -> HandlerRe
         data = done.result()
     except errors.RayTaskError as exc:  # the task itself raised: unwrap Ray's wrapper
         cause = exc.cause if exc.cause is not None else exc
+        if isinstance(cause, errors.RaySystemError):  # the task's arguments did not load
+            return _not_loaded(call, cause)
         return call.error("handler_raised", f"{type(cause).__name__}: {cause}", cause)
     except errors.TaskCancelledError:
         return call.cancelled_error()
@@ -218,3 +239,22 @@ def _outcome(call: RunningCall, ray: ModuleType, done: Future[Any]) -> HandlerRe
                           f"the result from the Ray task cannot be unpickled: "
                           f"{type(exc).__name__}: {exc}", f"{type(exc).__name__}: {exc}")
     return result
+
+
+_NO_MODULE = re.compile(r"No module named '([^']+)'")
+
+
+def _not_loaded(call: RunningCall, error: Exception) -> HandlerResult:
+    """The worker could not load what the task carries (the handler's module, most often):
+    the handler never ran, so it is ``handler_exit`` ``not_started``, with the fix."""
+    missing = _NO_MODULE.search(str(error))
+    what = f"cannot import module {missing.group(1)!r}" if missing else "cannot load the call"
+    lines = str(error).strip().splitlines()
+    last = lines[-1].strip("\"' ") if lines else repr(error)
+    return call.error(
+        "handler_exit",
+        f"the Ray worker {what}, so the handler never ran ({last}). "
+        f"Give the cluster's workers the handler's import path: ray.init(runtime_env="
+        f"{{'env_vars': {{'PYTHONPATH': ...}}}}) or runtime_env's 'working_dir' / 'py_modules' "
+        f"(or per tool: ray_options={{'runtime_env': ...}})",
+        type(error).__name__, code="not_started")

@@ -49,6 +49,8 @@ class ToolRunner:
       replaced; a worker that dies mid-call gives ``handler_exit``. Arguments are validated in
       this process (a bad call never costs a round trip); ``ctx.context`` and ``ctx.engine``
       stay here, the rest of the context is served to the worker (``_context_server.py``).
+      The workers would import the program's ``__main__`` again, so they never start while it
+      runs outside ``if __name__ == "__main__":`` (``RuntimeError`` from :meth:`start`).
     * ``asyncio``: ``async def`` handlers on one event loop thread; cancelled at the deadline.
     * ``ray``: each call a Ray task (with the tool's ``ray_options``, never retried by Ray
       unless they say so) on the cluster the program connected to, or on a local one started
@@ -101,7 +103,12 @@ class ToolRunner:
         self, tool: Tool, arguments: Any, ctx: CallContext | None, on_done: OnDone
     ) -> CallHandle:
         """Start one call without waiting; ``on_done(result)`` is called exactly once, on a
-        runner thread (keep it quick: it delays whatever that thread does next)."""
+        runner thread (keep it quick: it delays whatever that thread does next).
+
+        A ``process`` call that would start the worker processes while the program's
+        ``__main__`` runs outside ``if __name__ == "__main__":`` raises ``RuntimeError`` here
+        (a worker would run the program again)."""
+        self._refuse_unguarded_main(tool)
         call = self._admit(tool, arguments, ctx, on_done)
         self._launch(call)
         return CallHandle(call, self._cancel)
@@ -124,6 +131,7 @@ class ToolRunner:
         """
         if not callable(give_up):
             raise TypeError(f"give_up must be callable, got {give_up!r}")
+        self._refuse_unguarded_main(tool)
         call = self._admit(tool, arguments, ctx, on_done)
         if self.runs_here(tool):
             call.stop = self._threads.stop
@@ -131,6 +139,10 @@ class ToolRunner:
         else:
             self._launch(call)
         return CallHandle(call, self._cancel)
+
+    def _refuse_unguarded_main(self, tool: Tool) -> None:
+        if isinstance(tool, Tool) and tool.isolation == "process" and tool.handler is not None:
+            self._processes.refuse_unguarded_main(tool.name)
 
     @staticmethod
     def runs_here(tool: Tool) -> bool:

@@ -1,10 +1,12 @@
 """The run host: ``OrchestratorActor`` hosts each run's ``TurnMachine`` and performs its effects.
 
 The ``Agent`` tells it the commands here; a run's future fails with ``OrchestratorStopped`` if
-the orchestrator stops before the run ends.
+the orchestrator stops before the run ends, and a resume with ``AlreadyResumedError`` if its
+``Suspended`` was spent (``ResumedSuspensions`` keeps that for runs without a store).
 """
 
 from toolvisor.host._commands import (
+    AlreadyResumedError,
     AnswerRun,
     AttachRun,
     CancelRun,
@@ -12,17 +14,20 @@ from toolvisor.host._commands import (
     OrchestratorStopped,
     ProgressCallback,
     StartRun,
+    reply_future,
 )
 from toolvisor.host._durable_waits import PENDING_TIMEOUT_CODE, durable_call_id
 from toolvisor.host._gates import ResilienceConfig, ToolGates
 from toolvisor.host._leases import RunLeasedError
 from toolvisor.host._model_calls import ModelAnswer, ModelCalls
 from toolvisor.host._orchestrator import OrchestratorActor
+from toolvisor.host._resumed import ResumedSuspensions
 from toolvisor.host._tracing import SEMCONV_VERSION, Tracing, tracing_for
 
 __all__ = [
     "PENDING_TIMEOUT_CODE",
     "SEMCONV_VERSION",
+    "AlreadyResumedError",
     "AnswerRun",
     "AttachRun",
     "CancelRun",
@@ -33,10 +38,12 @@ __all__ = [
     "OrchestratorStopped",
     "ProgressCallback",
     "ResilienceConfig",
+    "ResumedSuspensions",
     "RunLeasedError",
     "StartRun",
     "ToolGates",
     "Tracing",
     "durable_call_id",
+    "reply_future",
     "tracing_for",
 ]

@@ -8,8 +8,9 @@ interrupted and it may not run twice (at most once); a call of a guarded tool pa
 first. A retry waits out its own backoff first (on the orchestrator's deadline timer, whose
 callback only tells the orchestrator), so it never waits for a sibling. A call an effect lists
 again (a superseding ``ToolCalls`` effect keeps the calls still running) is not started twice.
-Runs on the orchestrator's thread, which owns the ``HostedRun`` it writes to (``run.handed``,
-``run.backing_off``, ``run.calls``, ``run.waiting``).
+It also takes the finished calls back, undoing what it kept for them. Runs on the
+orchestrator's thread, which owns the ``HostedRun`` it writes to (``run.handed``,
+``run.backing_off``, ``run.calls``, ``run.tokens``, ``run.waiting``).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from toolvisor.host._finished_calls import CallTarget, FinishedCalls, output_win
 from toolvisor.host._gates import GatedCall, GatedCalls, answer
 from toolvisor.host._observing import RunObserver
 from toolvisor.host._run import BackingOff, HostedRun
-from toolvisor.machine import CallToRun, StateView, ToolCalls
+from toolvisor.machine import CallOutcome, CallToRun, StateView, ToolCalls
 from toolvisor.registry import ToolRegistry
 
 
@@ -112,6 +113,27 @@ class CallStarter:
         if waiting is not None and waiting.planned.attempt == attempt:
             del run.backing_off[call_id]
             self._start(run, waiting.planned, waiting.reemitted)
+
+    def take_finished(self, crash: Callable[[str, Exception], None]
+                      ) -> dict[str, tuple[CallOutcome, ...]]:
+        """Every call finished since the last take, by run: its gate and its run let it go, and
+        in a durable run its key is parked or revoked (what fails there goes to ``crash``)."""
+        taken: dict[str, list[CallOutcome]] = {}
+        for done in self._finished.drain():
+            self.gated.finished(done.ticket, done.outcome.result)
+            run = self._runs.get(done.run_id)
+            if run is not None:
+                call_id = done.outcome.call_id
+                run.handed.pop(call_id, None)
+                run.tokens.pop(call_id, None)
+                run.calls.pop(call_id, None)
+                if self._waits is not None:
+                    try:
+                        self._waits.settle_key(done.run_id, done.outcome, done.key)
+                    except Exception as exc:
+                        crash(done.run_id, exc)
+            taken.setdefault(done.run_id, []).append(done.outcome)
+        return {run_id: tuple(outcomes) for run_id, outcomes in taken.items()}
 
     def _start(self, run: HostedRun, planned: CallToRun, reemitted: bool) -> None:
         """Give one call its context and start it (or answer it at once if it cannot run)."""

@@ -7,6 +7,7 @@ the orchestrator stops or crashes before the run ends.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -19,11 +20,19 @@ from toolvisor.executor import OutputProjection
 from toolvisor.host._gates import ToolGates
 from toolvisor.host._model_calls import ModelCalls
 from toolvisor.host._tracing import Tracing
-from toolvisor.machine import Effect, MachineConfig, TurnMachine
+from toolvisor.machine import Effect, MachineConfig, ResponseRefused, Suspended, TurnMachine
 from toolvisor.registry import ToolRegistry
 
 ProgressCallback = Callable[[str, str, dict[str, Any]], None]
 """``(run_id, event, data)``: called on the orchestrator's thread; keep it quick."""
+
+
+def reply_future() -> Future[Any]:
+    """A future for the orchestrator's answer, already marked running: a caller that gives up
+    (a cancelled task) cannot cancel it under the orchestrator, whose thread sets it."""
+    future: Future[Any] = Future()
+    future.set_running_or_notify_cancel()
+    return future
 
 
 class OrchestratorStopped(ToolvisorError, RuntimeError):
@@ -40,17 +49,25 @@ class StartRun:
     reply: Future[Any]
 
 
+class AlreadyResumedError(ResponseRefused):
+    """A ``Suspended`` that was resumed already (or whose question expired and was answered by
+    its default): a ``Suspended`` resumes once."""
+
+
 @dataclass(frozen=True, slots=True)
 class AnswerRun:
-    """Resume a suspended run with ``answers``; reply with its next outcome.
+    """Resume a suspended run with ``answers`` to ``asked`` (the verified ``Suspended`` they
+    answer); reply with its next outcome.
 
     A run hosted here (waiting on keys) is resumed in place; otherwise it is restored from the
-    store's latest checkpoint.
+    store's latest checkpoint. Answers to calls that no longer wait as ``asked`` says (the
+    same call of the same turn and attempt) are refused: that ``Suspended`` was spent.
     """
 
     run_id: str
     answers: dict[str, Any]
     reply: Future[Any]
+    asked: Suspended
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +93,7 @@ class OrchestratorSettings:
 
     ``models`` performs the model calls; ``signer`` signs the ``Suspended`` outcomes given
     out; ``store`` makes runs durable; ``config`` is needed to restore runs from it;
+    ``clock`` dates the questions' deadlines (the store's clock, with a store);
     ``lease_ttl`` is how long a run's lease outlives this host's last renewal; ``gates`` are
     the tools' breakers, bulkheads and rate limits (owned by the agent, which reads them);
     ``tracing`` makes the runs' spans (``None``: the agent does not trace).
@@ -94,3 +112,4 @@ class OrchestratorSettings:
     lease_ttl: float = 30.0
     gates: ToolGates = field(default_factory=ToolGates)
     tracing: Tracing | None = None
+    clock: Callable[[], float] = time.time

@@ -11,16 +11,13 @@ only tells the orchestrator it is time to renew.
 
 from __future__ import annotations
 
-import os
-import socket
 import threading
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from toolvisor.contract import ToolvisorError
-from toolvisor.durable import SessionStore
+from toolvisor.durable import SessionStore, holder_gone, new_holder
 
 
 class RunLeasedError(ToolvisorError, RuntimeError):
@@ -33,37 +30,11 @@ class RenewLeases:
     """The renewal timer's word to the orchestrator."""
 
 
-def _dead_here(holder: str) -> bool:
-    """Whether ``holder`` names a process of this machine that no longer runs: gone, or a
-    zombie (killed, its parent has not reaped it yet: its pid is still taken)."""
-    host, _, rest = holder.partition(":")
-    pid = rest.partition(":")[0]
-    if host != socket.gethostname() or not pid.isdigit():
-        return False
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:  # alive or a zombie, another user's
-        pass
-    return _zombie(int(pid))
-
-
-def _zombie(pid: int) -> bool:
-    """Whether ``pid`` is a zombie, as ``/proc`` says (Linux); ``False`` where it cannot tell."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as stat:
-            fields = stat.read().rpartition(")")[2].split()  # "pid (comm) STATE ..."
-    except OSError:
-        return False
-    return bool(fields) and fields[0] in ("Z", "X")
-
-
 class RunLeases:
     """The leases one orchestrator holds; ``tell`` reaches the orchestrator from the timer."""
 
     def __init__(self, store: SessionStore, ttl: float, tell: Callable[[Any], None]) -> None:
-        self.holder = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self.holder = new_holder()
         self._store = store
         self._ttl = ttl
         self._tell = tell
@@ -73,7 +44,7 @@ class RunLeases:
     def take(self, run_id: str) -> None:
         """Hold ``run_id``'s lease, or raise ``RunLeasedError`` naming its holder."""
         standing = self._store.acquire_lease(run_id, self.holder, self._ttl)
-        if standing is not None and _dead_here(standing.holder):
+        if standing is not None and holder_gone(standing.holder):
             standing = self._store.acquire_lease(run_id, self.holder, self._ttl,
                                                  replacing=standing.holder)
         if standing is not None:

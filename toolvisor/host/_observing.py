@@ -6,6 +6,8 @@
 from __future__ import annotations
 
 import time
+import traceback
+from collections.abc import Callable
 from typing import Any
 
 from toolvisor._logging import get_event_log
@@ -19,9 +21,28 @@ from toolvisor.machine import CallToRun, Effect, LlmCall
 class RunObserver:
     """Logs model calls and run ends with their ids and durations; spans them if tracing."""
 
-    def __init__(self, tracing: Tracing | None) -> None:
+    def __init__(self, tracing: Tracing | None,
+                 on_progress: Callable[[str, str, dict[str, Any]], None] | None = None) -> None:
         self.tracing = tracing
+        self._on_progress = on_progress
         self._log = get_event_log("orchestrator")
+
+    def progress(self, run_id: str, event: str, data: dict[str, Any]) -> None:
+        """A run's progress event: logged (debug), and told to ``on_progress``."""
+        self._log.debug("run_progress", run_id=run_id, progress=event, **data)
+        self.tell_progress(run_id, event, data)
+
+    def tell_progress(self, run_id: str, event: str, data: dict[str, Any]) -> None:
+        """Tell ``on_progress`` (if any); what it raises is logged with its traceback and
+        ignored."""
+        if self._on_progress is None:
+            return
+        try:
+            self._on_progress(run_id, event, dict(data))
+        except Exception as exc:
+            self._log.error("progress_callback_failed", run_id=run_id, progress=event,
+                            error=f"{type(exc).__name__}: {exc}",
+                            traceback="".join(traceback.format_exception(exc)))
 
     def run_started(self, run: HostedRun, effects: list[Effect] | None) -> None:
         """A run came to this host: started with ``effects``, or restored (``None``)."""

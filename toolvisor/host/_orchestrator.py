@@ -1,24 +1,21 @@
 """``OrchestratorActor``: hosts ``TurnMachine`` runs and performs their effects.
 
-The machine decides; this actor only does what the effects say: it starts each model call
+The machine decides; this actor does what the effects say: it starts each model call
 (``ModelCalls``: off this thread, with a deadline), hands each tool call to its own
-``ToolCallActor`` (through the dispatcher) once its retry's backoff is over, waits out a model
-call's backoff, and logs. Every wait is one entry on its deadline timer, whose thread only
-tells it the wait is over. Model answers and
-tool outcomes come back as messages, so the actor never blocks on a model or a call and the
-runs it hosts go on concurrently.
+``ToolCallActor`` once its retry's backoff is over, waits out a model call's backoff (each
+wait is an entry on its deadline timer, whose thread only tells it the wait is over), logs,
+and gives suspensions out signed (its ``Questions`` date their deadlines). Answers and
+outcomes come back as messages, so the actor never blocks and the runs it hosts go on
+concurrently. With a session store it saves the checkpoint after every machine step (before
+performing the step's effects: no effect is performed that a restart would not know about),
+its ``DurableWaits`` give calls their keys and durable effects and park ``Pending`` calls, its
+``RunLeases`` keep one host per run. What goes wrong with one run's message ends that run
+alone (``Failed``), never the actor.
 
-With a session store it also makes runs durable: it saves the machine's checkpoint after every
-machine step (before performing the step's effects, so no effect is ever performed that a
-restart would not know about), its ``DurableWaits`` gives each call a completion-key issuer
-and durable effects, parks the keys of ``Pending`` calls and says when a run can continue, and
-its ``RunLeases`` keep one host per run. Whatever goes wrong while it handles one run's message
-ends that run alone (``Failed``), never the actor.
-
-State: every ``HostedRun`` (its machine, watchers, timers, backoffs, key waiters, cancel
-tokens, call actors, model call) belongs to this actor's thread. Other threads only ``tell``
-it messages: call actors report outcomes, the runner model answers, the deadline timer and key
-waiters wake-ups, the ``Agent`` starts, answers, attaches and cancels runs.
+State: every ``HostedRun`` (machine, watchers, timers, backoffs, key waiters, cancel tokens,
+call actors, model call) belongs to this actor's thread. Other threads only ``tell`` it
+messages: call actors, the runner, the deadline timer, key waiters, the question timer and the
+``Agent``.
 """
 
 from __future__ import annotations
@@ -47,11 +44,7 @@ from toolvisor.host._commands import (
     OrchestratorStopped,
     StartRun,
 )
-from toolvisor.host._durable_waits import (
-    DurableWaits,
-    KeyResolved,
-    Ready,
-)
+from toolvisor.host._durable_waits import DurableWaits, KeyResolved, Ready
 from toolvisor.host._effect_messages import (
     ModelAnswered,
     ModelProgress,
@@ -65,9 +58,10 @@ from toolvisor.host._gates import GateWoke
 from toolvisor.host._leases import RenewLeases, RunLeasedError, RunLeases
 from toolvisor.host._model_calls import ModelAnswer
 from toolvisor.host._observing import RunObserver
+from toolvisor.host._question_timer import QuestionsDue
+from toolvisor.host._questions import Questions, suspended_now
 from toolvisor.host._run import HostedRun
 from toolvisor.machine import (
-    CallOutcome,
     Done,
     Effect,
     EffectFailed,
@@ -89,6 +83,8 @@ from toolvisor.supervisors import SupervisedActor
 class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
     """Performs the effects of the runs it hosts; one actor serves all runs of an ``Agent``."""
 
+    use_daemon_thread = True  # no toolvisor thread keeps the interpreter alive
+
     def __init__(self, settings: OrchestratorSettings) -> None:
         super().__init__()
         self._settings = settings
@@ -99,13 +95,14 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
         self._waits = None if settings.store is None else DurableWaits(
             settings.store, settings.registry, settings.key_poll_interval,
             functools.partial(tell, me))
-        self._observe = RunObserver(settings.tracing)
+        self._observe = RunObserver(settings.tracing, settings.on_progress)
         self._timer = DeadlineTimer("toolvisor-waits")  # its thread starts on the first wait
         self._calls = CallStarter(settings, self._waits, self._finished, me, self._observe,
                                   timer=self._timer, runs=self._runs,
-                                  on_progress=self._progress)
+                                  on_progress=self._observe.tell_progress)
         self._leases = None if settings.store is None else RunLeases(
             settings.store, settings.lease_ttl, functools.partial(tell, me))
+        self._questions = Questions(settings, functools.partial(tell, me))
         self._log = get_event_log("orchestrator")
 
     @staticmethod
@@ -138,6 +135,10 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
     def _handle(self, message: Any) -> None:
         match message:
             case StartRun(run_id, machine, effects, reply):
+                if run_id in self._runs:  # a Suspended resumed again while its run goes on
+                    reply.set_exception(ValueError(f"run {run_id} is already going on here; "
+                                                   "a Suspended is resumed once at a time"))
+                    return
                 started = self._runs[run_id] = HostedRun(run_id, machine, [reply])
                 if self._store is not None and self._store.get_run(run_id) is None:
                     self._store.create_run(run_id)
@@ -146,18 +147,16 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
                 self._log.info("run_started", run_id=run_id)
                 self._observe.run_started(started, effects)
                 self._perform(run_id, self._checkpointed(started, effects))
-            case AnswerRun(run_id, answers, reply):
-                self._answer(run_id, answers, reply)
+            case AnswerRun():
+                self._answer(message)
             case AttachRun(run_id, reply):
                 self._attach(run_id, reply)
             case Woke(run_id, effect_id):
-                run = self._runs.get(run_id)
-                if run is not None:
+                if (run := self._runs.get(run_id)) is not None:
                     run.timers.pop(effect_id, None)
                 self._respond(run_id, lambda m: m.send(Slept(effect_id)))
             case RetryDue(run_id, call_id, attempt):
-                run = self._runs.get(run_id)
-                if run is not None:
+                if (run := self._runs.get(run_id)) is not None:
                     self._calls.retry_due(run, call_id, attempt)
             case ModelAnswered(run_id, effect_id, answer):
                 self._model_answered(run_id, effect_id, answer)
@@ -165,6 +164,8 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
                 self._model_progress(run_id, effect_id, event, data)
             case KeyResolved(run_id, key):
                 self._key_resolved(run_id, key)
+            case QuestionsDue(run_id):
+                self._questions_due(run_id)
             case CancelRun(run_id, reply):
                 self._cancel(run_id, reply)
 
@@ -186,9 +187,7 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
         try:
             done = machine.abort(error)[-1]
             outcome: Any = done.outcome if isinstance(done, Done) else None
-            if self._store is not None:
-                self._store.save_checkpoint(run_id, machine.last_effect_id,
-                                            machine.checkpoint().to_json(), status="failed")
+            self._save(run)
         except Exception as again:  # the run's state itself is broken: say so, keep nothing
             self._log.error("run_abort_failed", run_id=run_id, error=repr(again))
             outcome = None
@@ -211,11 +210,14 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
     def _checkpointed(self, run: HostedRun, effects: list[Effect]) -> list[Effect]:
         """After every machine step: save its checkpoint (one atomic write), then go on."""
         run.suspended = False
+        self._save(run)
+        return effects
+
+    def _save(self, run: HostedRun) -> None:
         machine = run.machine
         if self._store is not None:
             self._store.save_checkpoint(run.run_id, machine.last_effect_id,
                                         machine.checkpoint().to_json(), status=machine.status)
-        return effects
 
     # --- runs the store knows ---------------------------------------------------------------
 
@@ -264,16 +266,17 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
             return
         self._perform(run_id, run.machine.reemit())
 
-    def _answer(self, run_id: str, answers: dict[str, Any], reply: Future[Any]) -> None:
-        hosted = self._runs.get(run_id)
-        adopted = hosted is None
-        run = self._adopt(run_id, reply) if hosted is None else hosted
+    def _answer(self, message: AnswerRun) -> None:
+        run_id, reply = message.run_id, message.reply
+        adopted = (run := self._runs.get(run_id)) is None
+        run = self._adopt(run_id, reply) if run is None else run
         if run is None:
             return
         if not adopted:
             run.watchers.append(reply)
         try:
-            effects = run.machine.resume(answers)
+            self._questions.refuse_spent(run, message)
+            effects = run.machine.resume(message.answers, now=self._questions.clock())
         except ResponseRefused as exc:
             run.watchers.remove(reply)
             reply.set_exception(exc)
@@ -281,6 +284,7 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
                 self._drop(run)
                 self._observe.run_finished(run, "answer_refused")
             return
+        self._questions.disarm(run_id)
         self._perform(run_id, self._checkpointed(run, effects))
 
     def _cancel(self, run_id: str, reply: Future[Any] | None) -> None:
@@ -299,8 +303,39 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
             run.watchers.append(reply)
         if self._waits is not None:
             self._waits.cancel(run)
+        self._questions.disarm(run_id)
         run.release()
         self._respond(run_id, lambda m: m.cancel())
+
+    # --- suspensions and their questions -----------------------------------------------------
+
+    def _suspension(self, run: HostedRun, outcome: Suspended) -> list[Effect]:
+        """Date its new questions (saved first), answer the due ones, else wait or give out."""
+        if self._questions.date(run):
+            self._save(run)
+            outcome = suspended_now(run.machine)
+        due = run.machine.expire_questions(self._questions.clock())
+        if due:
+            return self._checkpointed(run, due)
+        self._questions.arm(run.run_id, outcome)
+        if outcome.pending and self._store is not None:
+            return self._suspended(run, outcome)
+        self._finish(run, self._signed(outcome.model_copy(update={"run_id": run.run_id})))
+        return []
+
+    def _questions_due(self, run_id: str) -> None:
+        """A deadline passed: answer due questions here, adopting the run unless another host
+        drives it (that host answers them)."""
+        now = self._questions.clock()
+        run = self._runs.get(run_id)
+        if run is None and self._questions.due_in_store(run_id, now):
+            reply: Future[Any] = Future()
+            run = self._adopt(run_id, reply)
+            if run is None:
+                self._log.info("question_expiry_deferred", run_id=run_id,
+                               error=repr(reply.exception()))
+        if run is not None and (effects := run.machine.expire_questions(now)):
+            self._perform(run_id, self._checkpointed(run, effects))
 
     # --- deferred completion ----------------------------------------------------------------
 
@@ -354,36 +389,19 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
                 case Sleep(id=effect_id, seconds=seconds):
                     self._sleep(run, effect_id, seconds)
                 case Progress(event=event, data=data):
-                    self._report(run_id, event, data)
+                    self._observe.progress(run_id, event, data)
                 case LogEvent(level=level, event=event, fields=fields):
                     getattr(self._log, level)(event, run_id=run_id, **fields)
                     self._observe.machine_event(run, event, fields)
-                case Done(outcome=Suspended() as outcome) if (
-                        outcome.pending and self._store is not None):
-                    queue.extend(self._suspended(run, outcome))
+                case Done(outcome=Suspended() as outcome):
+                    queue.extend(self._suspension(run, outcome))
                 case Done(outcome=outcome):
-                    if isinstance(outcome, Suspended):
-                        if self._store is not None:
-                            outcome = outcome.model_copy(update={"run_id": run_id})
-                        outcome = self._signed(outcome)
                     self._finish(run, outcome)
 
     def _signed(self, outcome: Suspended) -> Suspended:
         """``outcome`` as it leaves the process: signed, so a forged one is never resumed."""
         return outcome.model_copy(update={
             "signature": self._settings.signer.sign(outcome.signed_text())})
-
-    def _progress(self, run_id: str, event: str, data: dict[str, Any]) -> None:
-        """Tell ``on_progress`` (if any); what it raises is logged with its traceback and
-        ignored."""
-        if self._settings.on_progress is None:
-            return
-        try:
-            self._settings.on_progress(run_id, event, dict(data))
-        except Exception as exc:
-            self._log.error("progress_callback_failed", run_id=run_id, progress=event,
-                            error=f"{type(exc).__name__}: {exc}",
-                            traceback="".join(traceback.format_exception(exc)))
 
     def _call_model(self, run: HostedRun, effect: LlmCall) -> None:
         me: ActorRef[Any] = self.actor_ref
@@ -400,11 +418,7 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
         """A report of the model call in flight; one of a call that ended is dropped."""
         run = self._runs.get(run_id)
         if run is not None and run.model_call is not None and run.model_call[0] == effect_id:
-            self._report(run_id, event, data)
-
-    def _report(self, run_id: str, event: str, data: dict[str, Any]) -> None:
-        self._log.debug("run_progress", run_id=run_id, progress=event, **data)
-        self._progress(run_id, event, data)
+            self._observe.progress(run_id, event, data)
 
     def _model_answered(self, run_id: str, effect_id: int, answer: ModelAnswer) -> None:
         run = self._runs.get(run_id)
@@ -420,24 +434,9 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
         """Hand every finished call to its machine: one ``ToolResults`` per run, for the
         ``ToolCalls`` effect it waits on now (a superseding effect takes over the calls of the
         one before)."""
-        groups: dict[str, list[CallOutcome]] = {}
-        for done in self._finished.drain():
-            self._calls.gated.finished(done.ticket, done.outcome.result)
-            run = self._runs.get(done.run_id)
-            if run is not None:
-                call_id = done.outcome.call_id
-                run.handed.pop(call_id, None)
-                run.tokens.pop(call_id, None)
-                run.calls.pop(call_id, None)
-                if self._waits is not None:
-                    try:
-                        self._waits.settle_key(done.run_id, done.outcome, done.key)
-                    except Exception as exc:
-                        self._crash(done.run_id, exc)
-            groups.setdefault(done.run_id, []).append(done.outcome)
-        for run_id, outcomes in groups.items():
+        for run_id, outcomes in self._calls.take_finished(self._crash).items():
             try:
-                self._respond(run_id, functools.partial(send_results, outcomes=tuple(outcomes)))
+                self._respond(run_id, functools.partial(send_results, outcomes=outcomes))
             except Exception as exc:  # one run's failure ends that run, never the host
                 self._crash(run_id, exc)
 
@@ -450,6 +449,8 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
             seconds, functools.partial(tell, me, Woke(run.run_id, effect_id)))
 
     def _finish(self, run: HostedRun, outcome: Any) -> None:
+        """The run leaves this host with ``outcome``, stamped with the run's id."""
+        outcome = outcome.model_copy(update={"run_id": run.run_id})
         self._drop(run)
         self._log.info("run_returned", run_id=run.run_id, outcome=type(outcome).__name__)
         self._observe.run_finished(run, outcome)
@@ -469,13 +470,9 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
             if run is None:
                 continue
             self._log.error("lease_lost", run_id=run_id)
-            run.release()
             self._observe.run_finished(run, None)
-            for watcher in run.watchers:
-                if not watcher.done():
-                    watcher.set_exception(RunLeasedError(
-                        f"run {run_id!r} was taken over by another host: its lease was not "
-                        "renewed in time"))
+            run.lose(RunLeasedError(f"run {run_id!r} was taken over by another host: its lease "
+                                    "was not renewed in time"))
 
     # --- lifecycle --------------------------------------------------------------------------
 
@@ -487,13 +484,12 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
 
     def _abort_runs(self, why: str) -> None:
         for run_id, run in list(self._runs.items()):
-            run.release()
             self._observe.run_finished(run, None)
-            for watcher in run.watchers:
-                if not watcher.done():
-                    watcher.set_exception(OrchestratorStopped(f"run {run_id}: {why}"))
+            run.lose(OrchestratorStopped(f"run {run_id}: {why}"))
         self._runs.clear()
         self._calls.gated.close()
         self._timer.close()
+        self._questions.close()
         if self._leases is not None:
             self._leases.close()
+

@@ -78,6 +78,14 @@ class HostedRun:
             if not watcher.done():
                 watcher.set_result(outcome)
 
+    def lose(self, error: Exception) -> None:
+        """The host gives the run up: release it and fail everyone waiting with ``error``."""
+        self.release()
+        watchers, self.watchers = self.watchers, []
+        for watcher in watchers:
+            if not watcher.done():
+                watcher.set_exception(error)
+
     def stop_waiters(self) -> None:
         """Stop and join the run's key waiters."""
         for waiter in self.waiters.values():

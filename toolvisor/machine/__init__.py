@@ -22,6 +22,7 @@ from toolvisor.machine._effects import (
 )
 from toolvisor.machine._machine import TurnMachine
 from toolvisor.machine._outcomes import (
+    QUESTION_EXPIRED_CODE,
     Completed,
     Failed,
     Halted,
@@ -29,9 +30,11 @@ from toolvisor.machine._outcomes import (
     ModelFailure,
     PendingCall,
     Question,
+    RunNotCompletedError,
     RunStatus,
     StateConflict,
 )
+from toolvisor.machine._response_checks import answers_for
 from toolvisor.machine._responses import (
     CallOutcome,
     EffectFailed,
@@ -68,6 +71,7 @@ __all__ = [
     "CHECKPOINT_VERSION",
     "DEFAULT_MODEL_POLICY",
     "MODES",
+    "QUESTION_EXPIRED_CODE",
     "RESERVED_HALT_REASONS",
     "Backoff",
     "CallOutcome",
@@ -106,6 +110,7 @@ __all__ = [
     "ResponseRefused",
     "RetryAfter",
     "RetryPolicy",
+    "RunNotCompletedError",
     "RunStatus",
     "Sleep",
     "Slept",
@@ -116,6 +121,7 @@ __all__ = [
     "ToolResults",
     "TurnMachine",
     "WaitingEffect",
+    "answers_for",
     "apply_model_policy",
     "apply_policy",
     "check_model_policy",

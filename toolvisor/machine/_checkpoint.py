@@ -7,10 +7,22 @@ the model will read and, when it halts the run, a JSON form of the reason.
 
 from __future__ import annotations
 
+import copy
 import json
-from typing import Any, Literal
+from typing import Any, Literal, NoReturn
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializationInfo,
+    TypeAdapter,
+    ValidationError,
+    computed_field,
+    field_serializer,
+    field_validator,
+    model_validator,
+)
 
 from toolvisor.contract import Message, ToolCall, ToolSpec, ToolvisorError, Usage
 from toolvisor.machine._effects import EffectId, Sleep, ToolCalls
@@ -21,7 +33,10 @@ from toolvisor.machine._outcomes import (
     ManualCall,
     PendingCall,
     Question,
+    RunNotCompletedError,
+    RunStatus,
     StateConflict,
+    waiting_for,
 )
 from toolvisor.machine._upgrade import upgrade
 
@@ -123,6 +138,13 @@ class RunState(_Record):
     done_effect_id: EffectId | None = None
     final: Completed | Halted | Failed | None = Field(default=None, discriminator="kind")
 
+    @field_serializer("final")
+    def _final_without_run_id(self, final: Completed | Halted | Failed | None,
+                              info: SerializationInfo) -> Any:
+        """The run id is the host's (it stamps the outcomes it returns), never the machine's
+        state: a checkpoint keeps the shape older versions of toolvisor read."""
+        return None if final is None else final.model_dump(mode=info.mode, exclude={"run_id"})
+
 
 class CheckpointError(ToolvisorError, ValueError):
     """A checkpoint that cannot be restored: unknown version, tampered shape, inconsistent."""
@@ -185,32 +207,100 @@ def _explain(exc: ValidationError) -> str:
     return f"not a valid toolvisor checkpoint (tampered or from another program): {lines}"
 
 
+_DERIVED = ("questions", "manual", "pending")
+
+
+def waiting_calls(run: RunState) -> dict[str, tuple[int, int]]:
+    """The calls the run waits on, by id, each with its ``(turn, attempt)``: which call of
+    which turn a ``Suspended`` asked about, so a host can tell one that is spent."""
+    return {r.call.id: (run.turns, r.attempt) for r in run.calls if r.status == "suspended"}
+
+
 class Suspended(BaseModel):
     """The run waits for answers (``questions``), the caller's results of ``manual`` tools
     (each call with its arguments), or deferred results (``pending``).
 
     ``checkpoint`` is everything needed to go on: ``TurnMachine.restore(config, checkpoint)``
-    then ``resume({call_id: answer, ...})``, in this process or another one. A host with a
-    session store sets ``run_id`` (the run's id in the store) and ``keys`` (the completion key
-    each pending call waits on, by call id). An ``Agent`` signs what it gives out
-    (``signature``, over ``signed_text()``) and resumes only what verifies.
+    then ``resume({call_id: answer, ...})``, in this process or another one. ``questions``,
+    ``manual`` and ``pending`` are read from the checkpoint, never stored beside it: what a
+    human is shown is what the run asked (data given for them must match it, or it is
+    refused as altered). An ``Agent`` sets ``run_id`` (with a session store, the run's id in
+    the store; a bare ``TurnMachine`` leaves it empty) and, with a store, ``keys`` (the
+    completion key each pending call waits on, by call id). An ``Agent`` signs what it gives
+    out (``signature``, over ``signed_text()``) and resumes only what verifies, once.
+    ``model_dump_json()`` is the whole of it; ``repr`` only says what it waits for. It reads
+    as the other outcomes do (``status``, ``usage``, ``messages``, ``turns``, ``state``); its
+    ``text`` raises ``RunNotCompletedError`` saying what it waits for.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     kind: Literal["suspended"] = "suspended"
-    questions: tuple[Question, ...]
-    manual: tuple[ManualCall, ...] = ()
-    pending: tuple[PendingCall, ...] = ()
     checkpoint: Checkpoint
-    run_id: str | None = None
+    run_id: str = ""
     keys: dict[str, str] = Field(default_factory=dict)
     signature: str | None = None
 
+    @model_validator(mode="wrap")
+    @classmethod
+    def _derived_match(cls, data: Any, handler: Any) -> Any:
+        """Data that names ``questions``, ``manual`` or ``pending`` (a dump does) must say
+        what the checkpoint says; anything else was altered."""
+        given = {}
+        if isinstance(data, dict):
+            given = {name: data[name] for name in _DERIVED if name in data}
+            data = {k: v for k, v in data.items() if k not in _DERIVED}
+        suspended = handler(data)
+        for name, value in given.items():
+            derived = getattr(suspended, name)
+            if _ADAPTERS[name].validate_python(value) != derived:
+                raise ValueError(f"Suspended.{name} does not match its checkpoint: it was "
+                                 "altered; what a human is shown comes from the signed "
+                                 "checkpoint")
+        return suspended
+
+    def _waiting(self) -> list[CallRecord]:
+        return [r for r in self.checkpoint.run.calls if r.status == "suspended"]
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def questions(self) -> tuple[Question, ...]:
+        """The questions asked (``AskUser``), in call order."""
+        return tuple(r.question for r in self._waiting() if r.question is not None)
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def manual(self) -> tuple[ManualCall, ...]:
+        """The calls of ``manual=True`` tools, for the caller to run, in call order."""
+        return tuple(r.manual for r in self._waiting() if r.manual is not None)
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def pending(self) -> tuple[PendingCall, ...]:
+        """The calls that returned ``Pending``, in call order."""
+        return tuple(r.pending for r in self._waiting() if r.pending is not None)
+
+    @property
+    def expires_at(self) -> float | None:
+        """The earliest deadline of its questions (host clock), or ``None``."""
+        deadlines = [q.expires_at for q in self.questions if q.expires_at is not None]
+        return min(deadlines) if deadlines else None
+
+    @field_validator("run_id", mode="before")
+    @classmethod
+    def _no_run_id(cls, value: Any) -> Any:
+        """A ``Suspended`` stored by an earlier version may say ``null``: no run id."""
+        return "" if value is None else value
+
     def signed_text(self) -> str:
-        """What the signature covers: the run id, the keys and the whole checkpoint."""
+        """What the signature covers: the run id, the keys and the whole checkpoint (which is
+        where the questions, manual calls and pending calls are read from)."""
         return (f"suspended\n{self.run_id or ''}\n"
                 f"{json.dumps(self.keys, sort_keys=True)}\n{self.checkpoint.to_json()}")
+
+    def waiting_calls(self) -> dict[str, tuple[int, int]]:
+        """The calls it waits on, by id, each with its ``(turn, attempt)``."""
+        return waiting_calls(self.checkpoint.run)
 
     @property
     def usage(self) -> Usage:
@@ -218,11 +308,66 @@ class Suspended(BaseModel):
         return self.checkpoint.run.usage
 
     @property
+    def status(self) -> RunStatus:
+        """``suspended``."""
+        return "suspended"
+
+    @property
+    def text(self) -> NoReturn:
+        """A suspended run has no final answer yet: raises ``RunNotCompletedError`` saying
+        what it waits for and how to go on."""
+        raise RunNotCompletedError(self, "is suspended, so it has no text yet: " + waiting_for(
+            self.questions, self.manual, self.pending))
+
+    @property
+    def messages(self) -> tuple[Message, ...]:
+        """The conversation so far (the waiting calls have no result in it yet)."""
+        return tuple(self.checkpoint.run.messages)
+
+    @property
+    def turns(self) -> int:
+        """How many model calls the run asked for so far."""
+        return self.checkpoint.run.turns
+
+    @property
+    def state(self) -> dict[str, Any]:
+        """A copy of the run's committed state."""
+        return copy.deepcopy(self.checkpoint.run.state)
+
+    @property
     def call_ids(self) -> tuple[str, ...]:
         """The ids of every call waiting for an answer or a result, in call order."""
-        ids = {q.call_id for q in self.questions} | {m.call_id for m in self.manual} | {
-            p.call_id for p in self.pending}
-        return tuple(r.call.id for r in self.checkpoint.run.calls if r.call.id in ids)
+        return tuple(r.call.id for r in self._waiting()
+                     if r.question is not None or r.manual is not None or r.pending is not None)
+
+    def __repr__(self) -> str:
+        parts = [f"run_id={self.run_id!r}"]
+        if self.questions:
+            parts.append("questions=[" + ", ".join(_short(q) for q in self.questions) + "]")
+        if self.manual:
+            parts.append(f"manual={[m.call_id for m in self.manual]}")
+        if self.pending:
+            parts.append(f"pending={[p.call_id for p in self.pending]}")
+        if self.keys:  # the call ids only: a key resolves its call, it is not for logs
+            parts.append(f"keys={sorted(self.keys)}")
+        if self.expires_at is not None:
+            parts.append(f"expires_at={self.expires_at}")
+        return f"Suspended({', '.join(parts)})"
+
+    __str__ = __repr__
+
+
+def _short(question: Question) -> str:
+    text = question.question if len(question.question) <= 60 else question.question[:59] + "…"
+    options = "" if question.options is None else f" {list(question.options)}"
+    return f"{question.call_id}: {text!r}{options}"
+
+
+_ADAPTERS: dict[str, TypeAdapter[Any]] = {
+    "questions": TypeAdapter(tuple[Question, ...]),
+    "manual": TypeAdapter(tuple[ManualCall, ...]),
+    "pending": TypeAdapter(tuple[PendingCall, ...]),
+}
 
 
 _PHASE_EFFECT: dict[str, type | None] = {

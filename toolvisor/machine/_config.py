@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, get_args
 
@@ -16,6 +16,14 @@ from toolvisor.machine.model_policy import (
 from toolvisor.machine.policy import Policy, check_policy
 
 MODES: frozenset[str] = frozenset(get_args(Mode))
+NAMES_SHOWN = 50  # an error lists at most this many tool names
+
+
+def shown(names: Sequence[str]) -> str:
+    """``names`` for an error text, the first ``NAMES_SHOWN`` of them and how many more."""
+    more = len(names) - NAMES_SHOWN
+    listed = ", ".join(names[:NAMES_SHOWN]) or "(none)"
+    return f"{listed}, and {more} more" if more > 0 else listed
 
 
 def _positive_int(name: str, value: Any) -> None:
@@ -37,6 +45,8 @@ class MachineConfig:
     ``seed`` drives retry jitter, so a restored run waits exactly as the original would.
     ``catalog`` looks up tools beyond ``tools`` that come and go at run time (e.g. a
     ``ToolRegistry``'s members); it must be a pure lookup, and the host still gates execution.
+    ``catalog_names`` lists the catalog's names now, so a call naming an unknown tool is told
+    what there is (else only ``tools`` are named).
     """
 
     tools: Sequence[Tool] = ()
@@ -50,6 +60,7 @@ class MachineConfig:
     on_model_error: ModelPolicy = DEFAULT_MODEL_POLICY
     max_model_attempts: int = 10
     catalog: Callable[[str], Tool | None] | None = None
+    catalog_names: Callable[[], Iterable[str]] | None = None
     _by_name: dict[str, Tool] = field(init=False, repr=False, compare=False, default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -69,6 +80,8 @@ class MachineConfig:
         object.__setattr__(self, "_by_name", {item.name: item for item in tools})
         if self.catalog is not None and not callable(self.catalog):
             raise TypeError("MachineConfig.catalog must be a function name -> Tool | None")
+        if self.catalog_names is not None and not callable(self.catalog_names):
+            raise TypeError("MachineConfig.catalog_names must be a function () -> names")
         if self.system_prompt is not None and not isinstance(self.system_prompt, str):
             raise TypeError("MachineConfig.system_prompt must be a str or None")
         check_policy(self.on_tool_error, "MachineConfig.on_tool_error")
@@ -77,7 +90,7 @@ class MachineConfig:
         for name, policy in self.tool_policies.items():
             if name not in names and (self.catalog is None or self.catalog(name) is None):
                 raise ValueError(f"MachineConfig.tool_policies names unknown tool {name!r}; "
-                                 f"known tools: {sorted(names)}")
+                                 f"known tools: {shown(self.known_tool_names())}")
             check_policy(policy, f"MachineConfig.tool_policies[{name!r}]")
         object.__setattr__(self, "tool_policies", dict(self.tool_policies))
         if self.mode not in MODES:
@@ -89,6 +102,13 @@ class MachineConfig:
         check_model_policy(self.on_model_error, "MachineConfig.on_model_error")
         if isinstance(self.seed, bool) or not isinstance(self.seed, int):
             raise TypeError(f"MachineConfig.seed must be an int, got {self.seed!r}")
+
+    def known_tool_names(self) -> list[str]:
+        """The names of ``tools`` and of the catalog now (with ``catalog_names``), sorted."""
+        names = {item.name for item in self.tools}
+        if self.catalog_names is not None:
+            names.update(self.catalog_names())
+        return sorted(names)
 
     def tool_named(self, name: str) -> Tool | None:
         """The tool called ``name``, or ``None`` when neither ``tools`` nor ``catalog`` has it."""

@@ -40,12 +40,14 @@ from toolvisor.machine._outcomes import (
     FinalOutcome,
     Halted,
     ModelFailure,
+    Question,
 )
 from toolvisor.machine._planning import (
     close_batch,
     commit_step,
     hand_to_caller,
     plan_batch,
+    retries_beside_siblings,
     start_step,
 )
 from toolvisor.machine._response_checks import (
@@ -63,7 +65,14 @@ from toolvisor.machine._responses import (
     ToolResults,
 )
 from toolvisor.machine._run_view import RunView, copy_run
-from toolvisor.machine._settling import call_status, carry_out, record_result, refusal
+from toolvisor.machine._settling import (
+    call_status,
+    carry_out,
+    date_questions,
+    expiry_result,
+    record_result,
+    refusal,
+)
 from toolvisor.machine._state_view import json_value
 from toolvisor.machine.policy import Continue, FailedCall, PolicyFailed, RetryAfter, apply_policy
 
@@ -148,29 +157,51 @@ class TurnMachine(RunView):
                 run.outstanding = None
                 run.phase = "between"
                 self._advance()
-            else:
-                self._retry_now()
+            elif retrying := retries_beside_siblings(run):  # a new effect supersedes this one
+                self._emit_tool_calls(run.steps[run.cursor], retrying)
         else:  # Slept: the model call's backoff is over
             self._emit_llm_call(retry=True)
         return self._take_emitted()
 
-    def resume(self, answers: Mapping[str, Any]) -> list[Effect]:
+    def resume(self, answers: Mapping[str, Any], *, now: float | None = None) -> list[Effect]:
         """Give suspended calls their results: ``{call_id: answer}``; returns what follows.
 
         An answer is the call's result: ``Ok`` or ``Err`` as given, anything else as
-        ``Ok(answer)``. An ``Err`` goes through the policy (a retry becomes ``continue``: the
-        result came from outside, there is nothing to run again).
+        ``Ok(answer)``; to a question with options, one of them or an ``Err``. An ``Err`` goes
+        through the policy (a retry becomes ``continue``: there is nothing to run again).
+        ``now`` (host clock) expires the questions due by then: their defaults answer them.
         """
+        results = check_answers(self._run, answers)
+        return self._answer(results, set() if now is None else set(self.questions_due(now)))
+
+    def date_questions(self, now: float) -> list[Question]:
+        """Set the deadline (``now + expires_in``, host clock) of each waiting question that
+        has none yet, once (a restart never moves it); returns them, for the host to save."""
+        return date_questions(self._run, now)
+
+    def expire_questions(self, now: float) -> list[Effect]:
+        """Answer each question of the suspended run whose deadline is ``now`` or earlier by
+        its default (a denial, without one, goes through the policy); returns what follows,
+        ``[]`` (nothing changed) when no question is due or the run is not suspended."""
+        due = set(self.questions_due(now)) if self._run.phase == "suspended" else set()
+        return self._answer({}, due) if due else []
+
+    def _answer(self, results: Mapping[str, HandlerResult], due: set[str]) -> list[Effect]:
+        """Settle the answered calls and the ``due`` questions (by default: late answers lost)."""
         run = self._run
-        results = check_answers(run, answers)
         run.phase = "between"
         run.done_effect_id = None
         for record in run.calls:
-            if record.call.id in results:
+            call = record.call
+            result = results.get(call.id)
+            if call.id in due and (question := record.question) is not None:
+                self._log("info", "question_expired", turn=run.turns, tool_name=call.name,
+                          tool_call_id=call.id, expires_at=question.expires_at,
+                          default=question.default, late_answer=result is not None)
+                result = expiry_result(call, question)
+            if result is not None:
                 record.question = record.manual = record.pending = None
-                result, text = encode_checked(results[record.call.id],
-                                              tool_name=record.call.name,
-                                              tool_call_id=record.call.id)
+                result, text = encode_checked(result, tool_name=call.name, tool_call_id=call.id)
                 self._settle(record, result, text, answered=True)
         self._advance()
         return self._take_emitted()
@@ -294,17 +325,6 @@ class TurnMachine(RunView):
                 return
             self._emit_llm_call()
             return
-
-    def _retry_now(self) -> None:
-        """Start the retries of the running step at once, while its other calls still run: a
-        new ``ToolCalls`` effect supersedes the outstanding one. Not while the run is halting:
-        the siblings finish, then it ends."""
-        run = self._run
-        step = run.steps[run.cursor]
-        records = [run.calls[i] for i in step.calls]
-        retrying = [r for r in records if r.status == "retry_wait"]
-        if retrying and not any(r.halt is not None for r in run.calls):
-            self._emit_tool_calls(step, retrying)
 
     # -- call outcomes ------------------------------------------------------------------------
 

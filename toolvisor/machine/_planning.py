@@ -118,6 +118,15 @@ def start_step(run: RunState, step: StepRecord, records: list[CallRecord],
     return tuple(calls)
 
 
+def retries_beside_siblings(run: RunState) -> list[CallRecord]:
+    """The calls of the running step to retry now, while others of it still run; none while a
+    call halts the run (its siblings finish, then it ends)."""
+    if any(r.halt is not None for r in run.calls):
+        return []
+    return [run.calls[i] for i in run.steps[run.cursor].calls
+            if run.calls[i].status == "retry_wait"]
+
+
 def still_running(run: RunState, effect: ToolCalls) -> ToolCalls:
     """The outstanding ``effect`` listing only its calls still running, each as first emitted."""
     running = {r.call.id for r in run.calls if r.status == "running"}

@@ -2,7 +2,8 @@
 
 A prompt for ``start``, a response for ``send`` and answers for ``resume`` are checked here as
 plain functions over the run state; a refusal raises (``ResponseRefused`` for responses and
-answers) and leaves the run as it was.
+answers) and leaves the run as it was. ``answers_for`` reads a user's answer to a
+``Suspended`` (a value, or a mapping by call id) before any of that, with a ``ValueError``.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from toolvisor.contract import (
     SystemMessage,
     UserMessage,
 )
-from toolvisor.machine._checkpoint import CallRecord, RunState
+from toolvisor.machine._checkpoint import CallRecord, Mode, RunState, Suspended
 from toolvisor.machine._responses import (
     CallOutcome,
     EffectFailed,
@@ -127,10 +128,47 @@ def check_answers(run: RunState, answers: Mapping[str, Any]) -> dict[str, Handle
     if unknown:
         raise ResponseRefused(f"call(s) {unknown} are not waiting for an answer; waiting: "
                               f"{waiting}")
+    questions = {r.call.id: r.question for r in run.calls
+                 if r.status == "suspended" and r.question is not None}
     results: dict[str, HandlerResult] = {}
     for call_id, answer in answers.items():
         if isinstance(answer, AskUser | Halt | Pending):
             raise ResponseRefused(f"the answer for call {call_id!r} is a "
                                   f"{type(answer).__name__}; answer with a value, Ok or Err")
-        results[call_id] = answer if isinstance(answer, Ok | Err) else Ok(answer)
+        result = answer if isinstance(answer, Ok | Err) else Ok(answer)
+        question = questions.get(call_id)
+        why = None if question is None or isinstance(result, Err) else question.refusal(
+            result.value)
+        if why is not None:
+            raise ResponseRefused(f"{why}; answer with one of them (or Err to refuse the call)")
+        results[call_id] = result
     return results
+
+
+def answers_for(suspended: Suspended, answer: Any, mode: Mode) -> Mapping[str, Any]:
+    """The answers by call id; refused (nothing changes) when they do not fit the run."""
+    waiting = [c for c in suspended.call_ids if c not in suspended.keys]
+    if not waiting:
+        raise ValueError(
+            "the run waits only on completion keys; resolve them with agent.resolve(key, "
+            "ok=...) and get the outcome with agent.resume_run(run_id)")
+    if not isinstance(answer, Mapping):
+        if len(waiting) == 1:
+            return {waiting[0]: answer}
+        raise ValueError(f"the run waits on {len(waiting)} calls {waiting}: pass a mapping "
+                         "from call id to answer")
+    keyed = sorted(set(answer) & set(suspended.keys))
+    if keyed:
+        raise ValueError(f"calls {keyed} wait on completion keys; resolve them with "
+                         "agent.resolve(key, ok=...) instead of answering them")
+    unknown = sorted(str(k) for k in set(answer) - set(waiting))
+    if unknown or not answer:
+        raise ValueError(
+            f"answers for unknown call ids {unknown}; the run waits for answers to "
+            f"{waiting}. A mapping answer is keyed by call id: to answer one call with a "
+            "mapping value, wrap it as Ok({...}) or key it by the call's id")
+    missing = [c for c in waiting if c not in answer]
+    if missing and mode != "parallel_streaming":
+        raise ValueError(f"no answer for calls {missing}; mode {mode!r} "
+                         f"takes one answer per waiting call at once: {waiting}")
+    return answer

@@ -11,11 +11,17 @@ import copy
 from typing import Any
 
 from toolvisor.contract import ModelRequest, ToolCall
-from toolvisor.machine._checkpoint import Checkpoint, ModelCallRecord, RunState, Suspended
+from toolvisor.machine._checkpoint import (
+    Checkpoint,
+    ModelCallRecord,
+    RunState,
+    Suspended,
+    waiting_calls,
+)
 from toolvisor.machine._config import MachineConfig
 from toolvisor.machine._done import Done, Effect
 from toolvisor.machine._effects import LlmCall, ToolCalls
-from toolvisor.machine._outcomes import Halted, RunStatus
+from toolvisor.machine._outcomes import RunStatus
 from toolvisor.machine._planning import still_running
 
 
@@ -48,12 +54,7 @@ class RunView:
         run = self._run
         if run.phase == "suspended":
             return "suspended"
-        final = run.final
-        if final is None:
-            return "running"
-        if isinstance(final, Halted) and final.reason == "cancelled":
-            return "cancelled"
-        return final.kind
+        return "running" if run.final is None else run.final.status
 
     @property
     def turn(self) -> int:
@@ -80,6 +81,16 @@ class RunView:
                 return record.call
         raise KeyError(f"no tool call {call_id!r} in turn {self._run.turns}; its calls: "
                        f"{[r.call.id for r in self._run.calls]}")
+
+    def waiting_calls(self) -> dict[str, tuple[int, int]]:
+        """The calls the run waits on (suspended), by id, each with its ``(turn, attempt)``."""
+        return waiting_calls(self._run)
+
+    def questions_due(self, now: float) -> list[str]:
+        """The ids of the waiting calls whose question's deadline is ``now`` or earlier."""
+        return [r.call.id for r in self._run.calls if r.status == "suspended"
+                and r.question is not None and r.question.expires_at is not None
+                and r.question.expires_at <= now]
 
     @property
     def state(self) -> dict[str, Any]:
@@ -121,10 +132,4 @@ class RunView:
         return Done(id=run.done_effect_id, outcome=outcome)
 
     def _suspended(self) -> Suspended:
-        calls = [r for r in self._run.calls if r.status == "suspended"]
-        return Suspended(
-            questions=tuple(r.question for r in calls if r.question is not None),
-            manual=tuple(r.manual for r in calls if r.manual is not None),
-            pending=tuple(r.pending for r in calls if r.pending is not None),
-            checkpoint=self.checkpoint(),
-        )
+        return Suspended(checkpoint=self.checkpoint())

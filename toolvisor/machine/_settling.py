@@ -23,9 +23,9 @@ from toolvisor.contract import (
     ToolError,
 )
 from toolvisor.executor import MAX_ERROR_BYTES, encode, encode_checked, keep_ends
-from toolvisor.machine._checkpoint import CallRecord, HaltRecord
-from toolvisor.machine._config import MachineConfig
-from toolvisor.machine._outcomes import PendingCall, Question
+from toolvisor.machine._checkpoint import CallRecord, HaltRecord, RunState
+from toolvisor.machine._config import MachineConfig, shown
+from toolvisor.machine._outcomes import QUESTION_EXPIRED_CODE, PendingCall, Question
 from toolvisor.machine.policy import Continue, Decision, HaltRun, PolicyFailed, RetryAfter
 
 RESERVED_HALT_REASONS: frozenset[str] = frozenset(
@@ -47,10 +47,10 @@ def record_result(record: CallRecord, result: HandlerResult, text: str,
             _resolve(record, text, is_error=False)
         case Err(reason):
             return reason, text
-        case AskUser(question, options):
+        case AskUser(question, options, expires_in, default):
             record.status = "suspended"
             record.question = Question(call_id=call.id, tool=call.name, question=question,
-                                       options=options)
+                                       options=options, expires_in=expires_in, default=default)
         case Pending(deadline, on_timeout, on_cancel):
             record.status = "suspended"
             record.pending = PendingCall(call_id=call.id, tool=call.name, turn=turn,
@@ -69,6 +69,33 @@ def record_result(record: CallRecord, result: HandlerResult, text: str,
     return None
 
 
+def date_questions(run: RunState, now: float) -> list[Question]:
+    """Set ``now + expires_in`` as the deadline of each waiting question that expires and has
+    none yet; returns those it set."""
+    dated = []
+    for record in run.calls:
+        question = record.question
+        if record.status == "suspended" and question is not None \
+                and question.expires_in is not None and question.expires_at is None:
+            record.question = question.model_copy(
+                update={"expires_at": now + question.expires_in})
+            dated.append(record.question)
+    return dated
+
+
+def expiry_result(call: ToolCall, question: Question) -> Ok | Err:
+    """What a question that expired unanswered gives its call: its default answer, or (no
+    default) a denial, ``timeout`` with code ``question_expired``, for the policy."""
+    if question.default is not None:
+        return Ok(question.default)
+    return Err(ToolError(
+        "timeout",
+        f"tool error ({call.name}): timeout: the question {question.question!r} was not "
+        f"answered within {question.expires_in} s; it expired and was denied",
+        tool_name=call.name, tool_call_id=call.id, cause=question.expires_in,
+        code=QUESTION_EXPIRED_CODE))
+
+
 def refusal(record: CallRecord, config: MachineConfig) -> ToolError | InvalidArguments:
     """Why a call the model asked for cannot run: its tool is not in the catalog, or its
     arguments are no JSON object (the handler could never get them)."""
@@ -83,7 +110,7 @@ def not_found(call: ToolCall, config: MachineConfig) -> ToolError:
     return ToolError(
         "not_found",
         f"tool error ({call.name}): not_found: the model named tool {call.name!r}, which is "
-        f"not in the catalog; known tools: {[t.name for t in config.tools]}",
+        f"not in the catalog; known tools: {shown(config.known_tool_names())}",
         tool_name=call.name, tool_call_id=call.id)
 
 

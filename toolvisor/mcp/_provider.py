@@ -18,11 +18,12 @@ supervisor gives up within its intensity.
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO
 
 import pykka
 from pykka import ActorDeadError
@@ -37,7 +38,8 @@ from toolvisor.supervisors import ChildSpec, SupervisedActor, Supervisor, Superv
 if TYPE_CHECKING:
     import mcp_types
 
-    from toolvisor.mcp._session import McpSession, ServerAddress
+    from toolvisor.mcp._session import McpSession
+    from toolvisor.mcp._transport import ServerAddress
 
 
 class McpToolProvider(DynamicToolProvider):
@@ -50,7 +52,14 @@ class McpToolProvider(DynamicToolProvider):
     the server gets the MCP cancellation notification. ``max_restarts`` within
     ``max_seconds`` is the connection's intensity. After a lost session the connection tries
     ``reconnect_attempts`` times, ``reconnect_delay`` seconds apart at first, doubling up to
-    ``max_reconnect_delay`` (0 attempts: the restart fails at once, as at the start).
+    ``max_reconnect_delay`` (0 attempts: the restart fails at once, as at the start). An HTTP
+    server that no longer knows the session (redeployed while the agent was idle) is not a
+    loss: the session is renewed at once, its tools listed again, and the call the server
+    refused for it is sent once more (it never ran); no restart is spent. A stdio server's
+    stderr goes to this process's stderr, or to ``errlog`` (an open file, or a path appended
+    to). Tools the server says need MCP tasks (``execution.taskSupport: "required"``) are
+    withheld from the catalog (logged ``mcp_tool_withheld``): they could never be called.
+    The client introduces itself to servers as ``toolvisor`` and its version.
     """
 
     def __init__(self, name: str, server: ServerAddress, *, timeout: float | None = None,
@@ -78,24 +87,30 @@ class McpToolProvider(DynamicToolProvider):
         self._max_reconnect_delay = max_reconnect_delay
         self._log = get_event_log("mcp", source=self.source)
         self._session: McpSession | None = None
+        # The tools needing MCP tasks as last listed: written by the session thread of the
+        # moment, which takes the listings (one session at a time).
+        self._withheld: frozenset[str] = frozenset()
         # Whether a session was up and a restart should reconnect rather than fail: written
         # by the connection actor of the moment (one at a time, under its supervisor).
         self._reconnect = False
 
     @classmethod
     def stdio(cls, name: str, command: Sequence[str], *, env: Mapping[str, str] | None = None,
-              cwd: str | None = None, **settings: Any) -> McpToolProvider:
-        """A server spawned as ``command`` (program and arguments), spoken to over stdio."""
-        session = load("_session")
+              cwd: str | None = None, errlog: TextIO | str | os.PathLike[str] | None = None,
+              **settings: Any) -> McpToolProvider:
+        """A server spawned as ``command`` (program and arguments), spoken to over stdio; its
+        stderr goes to ``errlog`` (an open file, or a path appended to) if given."""
+        transport = load("_transport")
         program, *args = command
-        return cls(name, session.StdioServer(program, tuple(args), env, cwd), **settings)
+        return cls(name, transport.StdioServer(program, tuple(args), env, cwd, errlog),
+                   **settings)
 
     @classmethod
     def http(cls, name: str, url: str, *, headers: Mapping[str, str] | None = None,
              **settings: Any) -> McpToolProvider:
         """A streamable HTTP server at ``url``; ``headers`` go with every request."""
-        session = load("_session")
-        return cls(name, session.HttpServer(url, dict(headers or {})), **settings)
+        transport = load("_transport")
+        return cls(name, transport.HttpServer(url, dict(headers or {})), **settings)
 
     @property
     def source(self) -> str:
@@ -124,7 +139,15 @@ class McpToolProvider(DynamicToolProvider):
         """Take a full listing from the server: the tools change (and ``version`` moves) only
         if what the model is told changed."""
         tools: dict[str, Tool] = {}
+        withheld = frozenset(item.name for item in listed if _needs_tasks(item))
+        for name in sorted(withheld - self._withheld):
+            self._log.warning("mcp_tool_withheld", tool=name,
+                              why='execution.taskSupport is "required" and toolvisor does not '
+                                  "make task-augmented calls")
+        self._withheld = withheld
         for item in listed:
+            if item.name in withheld:
+                continue
             try:
                 tools[item.name] = Tool(
                     name=item.name, description=item.description or "",
@@ -152,6 +175,11 @@ class McpToolProvider(DynamicToolProvider):
         return f"McpToolProvider({self.name!r}, tools={list(self._tools)})"
 
 
+def _needs_tasks(tool: mcp_types.Tool) -> bool:
+    """Whether the server accepts calls of ``tool`` only as MCP tasks."""
+    return tool.execution is not None and tool.execution.task_support == "required"
+
+
 @dataclass(frozen=True, slots=True)
 class _Lost:
     why: str
@@ -167,6 +195,8 @@ class McpConnection(SupervisedActor, pykka.ThreadingActor):
     session ends, and its supervisor restarts it. The first start connects (its tools listed)
     or fails; a restart that cannot connect keeps trying with backoff (``_TryAgain``, told by
     a timer that ``_timer`` holds; state owned by the actor's thread)."""
+
+    use_daemon_thread = True  # no toolvisor thread keeps the interpreter alive
 
     def __init__(self, provider: McpToolProvider) -> None:
         super().__init__()

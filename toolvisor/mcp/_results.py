@@ -7,13 +7,15 @@ Everything else that goes wrong is a crash, one ``ToolError`` of the closed set 
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from mcp.shared.exceptions import MCPError
-from mcp_types import CONNECTION_CLOSED, INVALID_REQUEST, CallToolResult, TextContent
+from mcp_types import CONNECTION_CLOSED, CallToolResult, TextContent
 from pydantic import ValidationError
 
 from toolvisor.contract import Err, HandlerResult, Ok, ToolError
+from toolvisor.mcp._errors import describe, real_cause
 
 
 def content_value(result: CallToolResult) -> Any:
@@ -30,33 +32,50 @@ def content_value(result: CallToolResult) -> Any:
 def handler_result(result: CallToolResult) -> HandlerResult:
     """``Ok(value)``, or ``Err(value)`` for a result the tool marked ``isError``."""
     value = content_value(result)
-    return Err(value) if result.is_error else Ok(value)
+    return Err(error_value(value)) if result.is_error else Ok(value)
+
+
+def error_value(value: Any) -> Any:
+    """An error the server wrote as JSON text is that JSON, so the model reads it encoded
+    once, not as a string holding JSON; an encoded error's ``{"error": ...}`` (what a
+    toolvisor server sends) is unwrapped, since toolvisor wraps it again."""
+    if isinstance(value, str) and value.lstrip()[:1] in ("{", "["):
+        try:
+            value = json.loads(value, parse_constant=_not_json)
+        except ValueError:
+            return value
+    if isinstance(value, dict) and value.keys() == {"error"}:
+        return value["error"]
+    return value
+
+
+def _not_json(constant: str) -> Any:
+    raise ValueError(f"{constant} is not JSON")
 
 
 def session_lost(exc: BaseException) -> bool:
-    """Whether ``exc`` says the session is gone (transport closed, session terminated), so
-    the connection must be made again."""
-    if not isinstance(exc, MCPError):
+    """Whether ``exc`` says the transport is gone (closed, or a response stream cut off
+    before its answer: the server went away), so the connection must be made again."""
+    if not isinstance(exc, MCPError) or exc.code != CONNECTION_CLOSED:
         return False
-    return (exc.code == CONNECTION_CLOSED and exc.message == "Connection closed") or (
-        exc.code == INVALID_REQUEST and exc.message == "Session terminated")
+    return exc.message == "Connection closed" or exc.message.startswith("SSE stream")
 
 
 def crash(tool: str, call_id: str | None, exc: BaseException) -> Err:
     """The ``ToolError`` for a call that failed on the wire, not in the tool."""
     reason: Any
-    if session_lost(exc):
-        reason, code = "handler_exit", (
-            "mcp_session_terminated" if "terminated" in str(exc) else "mcp_transport_closed")
-    elif isinstance(exc, MCPError):
+    cause = real_cause(exc)
+    if session_lost(cause):
+        reason, code = "handler_exit", "mcp_transport_closed"
+    elif isinstance(cause, MCPError):
         reason, code = "handler_raised", "mcp_protocol_error"
-    elif isinstance(exc, ValidationError):
+    elif isinstance(cause, ValidationError):
         reason, code = "handler_raised", "mcp_malformed_result"
-    elif isinstance(exc, OSError | EOFError):
+    elif isinstance(cause, OSError | EOFError):
         reason, code = "handler_exit", "mcp_transport_closed"
     else:
         reason, code = "handler_raised", "mcp_client_error"
-    detail = f"JSON-RPC error {exc.code}: {exc.message}" if isinstance(exc, MCPError) \
-        else f"{type(exc).__name__}: {exc}"
+    detail = f"JSON-RPC error {cause.code}: {cause.message}" if isinstance(cause, MCPError) \
+        else describe(exc)
     return Err(ToolError(reason, f"tool error ({tool}): {reason}: {code}: {detail}",
-                         tool_name=tool, tool_call_id=call_id, cause=exc, code=code))
+                         tool_name=tool, tool_call_id=call_id, cause=cause, code=code))

@@ -90,6 +90,9 @@ class ToolServer:
         gets the endpoint's URL once the socket listens (a client may connect at once: the
         connection waits in the backlog until the server accepts it)."""
         sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+        # Connections this server closed wait in TIME_WAIT for a minute: without this, a
+        # restarted server could not listen on its port meanwhile (as uvicorn's own bind).
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((host, port))
         sock.listen()
         url = f"http://{host}:{sock.getsockname()[1]}/mcp"

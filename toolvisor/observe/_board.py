@@ -8,6 +8,7 @@ is a snapshot for rendering.
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,10 +17,12 @@ _OK = frozenset({"ok", "ask_user", "halt", "pending"})
 
 @dataclass
 class CallView:
-    """One tool call of a turn: its attempts as ``(attempt, status, duration_ms)``."""
+    """One tool call of a turn: its attempts as ``(attempt, status, duration_ms)``, and when
+    the question it asked expires (``expires_at``, the host's clock), if it does."""
 
     tool_name: str
     attempts: list[tuple[int, str, float | None]] = field(default_factory=list)
+    expires_at: float | None = None
 
 
 @dataclass
@@ -42,8 +45,22 @@ class RunView:
         return self.turns.setdefault(int(number or 0), TurnView())
 
 
+def at_time(seconds: float | None) -> str:
+    """A deadline on the host's clock (seconds since the epoch) as UTC time."""
+    if seconds is None:
+        return "?"
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(seconds))
+
+
 def _ms(value: float | None) -> str:
     return "" if value is None else f" {value:.1f} ms"
+
+
+def _delay(seconds: object) -> str:
+    """A wait as a reader takes it in: ``170 ms``, ``2.5 s``."""
+    if not isinstance(seconds, int | float):
+        return str(seconds)
+    return f"{seconds * 1000:.0f} ms" if seconds < 1 else f"{seconds:.1f} s"
 
 
 def _set_attempt(attempts: list[tuple[int, str, float | None]], attempt: int, status: str,
@@ -112,9 +129,32 @@ class Board:
                 _set_attempt(view.attempts, attempt, status, duration)
                 return f"{head} turn {fields.get('turn')} {view.tool_name} ({call_id}) " \
                     f"#{attempt} {status}{_ms(duration)}"
+            case "question_deadline" | "question_expired":
+                call_id = str(fields.get("tool_call_id"))
+                view = run.turn(fields.get("turn")).calls.setdefault(
+                    call_id, CallView(str(fields.get("tool_name"))))
+                where = f"{head} turn {fields.get('turn')} {view.tool_name} ({call_id})"
+                if event == "question_deadline":
+                    view.expires_at = fields.get("expires_at")
+                    return f"{where} asks until {at_time(view.expires_at)}"
+                default = fields.get("default")
+                answer = "denied" if default is None else f"answered {default!r}"
+                view.expires_at = None
+                if view.attempts:
+                    number, _, took = view.attempts[-1]
+                    view.attempts[-1] = (number, f"expired, {answer}", took)
+                late = " (a late answer was discarded)" if fields.get("late_answer") else ""
+                return f"{where} question expired: {answer} by default{late}"
+            case "run_progress" if fields.get("progress") == "call_finished" \
+                    and fields.get("answered"):  # its question no longer waits
+                for turn in reversed(run.turns.values()):
+                    if (answered := turn.calls.get(str(fields.get("call_id")))) is not None:
+                        answered.expires_at = None
+                        break
+                return None
             case "retry_scheduled":
                 return f"{head} retry {', '.join(map(str, fields.get('call_ids') or ()))} " \
-                    f"in {fields.get('seconds')} s"
+                    f"in {_delay(fields.get('seconds'))}"
             case "run_suspended":
                 run.status = "suspended"
                 return f"{head} suspended, waiting on {', '.join(fields.get('call_ids') or ())}"

@@ -18,7 +18,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any, TextIO
 
 from toolvisor._logging import EventSink, set_event_sink
-from toolvisor.observe._board import Board, RunView, is_good
+from toolvisor.observe._board import Board, RunView, at_time, is_good
 
 if TYPE_CHECKING:
     from rich.tree import Tree
@@ -79,7 +79,10 @@ def _render_run(root: Tree, run: RunView) -> None:
             node.add(f"model  {_attempts(turn.model)}")
         for call_id, call in turn.calls.items():
             retried = "  (retried)" if len(call.attempts) > 1 else ""
-            node.add(f"{call.tool_name} [dim]{call_id}[/]  {_attempts(call.attempts)}{retried}")
+            expires = "" if call.expires_at is None else \
+                f"  [yellow]asks until {at_time(call.expires_at)}[/]"
+            node.add(f"{call.tool_name} [dim]{call_id}[/]  {_attempts(call.attempts)}{retried}"
+                     f"{expires}")
 
 
 @contextmanager

@@ -15,8 +15,8 @@ def _by_name(tools: Iterable[Tool], owner: str) -> dict[str, Tool]:
     by_name: dict[str, Tool] = {}
     for item in tools:
         if not isinstance(item, Tool):
-            raise TypeError(f"{owner} takes Tool objects (build them with @tool), "
-                            f"got {type(item).__name__}")
+            raise TypeError(f"{owner} takes Tool objects (build them with @function_tool or "
+                            f"@tool), got {type(item).__name__}")
         if item.name in by_name:
             raise ValueError(f"{owner}: two tools are named {item.name!r}; tool names must be "
                              "unique within a provider")

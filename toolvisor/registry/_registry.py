@@ -208,6 +208,12 @@ class ToolRegistry:
         """The names in the catalog."""
         return self._current().members
 
+    def process_tools(self) -> list[str]:
+        """The members whose handlers run in worker processes (``isolation='process'``):
+        those a program needs ``if __name__ == "__main__":`` for."""
+        return [name for name in self.members()
+                if isinstance(tool := self.resolve(name), Tool) and tool.isolation == "process"]
+
     @property
     def catalog_access(self) -> CatalogAccess:
         """The ``CatalogAccess`` handed to handlers as ``ctx.catalog``."""

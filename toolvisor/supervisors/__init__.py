@@ -2,6 +2,7 @@
 
 from toolvisor.supervisors._dynamic import ToolCallSupervisor, ToolCallSupervisorRef
 from toolvisor.supervisors._errors import (
+    ChildRestartingError,
     ChildRunningError,
     ChildSpecError,
     ChildStartError,
@@ -10,7 +11,14 @@ from toolvisor.supervisors._errors import (
     UnknownChildError,
 )
 from toolvisor.supervisors._intensity import Clock
-from toolvisor.supervisors._spec import ChildInfo, ChildSpec, ChildType, Restart, Shutdown
+from toolvisor.supervisors._spec import (
+    ChildInfo,
+    ChildSpec,
+    ChildState,
+    ChildType,
+    Restart,
+    Shutdown,
+)
 from toolvisor.supervisors._supervised import ActorExit, ExitReason, SupervisedActor
 from toolvisor.supervisors._supervisor import (
     Strategy,
@@ -22,10 +30,12 @@ from toolvisor.supervisors._supervisor import (
 __all__ = [
     "ActorExit",
     "ChildInfo",
+    "ChildRestartingError",
     "ChildRunningError",
     "ChildSpec",
     "ChildSpecError",
     "ChildStartError",
+    "ChildState",
     "ChildType",
     "Clock",
     "DuplicateChildError",

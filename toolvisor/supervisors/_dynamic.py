@@ -174,6 +174,8 @@ class ToolCallSupervisor(SupervisedActor, pykka.ThreadingActor):
     abandons the rest (``on_abandon``, ``child_abandoned``, counted).
     """
 
+    use_daemon_thread = True  # no toolvisor thread keeps the interpreter alive
+
     def __init__(self, *, max_children: int, shutdown: Shutdown, name: str | None) -> None:
         if isinstance(max_children, bool) or not isinstance(max_children, int) or max_children < 1:
             raise ChildSpecError(f"max_children must be an int >= 1, got {max_children!r}")

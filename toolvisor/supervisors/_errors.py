@@ -34,6 +34,12 @@ class ChildRunningError(ToolvisorError, RuntimeError):
     """The operation needs the child stopped (``restart_child``, ``delete_child``)."""
 
 
+class ChildRestartingError(ToolvisorError, RuntimeError):
+    """The child is restarting: its last restart failed and is being tried again (OTP's
+    ``{error, restarting}`` from ``restart_child`` / ``delete_child``); ``terminate_child``
+    stops the retries."""
+
+
 class DuplicateChildError(ToolvisorError, ValueError):
     """``start_child`` was given an id that the supervisor already has."""
 

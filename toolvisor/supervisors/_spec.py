@@ -13,6 +13,7 @@ from toolvisor.supervisors._errors import ChildSpecError
 
 Restart = Literal["permanent", "transient", "temporary"]
 ChildType = Literal["worker", "supervisor"]
+ChildState = Literal["running", "restarting", "stopped"]
 Shutdown = float | Literal["brutal_kill"]
 
 _RESTARTS = ("permanent", "transient", "temporary")
@@ -112,9 +113,12 @@ def check_shutdown(shutdown: object, what: str) -> None:
 
 class ChildInfo(NamedTuple):
     """One row of ``which_children()``: OTP's ``{Id, Child, Type, Modules}``, with the restart
-    type in place of the modules. ``ref`` is ``None`` while the child is not running."""
+    type in place of the modules. ``ref`` is ``None`` while the child is not running; ``state``
+    is OTP's ``Child``: ``running`` (a ref), ``restarting`` (its last restart failed and is
+    tried again), or ``stopped`` (OTP's ``undefined``)."""
 
     id: Hashable
     ref: ActorRef[Any] | None
     type: ChildType
     restart: Restart
+    state: ChildState = "running"

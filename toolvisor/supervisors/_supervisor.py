@@ -14,6 +14,7 @@ from pykka import ActorDeadError, ActorRef
 
 from toolvisor._logging import get_event_log
 from toolvisor.supervisors._errors import (
+    ChildRestartingError,
     ChildRunningError,
     ChildSpecError,
     ChildStartError,
@@ -22,7 +23,7 @@ from toolvisor.supervisors._errors import (
 )
 from toolvisor.supervisors._intensity import Clock, RestartIntensity
 from toolvisor.supervisors._shutdown import stop_child
-from toolvisor.supervisors._spec import ChildInfo, ChildSpec
+from toolvisor.supervisors._spec import ChildInfo, ChildSpec, ChildState
 from toolvisor.supervisors._start import start_synchronously
 from toolvisor.supervisors._supervised import (
     NORMAL_REASONS,
@@ -46,6 +47,13 @@ class _Child:
     ref: ActorRef[Any] | None = None
     link: ChildLink | None = None
     restarts: int = 0
+    restarting: bool = False  # a failed restart waits for its _TryAgainRestart
+
+    @property
+    def state(self) -> ChildState:
+        if self.ref is not None:
+            return "running"
+        return "restarting" if self.restarting else "stopped"
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,12 +138,14 @@ class SupervisorRef(ActorRef["Supervisor"]):
         self.ask(_TerminateChild(child_id), block=True)
 
     def restart_child(self, child_id: Hashable) -> ActorRef[Any]:
-        """Start a stopped child again from its spec (:class:`ChildRunningError` if running)."""
+        """Start a stopped child again from its spec (:class:`ChildRunningError` if running,
+        :class:`ChildRestartingError` if its supervisor is already trying to)."""
         ref: ActorRef[Any] = self.ask(_RestartChild(child_id), block=True)
         return ref
 
     def delete_child(self, child_id: Hashable) -> None:
-        """Forget a stopped child's spec (:class:`ChildRunningError` if running)."""
+        """Forget a stopped child's spec (:class:`ChildRunningError` if running,
+        :class:`ChildRestartingError` if restarting)."""
         self.ask(_DeleteChild(child_id), block=True)
 
 
@@ -157,7 +167,10 @@ class Supervisor(SupervisedActor, pykka.ThreadingActor):
       same for the children started after it. ``temporary`` children are never restarted (not
       even as siblings: stopping them forgets them); ``transient`` ones only after an abnormal
       exit (not ``normal`` or ``shutdown``) of their own. A restart whose start function fails
-      counts as a restart and is tried again until it works or the intensity is exceeded.
+      counts as a restart and is tried again (a message to itself, so calls queued meanwhile
+      are served in between) until it works or the intensity is exceeded; meanwhile the child
+      is ``restarting``: ``restart_child`` and ``delete_child`` refuse it, ``terminate_child``
+      stops the retries and leaves it stopped.
     * More than ``max_restarts`` restarts within ``max_seconds`` (of ``clock``): the supervisor
       stops all children in reverse start order and exits with reason ``shutdown``, for its own
       supervisor to handle.
@@ -169,6 +182,8 @@ class Supervisor(SupervisedActor, pykka.ThreadingActor):
     All of the supervisor's state is owned by its own thread; everyone else talks to it through
     its mailbox (:class:`SupervisorRef`).
     """
+
+    use_daemon_thread = True  # no toolvisor thread keeps the interpreter alive
 
     def __init__(
         self,
@@ -293,11 +308,12 @@ class Supervisor(SupervisedActor, pykka.ThreadingActor):
                 self._child_exited(link)
             case _TryAgainRestart(child_id, reason):
                 child = self._find(child_id)
-                if child is not None and child.ref is None:
+                if child is not None and child.restarting:  # not terminated meanwhile
+                    child.restarting = False
                     self._restart(child, reason)
             case _WhichChildren():
                 return [
-                    ChildInfo(c.spec.id, c.ref, c.spec.type, c.spec.restart)
+                    ChildInfo(c.spec.id, c.ref, c.spec.type, c.spec.restart, c.state)
                     for c in self._children
                 ]
             case _CountChildren():
@@ -314,6 +330,7 @@ class Supervisor(SupervisedActor, pykka.ThreadingActor):
                     raise ChildRunningError(
                         f"child {child_id!r} is running: terminate_child it first"
                     )
+                self._refuse_restarting(child)
                 self._children.remove(child)
             case _:
                 return super().on_receive(message)
@@ -339,10 +356,19 @@ class Supervisor(SupervisedActor, pykka.ThreadingActor):
         self._log.info("child_started", child_id=child.spec.id, child_urn=ref.actor_urn)
         return ref
 
+    def _refuse_restarting(self, child: _Child) -> None:
+        if child.restarting:
+            raise ChildRestartingError(
+                f"child {child.spec.id!r} is restarting (its last restart failed and is tried "
+                f"again): terminate_child it first to stop the retries"
+            )
+
     def _terminate(self, child: _Child) -> None:
-        """Stop the child if it runs; forget it if temporary. Its late exit notice is stale."""
+        """Stop the child if it runs, or its pending restart; forget it if temporary. Its late
+        exit notice is stale."""
         ref, link = child.ref, child.link
         child.ref = child.link = None
+        child.restarting = False
         if (
             ref is not None
             and link is not None
@@ -418,6 +444,7 @@ class Supervisor(SupervisedActor, pykka.ThreadingActor):
                 self._log.error(
                     "child_start_failed", child_id=member.spec.id, error=error.detail
                 )
+                member.restarting = True
                 self.actor_ref.tell(_TryAgainRestart(member.spec.id, reason))
                 return
             member.restarts += 1
@@ -429,6 +456,7 @@ class Supervisor(SupervisedActor, pykka.ThreadingActor):
     def _restart_stopped(self, child: _Child) -> ActorRef[Any]:
         if child.ref is not None:
             raise ChildRunningError(f"child {child.spec.id!r} is already running")
+        self._refuse_restarting(child)
         return self._start_child(child)
 
     def _add_child(self, spec: ChildSpec) -> ActorRef[Any]:
@@ -436,7 +464,8 @@ class Supervisor(SupervisedActor, pykka.ThreadingActor):
             raise ChildSpecError(f"start_child needs a ChildSpec, got {spec!r}")
         existing = self._find(spec.id)
         if existing is not None:
-            state = "running" if existing.ref is not None else "present but stopped"
+            state = {"running": "running", "restarting": "present and restarting",
+                     "stopped": "present but stopped"}[existing.state]
             raise DuplicateChildError(
                 f"child {spec.id!r} is already {state}: use another id, or "
                 f"restart_child / delete_child"
@@ -450,7 +479,9 @@ class Supervisor(SupervisedActor, pykka.ThreadingActor):
         supervisors = sum(1 for c in self._children if c.spec.type == "supervisor")
         return {
             "specs": len(self._children),
-            "active": sum(1 for c in self._children if c.ref is not None),
+            # OTP counts a child as active only if its process is alive: one that died and
+            # whose exit notice is still queued behind this call is not.
+            "active": sum(1 for c in self._children if c.ref is not None and c.ref.is_alive()),
             "supervisors": supervisors,
             "workers": len(self._children) - supervisors,
             "abandoned": self._abandoned,

@@ -1,6 +1,9 @@
 """What users import in their own tests: scripted models, policy harness, leak checks, events,
-a fake clock and a breaker harness."""
+a fake clock and a breaker harness; and one tool call inline (``execute``, ``encode``: what
+the agent would make of it, with no agent)."""
 
+from toolvisor.executor import aexecute, encode, encode_checked, execute
+from toolvisor.machine import MachineConfig
 from toolvisor.testing._drive import DriveResult, DriveScriptError, drive
 from toolvisor.testing._events import capture_events
 from toolvisor.testing._leaks import LeakCheck, tolerate_fds
@@ -22,9 +25,11 @@ __all__ = [
     "FakeClock",
     "FunctionModel",
     "LeakCheck",
+    "MachineConfig",
     "ScriptExhaustedError",
     "ScriptNotFinishedError",
     "ScriptedModel",
+    "aexecute",
     "call",
     "calls",
     "capture_events",
@@ -32,5 +37,8 @@ __all__ = [
     "decide_model",
     "drive",
     "drive_breaker",
+    "encode",
+    "encode_checked",
+    "execute",
     "tolerate_fds",
 ]

@@ -1,0 +1,131 @@
+"""``python -m toolvisor.cli runs``: a store's runs, as a table and as JSON lines, run in a real
+subprocess on a real store; a reader that stops early, and stores that are not there."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from toolvisor.durable import SqliteSessionStore
+
+ROOT = Path(__file__).resolve().parent.parent
+DAY = 86400.0
+
+
+def cli(*args: Any) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "toolvisor.cli", *map(str, args)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=60, check=False)
+
+
+def dead_pid() -> int:
+    """The pid of a process of this machine that has ended (and was reaped)."""
+    process = subprocess.Popen([sys.executable, "-c", "pass"])
+    process.wait()
+    return process.pid
+
+
+@pytest.fixture
+def stored(tmp_path: Path) -> tuple[Path, int]:
+    """A store with four runs (ages, on the store clock, whole minutes past the hour, so a
+    slow start of the command cannot change what it shows): one waiting on a key, hosted by a
+    process that died (its pid is returned); one hosted by this live process; one whose host's
+    lease has expired; one that completed."""
+    path, dead = tmp_path / "runs.sqlite", dead_pid()
+    now = time.time()
+    here = socket.gethostname()
+    with SqliteSessionStore(path, clock=lambda: now - 2 * DAY - 3 * 3600 - 120) as old:
+        old.create_run("waiting", status="suspended")
+        key = old.issue_key("waiting", "1.1.c_hook")
+        old.park(key, deadline_at=None)
+        old.acquire_lease("waiting", f"{here}:{dead}:aaaa", 30)
+    with SqliteSessionStore(path, clock=lambda: now - 3 * 3600 - 60) as later:
+        later.create_run("hosted")
+        later.acquire_lease("hosted", f"{here}:{os.getpid()}:bbbb", 10 * DAY)
+    with SqliteSessionStore(path, clock=lambda: now - 2 * 3600 - 30 * 60 - 20) as recent:
+        recent.create_run("abandoned")
+        recent.acquire_lease("abandoned", "elsewhere:77:cccc", 30)
+        recent.create_run("done", status="completed")
+    return path, dead
+
+
+def test_runs_lists_each_run_newest_first_with_status_age_host_and_waiting_calls(
+        stored: tuple[Path, int]) -> None:
+    path, dead = stored
+    done = cli("runs", "--store", path)
+    assert (done.returncode, done.stderr) == (0, "")
+    rows = [line.split() for line in done.stdout.splitlines()]
+    here = socket.gethostname()
+    assert rows == [
+        ["RUN", "STATUS", "AGE", "HOST", "WAITING"],
+        ["done", "completed", "2h30m", "-", "-"],
+        ["abandoned", "running", "2h30m", "elsewhere:77", "(expired)", "-"],
+        ["hosted", "running", "3h01m", f"{here}:{os.getpid()}", "-"],
+        ["waiting", "suspended", "2d03h", f"{here}:{dead}", "(gone)", "1.1.c_hook"]]
+
+
+def test_runs_json_gives_one_object_a_line_with_the_waiting_keys(
+        stored: tuple[Path, int]) -> None:
+    store_path, _ = stored
+    done = cli("runs", "--store", store_path, "--json", "--status", "suspended")
+    assert (done.returncode, done.stderr) == (0, "")
+    (line,) = [json.loads(text) for text in done.stdout.splitlines()]
+    with SqliteSessionStore(store_path) as store:
+        (wait,) = store.open_waits()
+        (run,) = store.runs(status="suspended")
+    assert line["run_id"] == "waiting" and line["status"] == "suspended"
+    assert (line["created_at"], line["updated_at"]) == (run.created_at, run.updated_at)
+    assert 2 * DAY + 3 * 3600 + 120 <= line["age"] < 2 * DAY + 4 * 3600
+    assert line["host"]["state"] == "gone" and line["host"]["holder"].endswith(":aaaa")
+    assert line["waiting"] == [{"call_id": "1.1.c_hook", "purpose": "call", "key": wait.key,
+                                "deadline_at": None}]
+
+
+def test_runs_with_no_match_says_so(stored: tuple[Path, int]) -> None:
+    store_path, _ = stored
+    done = cli("runs", "--store", store_path, "--status", "failed")
+    assert (done.returncode, done.stdout) == (0, "no runs with status 'failed'\n")
+    assert cli("runs", "--store", store_path, "--status", "failed", "--json").stdout == ""
+
+
+def test_runs_piped_into_head_stops_quietly(tmp_path: Path) -> None:
+    """More lines than a pipe holds, so ``head`` closes it while the command still writes."""
+    path = tmp_path / "runs.sqlite"
+    with SqliteSessionStore(path) as store:
+        for _ in range(2000):
+            store.create_run()
+    for json_lines in ("", " --json"):
+        piped = subprocess.run(
+            ["bash", "-c", f"{sys.executable} -m toolvisor.cli runs --store {path}{json_lines}"
+                           " | head -3; echo \"exit ${PIPESTATUS[0]}\" >&2"],
+            cwd=ROOT, capture_output=True, text=True, timeout=60, check=False)
+        assert len(piped.stdout.splitlines()) == 3
+        assert piped.stderr == "exit 141\n"  # a writer whose reader left, without a traceback
+
+
+def test_a_store_that_is_not_there_is_named_and_not_created(tmp_path: Path) -> None:
+    for command in (["runs"], ["waits"], ["resolve", "tvk1.x.y", "--ok", "1"]):
+        missing = cli(*command, "--store", tmp_path / "nowhere" / "runs.sqlite")
+        assert (missing.returncode, missing.stdout) == (2, "")
+        assert f"the folder {str(tmp_path / 'nowhere')!r} does not exist" in missing.stderr
+        absent = cli(*command, "--store", tmp_path / "runs.sqlite")
+        assert absent.returncode == 2
+        assert f"the folder {str(tmp_path)!r} has no file 'runs.sqlite'" in absent.stderr
+        assert "Agent(..., store=PATH)" in absent.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_file_that_holds_no_store_is_refused_and_left_alone(tmp_path: Path) -> None:
+    notes = tmp_path / "notes.txt"
+    notes.write_text("hello\n")
+    done = cli("runs", "--store", notes)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "notes.txt' is not a session store (file is not a database)" in done.stderr
+    assert notes.read_text() == "hello\n"

@@ -1,0 +1,149 @@
+"""How a session reaches its server: the addresses (a command over stdio, a streamable HTTP
+URL), the streams to them, and the HTTP refusals of a session the server no longer knows."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.metadata
+import os
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import AsyncExitStack, asynccontextmanager, suppress
+from dataclasses import dataclass, field
+from typing import Any, TextIO
+
+import anyio
+import httpx2
+import mcp_types
+from mcp import StdioServerParameters, stdio_client
+from mcp.client._transport import TransportStreams
+from mcp.client.streamable_http import MCP_SESSION_ID, streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.shared.message import SessionMessage
+from mcp_types import INVALID_REQUEST, JSONRPCError, jsonrpc_message_adapter
+from pydantic import ValidationError
+
+
+def _client_info() -> mcp_types.Implementation:
+    """How the client introduces itself to servers: toolvisor, and its version."""
+    try:
+        version = importlib.metadata.version("toolvisor")
+    except importlib.metadata.PackageNotFoundError:  # run from a source tree, not installed
+        version = "unknown"
+    return mcp_types.Implementation(name="toolvisor", version=version)
+
+
+CLIENT_INFO = _client_info()
+
+ErrLog = TextIO | str | os.PathLike[str]
+
+
+@dataclass(frozen=True, slots=True)
+class StdioServer:
+    """A server the session spawns and talks to over its stdin and stdout; its stderr goes
+    to ``errlog`` (an open file, or a path appended to), else to this process's stderr."""
+
+    command: str
+    args: tuple[str, ...] = ()
+    env: Mapping[str, str] | None = None
+    cwd: str | None = None
+    errlog: ErrLog | None = None
+
+    def __post_init__(self) -> None:
+        errlog = self.errlog
+        if errlog is None or isinstance(errlog, str | os.PathLike):
+            return
+        try:
+            errlog.fileno()
+        except (AttributeError, OSError, ValueError) as exc:  # io.UnsupportedOperation too
+            raise TypeError(f"errlog must be a path or an open file with a descriptor (the "
+                            f"server process writes to it), got {type(errlog).__name__}: "
+                            f"{exc}") from exc
+
+
+@dataclass(frozen=True, slots=True)
+class HttpServer:
+    """A streamable HTTP server at ``url``; ``headers`` go with every request (auth)."""
+
+    url: str
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+
+ServerAddress = StdioServer | HttpServer
+
+Refusal = tuple[int, str]  # the (code, message) of the JSON-RPC error a call will get
+SessionWatcher = Callable[[int, Refusal | None], None]  # HTTP status, and the refusal if one
+
+
+@asynccontextmanager
+async def open_transport(server: ServerAddress, closed: asyncio.Event, seen: SessionWatcher
+                         ) -> AsyncIterator[TransportStreams]:
+    """The server's streams, with ``closed`` set when the server ends the read side (EOF);
+    over HTTP, ``seen`` hears how the server took each request naming the session (see
+    ``_watch_session``)."""
+    async with AsyncExitStack() as stack:
+        if isinstance(server, StdioServer):
+            params = StdioServerParameters(
+                command=server.command, args=list(server.args),
+                env=dict(server.env) if server.env is not None else None, cwd=server.cwd)
+            errlog = server.errlog
+            if isinstance(errlog, str | os.PathLike):
+                errlog = stack.enter_context(open(errlog, "a", encoding="utf-8"))  # noqa: SIM115
+            inner: Any = stdio_client(params) if errlog is None else stdio_client(params, errlog)
+        else:
+            web = await stack.enter_async_context(
+                create_mcp_http_client(headers=dict(server.headers)))
+            web.event_hooks = {"response": [lambda response: _watch_session(response, seen)]}
+            inner = streamable_http_client(server.url, http_client=web)
+        read, write = await stack.enter_async_context(inner)
+        async with _watched(read, closed) as watched:
+            yield watched, write
+
+
+async def _watch_session(response: httpx2.Response, seen: SessionWatcher) -> None:
+    """Tell ``seen`` how the server took the session a request named: accepted (a status
+    under 400), or refused: HTTP 404 (the spec's "session not found"), or a 400 whose
+    JSON-RPC error names no request (refused before the request was read: the reference
+    servers' "No valid session ID provided"). Either refusal says the server did not run the
+    request; it is told as the error the SDK will give the request's caller, so the caller
+    can know it for one."""
+    status = response.status_code
+    if MCP_SESSION_ID not in response.request.headers:
+        return
+    if status < 400:
+        seen(status, None)
+        return
+    if status not in (400, 404):
+        return
+    error: JSONRPCError | None = None
+    if response.headers.get("content-type", "").lower().startswith("application/json"):
+        with suppress(httpx2.StreamError, ValidationError):
+            parsed = jsonrpc_message_adapter.validate_json(await response.aread(),
+                                                           by_name=False)
+            error = parsed if isinstance(parsed, JSONRPCError) else None
+    if status == 404:  # the SDK's words for a 404 without a JSON-RPC error
+        seen(status, (INVALID_REQUEST, "Session terminated") if error is None
+             else (error.error.code, error.error.message))
+    elif error is not None and error.id is None:
+        seen(status, (error.error.code, error.error.message))
+
+
+@asynccontextmanager
+async def _watched(read: Any, closed: asyncio.Event) -> AsyncIterator[Any]:
+    """``read`` passed through, with ``closed`` set at its end."""
+    send, receive = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+
+    async def pump() -> None:
+        try:
+            async with send:
+                async for item in read:
+                    await send.send(item)
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            return
+        closed.set()
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(pump)
+        try:
+            yield receive
+        finally:
+            group.cancel_scope.cancel()
