@@ -83,7 +83,8 @@ class HaltRun:
 
 @dataclass(frozen=True, slots=True)
 class RetryAfter:
-    """Sleep ``delay`` seconds, then run the call again (only for ``retryable=True`` tools)."""
+    """Run the call again ``delay`` seconds after this failure (only for ``retryable=True``
+    tools); its siblings go on meanwhile."""
 
     delay: float
 

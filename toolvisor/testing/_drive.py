@@ -1,7 +1,8 @@
 """Driving a ``TurnMachine`` through a whole run, inline: scripted model, scripted tools.
 
-No threads and no clock: tool handlers run in the calling thread through ``execute``, sleeps
-are recorded and answered at once. Good for testing policies, modes and checkpoints.
+No threads and no clock: tool handlers run in the calling thread through ``execute``; a model
+backoff (``Sleep``) is answered at once and a tool retry runs as soon as it is listed, both
+recorded in ``DriveResult.sleeps``. Good for testing policies, modes and checkpoints.
 """
 
 from __future__ import annotations
@@ -186,7 +187,8 @@ def drive(
     list of those consumed one per run; a tool without a script runs its configured handler.
     ``answers`` (a mapping by call id, or a function of the ``Question``, ``ManualCall`` or
     ``PendingCall``) resumes suspensions; without one, the run ends ``Suspended``.
-    ``delivery`` sends a batch's outcomes together, one by one, or one by one in reverse.
+    ``delivery`` sends a batch's outcomes together, one by one, or one by one in reverse (a
+    retry starts while its siblings' outcomes are still to come).
     ``roundtrip`` checkpoints the machine after every step, restores it from JSON and checks
     it re-emits the same effect.
     """
