@@ -8,33 +8,69 @@ interrupted and it may not run twice (at most once); a call of a guarded tool pa
 first. A retry waits out its own backoff first (on the orchestrator's deadline timer, whose
 callback only tells the orchestrator), so it never waits for a sibling. A call an effect lists
 again (a superseding ``ToolCalls`` effect keeps the calls still running) is not started twice.
-It also takes the finished calls back, undoing what it kept for them. Runs on the
-orchestrator's thread, which owns the ``HostedRun`` it writes to (``run.handed``,
-``run.backing_off``, ``run.calls``, ``run.tokens``, ``run.waiting``).
+It also takes the finished calls back, undoing what it kept for them. It keeps, by run id,
+what it started for each run (``RunCalls``), so that releasing the run stops it all. Runs on the
+orchestrator's thread, which owns that state.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
-from collections.abc import Callable, Mapping
+import threading
+from collections.abc import Callable, Container
+from dataclasses import dataclass, field
 from typing import Any
 
-from pykka import ActorRef
+from pykka import ActorDeadError, ActorRef
 
 from toolvisor._logging import get_event_log
 from toolvisor.actors import CallReply
 from toolvisor.contract import CallContext, Err, ModelRequest, Tool, ToolCall, ToolResultMessage
-from toolvisor.executor import DeadlineTimer, OutputProjection
+from toolvisor.executor import Deadline, DeadlineTimer, OutputProjection
 from toolvisor.host._commands import OrchestratorSettings
 from toolvisor.host._durable_waits import DurableWaits, interrupted_error
 from toolvisor.host._effect_messages import RetryDue
 from toolvisor.host._finished_calls import CallTarget, FinishedCalls, output_window, tell
 from toolvisor.host._gates import GatedCall, GatedCalls, answer
 from toolvisor.host._observing import RunObserver
-from toolvisor.host._run import BackingOff, HostedRun
+from toolvisor.host._run import HostedRun
 from toolvisor.machine import CallOutcome, CallToRun, StateView, ToolCalls
 from toolvisor.registry import ToolRegistry
+
+
+@dataclass(frozen=True, slots=True)
+class BackingOff:
+    """A retry waiting out its backoff; its deadline tells the orchestrator to start it."""
+
+    planned: CallToRun
+    reemitted: bool  # listed by the effect a restored run re-emitted (at most once applies)
+    deadline: Deadline
+
+
+@dataclass(eq=False, slots=True)
+class RunCalls:
+    """What ``CallStarter`` started for one run and has not taken back, by call id."""
+
+    handed: dict[str, int] = field(default_factory=dict)  # the attempt the host was handed,
+    # until its reply is taken: a superseding ToolCalls effect lists it again (at most one
+    # attempt of a call id is in flight: a retry follows its failure's reply)
+    backing_off: dict[str, BackingOff] = field(default_factory=dict)
+    tokens: dict[str, threading.Event] = field(default_factory=dict)  # durable cancel tokens
+    actors: dict[str, ActorRef[Any]] = field(default_factory=dict)  # each running call's
+    # actor, stopped (the call cancelled) on release
+
+    def release(self) -> None:
+        """Cancel every backoff, stop every call's actor (its ``ctx.cancelled`` is set at
+        once) and set every cancel token (releasing its durable waits)."""
+        for actor in self.actors.values():
+            with contextlib.suppress(ActorDeadError):
+                actor.stop(block=False)
+        for retry in self.backing_off.values():
+            retry.deadline.cancel()
+        for token in self.tokens.values():
+            token.set()
 
 
 def request_for_model(registry: ToolRegistry, projection: OutputProjection,
@@ -62,13 +98,13 @@ class CallStarter:
     """Starts the calls of the runs one orchestrator hosts; replies go to ``finished``.
 
     A call of a guarded tool passes its gate first (``GatedCalls``): it may wait there, or be
-    refused without running. A retry's backoff runs on ``timer``. ``runs`` is the
-    orchestrator's own table of hosted runs.
+    refused without running; a breaker's move is told to ``on_progress``. A retry's backoff
+    runs on ``timer``.
     """
 
     def __init__(self, settings: OrchestratorSettings, waits: DurableWaits | None,
                  finished: FinishedCalls, me: ActorRef[Any], observe: RunObserver, *,
-                 timer: DeadlineTimer, runs: Mapping[str, HostedRun],
+                 timer: DeadlineTimer,
                  on_progress: Callable[[str, str, dict[str, Any]], None]) -> None:
         self._settings = settings
         self._waits = waits
@@ -76,9 +112,25 @@ class CallStarter:
         self._me = me
         self._observe = observe
         self._timer = timer
-        self._runs = runs
-        self.gated = GatedCalls(settings.gates, runs, self._launch, me, on_progress)
+        self._runs: dict[str, RunCalls] = {}
+        self._gated = GatedCalls(settings.gates, self._launch, me, on_progress)
         self._log = get_event_log("orchestrator")
+
+    def gate_woke(self, ticket: int) -> None:
+        """A call's wait at its tool's gate is over."""
+        self._gated.woke(ticket)
+
+    def release(self, run_id: str) -> None:
+        """Let go of everything started for the run: its calls waiting at their gates are
+        withdrawn, its backoffs cancelled, its running calls cancelled."""
+        self._gated.release(run_id)
+        calls = self._runs.pop(run_id, None)
+        if calls is not None:
+            calls.release()
+
+    def close(self) -> None:
+        """The orchestrator stops (its runs were released): the gates hold nothing of it."""
+        self._gated.close()
 
     def start(self, run: HostedRun, effect: ToolCalls) -> None:
         """Start every call of ``effect`` the run was not handed yet, each once its backoff
@@ -88,11 +140,12 @@ class CallStarter:
         when the effect that scheduled it was emitted, so the retry waits only what is left.
         """
         reemitted = effect.id == run.reemitted
+        calls = self._runs.setdefault(run.run_id, RunCalls())
         for planned in effect.calls:
             call_id = planned.call.id
-            if run.handed.get(call_id) == planned.attempt:
+            if calls.handed.get(call_id) == planned.attempt:
                 continue  # listed again by a superseding effect: it runs already
-            run.handed[call_id] = planned.attempt
+            calls.handed[call_id] = planned.attempt
             backoff = planned.backoff
             seconds = 0.0 if backoff is None else backoff.seconds
             if backoff is not None and reemitted and self._waits is not None:
@@ -105,33 +158,35 @@ class CallStarter:
                 continue
             deadline = self._timer.schedule(seconds, functools.partial(
                 tell, self._me, RetryDue(run.run_id, call_id, planned.attempt)))
-            run.backing_off[call_id] = BackingOff(planned, reemitted, deadline)
+            calls.backing_off[call_id] = BackingOff(planned, reemitted, deadline)
 
     def retry_due(self, run: HostedRun, call_id: str, attempt: int) -> None:
         """A retry's backoff is over: start it (unless the run let it go meanwhile)."""
-        waiting = run.backing_off.get(call_id)
-        if waiting is not None and waiting.planned.attempt == attempt:
-            del run.backing_off[call_id]
+        calls = self._runs.get(run.run_id)
+        waiting = None if calls is None else calls.backing_off.get(call_id)
+        if calls is not None and waiting is not None and waiting.planned.attempt == attempt:
+            del calls.backing_off[call_id]
             self._start(run, waiting.planned, waiting.reemitted)
 
-    def take_finished(self, crash: Callable[[str, Exception], None]
+    def take_finished(self, hosted: Container[str], crash: Callable[[str, Exception], None]
                       ) -> dict[str, tuple[CallOutcome, ...]]:
         """Every call finished since the last take, by run: its gate and its run let it go, and
-        in a durable run its key is parked or revoked (what fails there goes to ``crash``)."""
+        in a durable run still ``hosted`` its key is parked or revoked (what fails there goes
+        to ``crash``)."""
         taken: dict[str, list[CallOutcome]] = {}
         for done in self._finished.drain():
-            self.gated.finished(done.ticket, done.outcome.result)
-            run = self._runs.get(done.run_id)
-            if run is not None:
+            self._gated.finished(done.ticket, done.outcome.result)
+            calls = self._runs.get(done.run_id)
+            if calls is not None:
                 call_id = done.outcome.call_id
-                run.handed.pop(call_id, None)
-                run.tokens.pop(call_id, None)
-                run.calls.pop(call_id, None)
-                if self._waits is not None:
-                    try:
-                        self._waits.settle_key(done.run_id, done.outcome, done.key)
-                    except Exception as exc:
-                        crash(done.run_id, exc)
+                calls.handed.pop(call_id, None)
+                calls.tokens.pop(call_id, None)
+                calls.actors.pop(call_id, None)
+            if done.run_id in hosted and self._waits is not None:
+                try:
+                    self._waits.settle_key(done.run_id, done.outcome, done.key)
+                except Exception as exc:
+                    crash(done.run_id, exc)
             taken.setdefault(done.run_id, []).append(done.outcome)
         return {run_id: tuple(outcomes) for run_id, outcomes in taken.items()}
 
@@ -142,7 +197,8 @@ class CallStarter:
         view = StateView(planned.state)
         token = keys = durable = None
         if waits is not None:
-            token, keys, durable = waits.capabilities(run, planned)
+            token, keys, durable = waits.capabilities(run.run_id, planned)
+            self._runs.setdefault(run.run_id, RunCalls()).tokens[planned.call.id] = token
         ctx = CallContext(
             session_id=run.run_id,
             request_id=f"{run.run_id}/{planned.call.id}/{planned.attempt}",
@@ -157,12 +213,12 @@ class CallStarter:
         )
         tool = registry.resolve(planned.call.name, ctx)  # not_found: the handler never runs
         if not isinstance(tool, Err) and reemitted and waits is not None \
-                and not waits.may_run_again(run, tool, planned):
+                and not waits.may_run_again(run.run_id, tool, planned):
             tool = Err(interrupted_error(planned.call))
         ticket = None if isinstance(tool, Err) else settings.gates.ticket(tool.name)
         name, isolation = (planned.call.name, "none") if isinstance(tool, Err) \
             else (tool.name, tool.isolation or "none")
-        span = self._observe.tool_call(run, planned, name, isolation)
+        span = self._observe.tool_call(run.run_id, planned, name, isolation)
         if span is not None:  # the handler's own spans nest under the call's
             ctx = dataclasses.replace(ctx, trace_scope=span.scope, trace_spans=span.remote)
         reply = functools.partial(self._finished.on_reply,
@@ -172,19 +228,19 @@ class CallStarter:
             answer(reply, planned.call, planned.call.name, tool)
             return
         if ticket is not None:
-            self.gated.admit(GatedCall(run.run_id, tool, planned.call, ctx, reply, ticket))
+            self._gated.admit(GatedCall(run.run_id, tool, planned.call, ctx, reply, ticket))
             return
-        self._dispatch(run, tool, planned.call, ctx=ctx, reply=reply)
+        self._dispatch(run.run_id, tool, planned.call, ctx=ctx, reply=reply)
 
     def _launch(self, call: GatedCall) -> None:
         """Start a call that passed its gate, as :meth:`start` starts any other."""
-        self._dispatch(self._runs.get(call.run_id), call.tool, call.call, ctx=call.ctx,
-                       reply=call.reply)
+        self._dispatch(call.run_id, call.tool, call.call, ctx=call.ctx, reply=call.reply)
 
-    def _dispatch(self, run: HostedRun | None, tool: Tool, call: ToolCall, *,
+    def _dispatch(self, run_id: str, tool: Tool, call: ToolCall, *,
                   ctx: CallContext, reply: Callable[[CallReply], None]) -> None:
-        """Start the call in its own actor, kept in its run (if the run is still hosted): the
-        run's end stops it, which cancels the call."""
+        """Start the call in its own actor, kept for its run (unless the run was released):
+        the run's release stops it, which cancels the call."""
         actor = self._settings.dispatcher.start_call(tool, call, ctx, reply)
-        if actor is not None and run is not None:
-            run.calls[call.id] = actor
+        calls = self._runs.get(run_id)
+        if actor is not None and calls is not None:
+            calls.actors[call.id] = actor

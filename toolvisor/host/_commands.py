@@ -19,6 +19,7 @@ from toolvisor.durable import SessionStore, Signer
 from toolvisor.executor import OutputProjection
 from toolvisor.host._gates import ToolGates
 from toolvisor.host._model_calls import ModelCalls
+from toolvisor.host._run import RunMessage
 from toolvisor.host._tracing import Tracing
 from toolvisor.machine import Effect, MachineConfig, ResponseRefused, Suspended, TurnMachine
 from toolvisor.registry import ToolRegistry
@@ -40,10 +41,9 @@ class OrchestratorStopped(ToolvisorError, RuntimeError):
 
 
 @dataclass(frozen=True, slots=True)
-class StartRun:
+class StartRun(RunMessage):
     """Host ``machine`` from here on: perform ``effects``, then whatever follows."""
 
-    run_id: str
     machine: TurnMachine
     effects: list[Effect]
     reply: Future[Any]
@@ -55,7 +55,7 @@ class AlreadyResumedError(ResponseRefused):
 
 
 @dataclass(frozen=True, slots=True)
-class AnswerRun:
+class AnswerRun(RunMessage):
     """Resume a suspended run with ``answers`` to ``asked`` (the verified ``Suspended`` they
     answer); reply with its next outcome.
 
@@ -64,26 +64,23 @@ class AnswerRun:
     same call of the same turn and attempt) are refused: that ``Suspended`` was spent.
     """
 
-    run_id: str
     answers: dict[str, Any]
     reply: Future[Any]
     asked: Suspended
 
 
 @dataclass(frozen=True, slots=True)
-class AttachRun:
+class AttachRun(RunMessage):
     """Reply with the run's next outcome; a run not hosted here is restored from the store."""
 
-    run_id: str
     reply: Future[Any]
 
 
 @dataclass(frozen=True, slots=True)
-class CancelRun:
+class CancelRun(RunMessage):
     """Cancel the run: its waits resolve as cancelled, the machine ends it
     ``Halted("cancelled")``; ``reply`` (if given) gets that outcome."""
 
-    run_id: str
     reply: Future[Any] | None = None
 
 

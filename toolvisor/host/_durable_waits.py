@@ -4,8 +4,10 @@ It gives each call of a durable run its completion-key issuer, durable effects a
 parks the keys of ``Pending`` calls (issued once per suspension) and starts one ``KeyWaiter``
 per open wait; turns resolutions into the results the machine resumes with; revokes the keys
 that calls took but did not use; and calls the tools' ``on_cancel`` hooks when a run is
-cancelled. It never steps a machine: the orchestrator does, with what this returns. Every method
-runs on the orchestrator's thread, which owns the ``HostedRun`` state it touches.
+cancelled. It keeps, by run id, each run's key waiters, its parked calls and whether it waits
+on them, until the run leaves the host (:meth:`DurableWaits.forget`). It never steps a machine:
+the orchestrator does, with what this returns. Every method runs on the orchestrator's thread,
+which owns that state.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import functools
 import threading
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from toolvisor._logging import get_event_log
@@ -27,23 +29,44 @@ from toolvisor.durable import (
     Wait,
 )
 from toolvisor.host._key_waiter import KeyWaiter
-from toolvisor.host._run import HostedRun, ParkedCall
+from toolvisor.host._run import HostedRun, RunMessage
 from toolvisor.machine import CallOutcome, CallToRun, Done, PendingCall, Suspended
 from toolvisor.registry import ToolRegistry
 
 PENDING_TIMEOUT_CODE = "pending_deadline_exceeded"
 """The ``ToolError`` code a ``Pending`` call gets when its deadline passes unresolved."""
 
+
+
+@dataclass(frozen=True, slots=True)
+class ParkedCall:
+    """A ``Pending`` call of the current suspension and the completion key it waits on."""
+
+    call: ToolCall
+    pending: PendingCall
+    key: str
+
+
 Ready = dict[str, tuple[ParkedCall, Resolution]]
 """The resolved waits of a suspension, by call id."""
 
 
 @dataclass(frozen=True, slots=True)
-class KeyResolved:
+class KeyResolved(RunMessage):
     """A key waiter's word to the orchestrator: ``key`` resolved or its deadline passed."""
 
-    run_id: str
     key: str
+
+
+@dataclass(eq=False, slots=True)
+class _RunWaits:
+    """What ``DurableWaits`` keeps of one hosted run."""
+
+    waiters: dict[str, KeyWaiter] = field(default_factory=dict)  # by key
+    suspended: bool = False  # the machine's last step ended in the suspension it waits on
+    failing: str | None = None  # fail_turn: the run's next waiting effect fails with this
+    parked: tuple[int, dict[str, ParkedCall]] | None = None  # (Done effect id, its pending
+    # calls by key): the keys of one suspension never change, so they are issued once
 
 
 def durable_call_id(turn: int, attempt: int, call_id: str) -> str:
@@ -64,15 +87,38 @@ class DurableWaits:
         self._registry = registry
         self._poll_interval = poll_interval
         self._tell = tell
+        self._runs: dict[str, _RunWaits] = {}
         self._log = get_event_log("orchestrator")
 
-    def capabilities(self, run: HostedRun, planned: CallToRun
+    def capabilities(self, run_id: str, planned: CallToRun
                      ) -> tuple[threading.Event, CompletionKeyIssuer, DurableEffects]:
-        """A call's cancel token (kept in ``run.tokens``), key issuer and durable effects."""
-        token = run.tokens[planned.call.id] = threading.Event()
+        """A call's cancel token, key issuer and durable effects."""
+        token = threading.Event()
         durable_id = durable_call_id(planned.turn, planned.attempt, planned.call.id)
-        return (token, CompletionKeyIssuer(self._store, run.run_id, durable_id),
-                DurableEffects(self._store, run.run_id, durable_id, cancelled=token))
+        return (token, CompletionKeyIssuer(self._store, run_id, durable_id),
+                DurableEffects(self._store, run_id, durable_id, cancelled=token))
+
+    def stepped(self, run_id: str) -> None:
+        """The run's machine stepped: it no longer waits on the suspension it waited on."""
+        run = self._runs.get(run_id)
+        if run is not None:
+            run.suspended = False
+
+    def failing(self, run_id: str) -> str | None:
+        """Why the run's next waiting effect is to fail (a ``fail_turn`` timeout), if it is."""
+        run = self._runs.get(run_id)
+        return None if run is None else run.failing
+
+    def release(self, run_id: str) -> None:
+        """Stop and join the run's key waiters (its waits stay in the store)."""
+        run = self._runs.get(run_id)
+        if run is not None:
+            _stop(run.waiters)
+
+    def forget(self, run_id: str) -> None:
+        """The run left the host: release it and drop what was kept of it."""
+        self.release(run_id)
+        self._runs.pop(run_id, None)
 
     def waited(self, run_id: str, effect_id: int) -> float:
         """Seconds since effect ``effect_id`` of the run was emitted, on the store's clock: its
@@ -80,14 +126,14 @@ class DurableWaits:
         saved = self._store.checkpoint_at(run_id, effect_id)
         return 0.0 if saved is None else max(0.0, self._store.now() - saved.saved_at)
 
-    def may_run_again(self, run: HostedRun, tool: Tool, planned: CallToRun) -> bool:
+    def may_run_again(self, run_id: str, tool: Tool, planned: CallToRun) -> bool:
         """At most once across a crash: a call a restored run finds unfinished may have run
         already, so it runs again only if its tool is ``retryable`` or it journaled its steps
         (``run_json`` replays them instead of repeating them)."""
         if tool.retryable:
             return True
         durable_id = durable_call_id(planned.turn, planned.attempt, planned.call.id)
-        return self._store.journaled(run.run_id, durable_id)
+        return self._store.journaled(run_id, durable_id)
 
     def settle_key(self, run_id: str, outcome: CallOutcome, key: str | None) -> None:
         """A call that took a key: park it if the call is ``Pending``, else revoke it."""
@@ -101,7 +147,8 @@ class DurableWaits:
     def wait(self, run: HostedRun, outcome: Suspended) -> Ready:
         """Park every key of the suspension; return the waits already resolved, and start a
         waiter for each of the others."""
-        run.suspended = True
+        waits = self._of(run.run_id)
+        waits.suspended = True
         ready: Ready = {}
         for key, entry in self.parked(run).items():
             wait = self._park(key, entry.pending)
@@ -112,8 +159,8 @@ class DurableWaits:
                     resolution = self._store.expire(key, now)
             if resolution is not None:
                 ready[entry.call.id] = (entry, resolution)
-            elif key not in run.waiters:
-                run.waiters[key] = KeyWaiter(
+            elif key not in waits.waiters:
+                waits.waiters[key] = KeyWaiter(
                     self._store, wait, self._poll_interval,
                     functools.partial(self._tell, KeyResolved(run.run_id, key)))
         return ready
@@ -124,11 +171,12 @@ class DurableWaits:
 
     def key_resolved(self, run: HostedRun, key: str) -> Suspended | None:
         """Join the key's waiter; the suspension to look at again, if the run still waits."""
-        waiter = run.waiters.pop(key, None)
+        waits = self._of(run.run_id)
+        waiter = waits.waiters.pop(key, None)
         if waiter is not None:
             waiter.join()  # it has told us; its thread is ending
         done = run.machine.outstanding
-        if run.suspended and isinstance(done, Done) and isinstance(done.outcome, Suspended):
+        if waits.suspended and isinstance(done, Done) and isinstance(done.outcome, Suspended):
             return done.outcome
         return None
 
@@ -137,6 +185,7 @@ class DurableWaits:
         """The results to resume the machine with; ``None`` when a wait was cancelled from
         elsewhere (another process), after calling the cancel hooks it asked for: the run
         is to be cancelled."""
+        waits = self._of(run.run_id)
         answers: dict[str, HandlerResult] = {}
         for call_id, (entry, resolution) in ready.items():
             if resolution.kind == "cancelled":
@@ -146,15 +195,15 @@ class DurableWaits:
                 return None
             answers[call_id] = _result_of(entry, resolution)
             if resolution.kind == "timeout" and entry.pending.on_timeout == "fail_turn":
-                run.failing = (f"tool call {call_id!r} ({entry.call.name}) was not resolved "
+                waits.failing = (f"tool call {call_id!r} ({entry.call.name}) was not resolved "
                                f"before its deadline (on_timeout='fail_turn')")
-        if run.failing is not None:
+        if waits.failing is not None:
             for call_id in outcome.call_ids:  # the turn is over: nothing else is awaited
                 answers.setdefault(call_id, Err(ToolError(
-                    "handler_exit", f"tool error: handler_exit: {run.failing}",
+                    "handler_exit", f"tool error: handler_exit: {waits.failing}",
                     tool_call_id=call_id, code="turn_failed")))
-            keys = list(run.waiters)
-            run.stop_waiters()
+            keys = list(waits.waiters)
+            _stop(waits.waiters)
             for key in keys:
                 self._store.revoke(key)
         self._log.info("keys_delivered", run_id=run.run_id, call_ids=sorted(ready))
@@ -192,21 +241,37 @@ class DurableWaits:
         done = run.machine.outstanding
         if not isinstance(done, Done) or not isinstance(done.outcome, Suspended):
             return {}
-        if run.parked is not None and run.parked[0] == done.id:
-            return run.parked[1]
+        waits = self._of(run.run_id)
+        if waits.parked is not None and waits.parked[0] == done.id:
+            return waits.parked[1]
         parked: dict[str, ParkedCall] = {}
         for pending in done.outcome.pending:
             key = self._store.issue_key(run.run_id, durable_call_id(
                 pending.turn, pending.attempt, pending.call_id))
             parked[key] = ParkedCall(run.machine.tool_call(pending.call_id), pending, key)
-        run.parked = (done.id, parked)
+        waits.parked = (done.id, parked)
         return parked
+
+    def _of(self, run_id: str) -> _RunWaits:
+        run = self._runs.get(run_id)
+        if run is None:
+            run = self._runs[run_id] = _RunWaits()
+        return run
 
     def _park(self, key: str, pending: Pending | PendingCall) -> Wait:
         """Record the wait (the first park wins: a restart does not move the deadline)."""
         deadline_at = None if pending.deadline is None else self._store.now() + pending.deadline
         return self._store.park(key, deadline_at=deadline_at, on_timeout=pending.on_timeout,
                                 on_cancel=pending.on_cancel)
+
+
+def _stop(waiters: dict[str, KeyWaiter]) -> None:
+    """Stop and join ``waiters``, and forget them."""
+    for waiter in waiters.values():
+        waiter.stop()
+    for waiter in waiters.values():
+        waiter.join()
+    waiters.clear()
 
 
 def interrupted_error(call: ToolCall) -> ToolError:

@@ -10,40 +10,37 @@ from pykka import ActorRef
 
 from toolvisor.host._finished_calls import tell
 from toolvisor.host._model_calls import ModelAnswer
+from toolvisor.host._run import RunMessage
 from toolvisor.machine import LlmCall
 
 
 @dataclass(frozen=True, slots=True)
-class Woke:
+class Woke(RunMessage):
     """A ``Sleep`` effect's wait (the model call's backoff) is over."""
 
-    run_id: str
     effect_id: int
 
 
 @dataclass(frozen=True, slots=True)
-class RetryDue:
+class RetryDue(RunMessage):
     """A tool call's retry waited out its backoff: start it."""
 
-    run_id: str
     call_id: str
     attempt: int
 
 
 @dataclass(frozen=True, slots=True)
-class ModelAnswered:
+class ModelAnswered(RunMessage):
     """A model call came back, with a response or a ``ModelError``."""
 
-    run_id: str
     effect_id: int
     answer: ModelAnswer
 
 
 @dataclass(frozen=True, slots=True)
-class ModelProgress:
+class ModelProgress(RunMessage):
     """A streaming model reported progress (a text delta) for a run's call."""
 
-    run_id: str
     effect_id: int
     event: str
     data: dict[str, Any]

@@ -6,7 +6,7 @@ orchestrator's thread passes calls through them, any thread may read :meth:`Tool
 and :meth:`ToolGates.hidden`. An unguarded tool costs one dict lookup and no lock.
 
 ``GatedCalls`` is the orchestrator's side and belongs to its thread: the calls waiting at a
-gate (each listed in its run's ``HostedRun.waiting``, so ending the run withdraws it), the calls
+gate (by run too, so :meth:`GatedCalls.release` withdraws a run's as it ends), the calls
 started through one (finished exactly once, when their reply is taken), and one deadline timer
 thread whose callbacks only *tell* the orchestrator that a wait is over. It performs what the
 gates answer: start a call, refuse it with a ``ToolError`` through the reply every call has,
@@ -30,7 +30,6 @@ from toolvisor.actors import CallReply
 from toolvisor.contract import CallContext, Err, HandlerResult, Tool, ToolCall, ToolError
 from toolvisor.executor import Deadline, DeadlineTimer, encode_checked
 from toolvisor.host._finished_calls import tell
-from toolvisor.host._run import HostedRun
 from toolvisor.resilience import (
     Action,
     Moved,
@@ -154,16 +153,15 @@ def answer(reply: Callable[[CallReply], None], call: ToolCall, tool_name: str,
 class GatedCalls:
     """The calls of one orchestrator's runs at their tools' gates. Its thread's alone."""
 
-    def __init__(self, gates: ToolGates, runs: Mapping[str, HostedRun],
-                 launch: Callable[[GatedCall], None], me: ActorRef[Any],
+    def __init__(self, gates: ToolGates, launch: Callable[[GatedCall], None], me: ActorRef[Any],
                  on_progress: Callable[[str, str, dict[str, Any]], None]) -> None:
         self._gates = gates
-        self._runs = runs
         self._launch = launch
         self._me = me
         self._on_progress = on_progress
         self._waiting: dict[int, tuple[GatedCall, Deadline | None]] = {}
         self._running: dict[int, GatedCall] = {}
+        self._by_run: dict[str, set[int]] = {}  # the tickets of each run's waiting calls
         self._timer: DeadlineTimer | None = None  # started on the first wait
         self._log = get_event_log("gates")
 
@@ -188,8 +186,12 @@ class GatedCalls:
                           self._gates.finish(call.tool.name, call.ticket, result),
                           {call.ticket: call})
 
-    def withdraw(self, ticket: int) -> None:
-        """Drop a waiting call (its run ended): it neither starts nor gets an answer."""
+    def release(self, run_id: str) -> None:
+        """Drop the run's waiting calls (it ended): they neither start nor get an answer."""
+        for ticket in self._by_run.pop(run_id, ()):
+            self._withdraw(ticket)
+
+    def _withdraw(self, ticket: int) -> None:
         waiting = self._waiting.pop(ticket, None)
         if waiting is not None:
             call, deadline = waiting
@@ -201,8 +203,8 @@ class GatedCalls:
         """The orchestrator stops: its waiting calls are dropped and its started ones no
         longer counted (they were cancelled with their runs), so the gates, which outlive it,
         hold nothing of it; the timer thread is joined."""
-        for ticket in list(self._waiting):
-            self.withdraw(ticket)
+        for run_id in list(self._by_run):
+            self.release(run_id)
         for ticket, call in self._running.items():
             self._gates.finish(call.tool.name, ticket, "ignored")
         self._running.clear()
@@ -231,9 +233,11 @@ class GatedCalls:
         call, deadline = self._waiting.pop(ticket)
         if deadline is not None:
             deadline.cancel()
-        run = self._runs.get(call.run_id)
-        if run is not None:
-            run.waiting.pop(ticket, None)
+        tickets = self._by_run.get(call.run_id)
+        if tickets is not None:
+            tickets.discard(ticket)
+            if not tickets:
+                del self._by_run[call.run_id]
         return call
 
     def _wait(self, call: GatedCall, seconds: float | None) -> None:
@@ -246,8 +250,7 @@ class GatedCalls:
             deadline = self._timer.schedule(
                 seconds, functools.partial(tell, self._me, GateWoke(call.ticket)))
         self._waiting[call.ticket] = (call, deadline)
-        self._runs[call.run_id].waiting[call.ticket] = functools.partial(self.withdraw,
-                                                                        call.ticket)
+        self._by_run.setdefault(call.run_id, set()).add(call.ticket)
 
     def _refuse(self, call: GatedCall, refusal: Refusal) -> None:
         self._log.info("call_refused", run_id=call.run_id, tool_name=call.tool.name,
@@ -265,5 +268,4 @@ class GatedCalls:
             self._log.warning(event, run_id=run_id, **fields)
         else:
             self._log.info(event, run_id=run_id, **fields)
-        if run_id in self._runs:
-            self._on_progress(run_id, event, fields)
+        self._on_progress(run_id, event, fields)

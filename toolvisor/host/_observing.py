@@ -1,6 +1,8 @@
 """``RunObserver``: what the orchestrator tells people about its runs, as log events and
-(when the agent traces) OpenTelemetry spans. Runs on the orchestrator's thread, except
-:class:`~toolvisor.host._tracing.ToolSpan`'s end, which runs where a call ends.
+(when the agent traces) OpenTelemetry spans. It keeps each run's spans and its model call's
+start, by run id, from the run's start to its end. Runs on the orchestrator's thread, which
+owns that state, except :class:`~toolvisor.host._tracing.ToolSpan`'s end, which runs where a
+call ends.
 """
 
 from __future__ import annotations
@@ -8,14 +10,27 @@ from __future__ import annotations
 import time
 import traceback
 from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from toolvisor._logging import get_event_log
 from toolvisor.contract import ModelError, ModelResponse
 from toolvisor.host._model_calls import Scope
-from toolvisor.host._run import HostedRun
 from toolvisor.host._tracing import ToolSpan, Tracing
 from toolvisor.machine import CallToRun, Effect, LlmCall
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import Span
+
+
+@dataclass(eq=False, slots=True)
+class _Observed:
+    """What the observer keeps of one run while it is hosted here."""
+
+    span: Span | None = None  # the run's span, when the agent traces
+    model_span: Span | None = None  # the span of the model call in flight, when tracing
+    model_started: tuple[int, int, float] | None = None  # (turn, attempt, monotonic start)
+    # of the model call in flight
 
 
 class RunObserver:
@@ -25,6 +40,7 @@ class RunObserver:
                  on_progress: Callable[[str, str, dict[str, Any]], None] | None = None) -> None:
         self.tracing = tracing
         self._on_progress = on_progress
+        self._runs: dict[str, _Observed] = {}
         self._log = get_event_log("orchestrator")
 
     def progress(self, run_id: str, event: str, data: dict[str, Any]) -> None:
@@ -44,46 +60,53 @@ class RunObserver:
                             error=f"{type(exc).__name__}: {exc}",
                             traceback="".join(traceback.format_exception(exc)))
 
-    def run_started(self, run: HostedRun, effects: list[Effect] | None) -> None:
+    def run_started(self, run_id: str, effects: list[Effect] | None) -> None:
         """A run came to this host: started with ``effects``, or restored (``None``)."""
+        run = self._runs[run_id] = _Observed()
         if self.tracing is not None:
             fresh = effects is not None and any(
                 isinstance(e, LlmCall) and e.turn == 1 and e.attempt == 1 for e in effects)
-            run.span = self.tracing.run_started(run.run_id, resumed=not fresh)
+            run.span = self.tracing.run_started(run_id, resumed=not fresh)
 
-    def run_finished(self, run: HostedRun, outcome: Any) -> None:
+    def run_finished(self, run_id: str, outcome: Any) -> None:
         """The run leaves this host: ``outcome`` is its outcome, ``None`` if it was lost (the
         host stopped, or its lease went), ``"answer_refused"`` if a resume's answers were
         refused (it stays suspended)."""
+        run = self._runs.get(run_id)
+        if run is None:
+            return
         if run.model_started is not None:  # cancelled in flight
-            self.model_answered(run, None)
+            self.model_answered(run_id, None)
+        del self._runs[run_id]
         if run.span is not None and self.tracing is not None:
             kind = outcome if isinstance(outcome, str) else getattr(outcome, "kind", "lost")
             error = getattr(outcome, "reason", None) if kind == "halted" \
                 else "failed" if kind == "failed" else "lost" if outcome is None else None
             self.tracing.run_finished(run.span, kind, error)
-            run.span = None
 
-    def machine_event(self, run: HostedRun, event: str, fields: dict[str, Any]) -> None:
+    def machine_event(self, run_id: str, event: str, fields: dict[str, Any]) -> None:
         """A machine log event (a policy decision, a retry, a suspension) as a span event."""
-        if run.span is not None and self.tracing is not None:
-            self.tracing.run_event(run.span, event, fields)
+        span = self._span(run_id)
+        if span is not None and self.tracing is not None:
+            self.tracing.run_event(span, event, fields)
 
-    def model_started(self, run: HostedRun, effect: LlmCall) -> None:
+    def model_started(self, run_id: str, effect: LlmCall) -> None:
+        run = self._runs.setdefault(run_id, _Observed())
         run.model_started = (effect.turn, effect.attempt, time.monotonic())
-        self._log.info("model_call_started", run_id=run.run_id, turn=effect.turn,
+        self._log.info("model_call_started", run_id=run_id, turn=effect.turn,
                        attempt=effect.attempt)
         if run.span is not None and self.tracing is not None:
             run.model_span = self.tracing.model_call(run.span, effect.turn, effect.attempt)
 
-    def model_answered(self, run: HostedRun, answer: ModelResponse | ModelError | None) -> None:
+    def model_answered(self, run_id: str, answer: ModelResponse | ModelError | None) -> None:
         """The model call in flight answered (``None``: it was cancelled)."""
-        if run.model_started is None:
+        run = self._runs.get(run_id)
+        if run is None or run.model_started is None:
             return
         turn, attempt, started = run.model_started
         run.model_started = None
         fields: dict[str, Any] = {
-            "run_id": run.run_id, "turn": turn, "attempt": attempt,
+            "run_id": run_id, "turn": turn, "attempt": attempt,
             "duration_ms": round((time.monotonic() - started) * 1000, 3)}
         if isinstance(answer, ModelResponse):
             usage = answer.usage
@@ -99,19 +122,25 @@ class RunObserver:
             self.tracing.model_answered(run.model_span, answer)
             run.model_span = None
 
-    def scope(self, run: HostedRun) -> Scope | None:
+    def scope(self, run_id: str) -> Scope | None:
         """Makes the model call's span current where the call runs (an SDK's own spans then
         nest under it), if tracing."""
-        if run.model_span is None or self.tracing is None:
+        run = self._runs.get(run_id)
+        if run is None or run.model_span is None or self.tracing is None:
             return None
         return self.tracing.scope(run.model_span)
 
-    def tool_call(self, run: HostedRun, planned: CallToRun, tool_name: str,
+    def tool_call(self, run_id: str, planned: CallToRun, tool_name: str,
                   isolation: str) -> ToolSpan | None:
         """The span of a tool call attempt about to start, if tracing."""
-        if run.span is None or self.tracing is None:
+        span = self._span(run_id)
+        if span is None or self.tracing is None:
             return None
         call = planned.call
-        return self.tracing.tool_call(run.span, tool_name=tool_name, call_id=call.id,
+        return self.tracing.tool_call(span, tool_name=tool_name, call_id=call.id,
                                       turn=planned.turn, attempt=planned.attempt,
                                       isolation=isolation, arguments=call.arguments)
+
+    def _span(self, run_id: str) -> Span | None:
+        run = self._runs.get(run_id)
+        return None if run is None else run.span

@@ -12,10 +12,13 @@ its ``DurableWaits`` give calls their keys and durable effects and park ``Pendin
 ``RunLeases`` keep one host per run. What goes wrong with one run's message ends that run
 alone (``Failed``), never the actor.
 
-State: every ``HostedRun`` (machine, watchers, timers, backoffs, key waiters, cancel tokens,
-call actors, model call) belongs to this actor's thread. Other threads only ``tell`` it
-messages: call actors, the runner, the deadline timer, key waiters, the question timer and the
-``Agent``.
+State: every ``HostedRun`` (machine, watchers, ``Sleep`` timers) belongs to this actor's
+thread, and so do its collaborators, each of which keeps its own per-run state by run id: the
+``CallStarter`` the calls it started and their gates, the ``ModelsInFlight`` each run's model
+call, the ``DurableWaits`` the key waiters and parked calls, the ``RunObserver`` the spans.
+Releasing a run releases it in each. Other threads only ``tell`` it messages (a
+``RunMessage`` names its run): call actors, the runner, the deadline timer, key waiters, the
+question timer and the ``Agent``.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ from toolvisor._logging import get_event_log
 from toolvisor.contract import ModelError
 from toolvisor.durable import UnknownRunError
 from toolvisor.executor import DeadlineTimer
-from toolvisor.host._call_starter import CallStarter, request_for_model
+from toolvisor.host._call_starter import CallStarter
 from toolvisor.host._commands import (
     AnswerRun,
     AttachRun,
@@ -45,22 +48,15 @@ from toolvisor.host._commands import (
     StartRun,
 )
 from toolvisor.host._durable_waits import DurableWaits, KeyResolved, Ready
-from toolvisor.host._effect_messages import (
-    ModelAnswered,
-    ModelProgress,
-    RetryDue,
-    Woke,
-    tell_answer,
-    tell_progress,
-)
+from toolvisor.host._effect_messages import ModelAnswered, ModelProgress, RetryDue, Woke
 from toolvisor.host._finished_calls import FinishedCalls, OutcomesReady, send_results, tell
 from toolvisor.host._gates import GateWoke
 from toolvisor.host._leases import RenewLeases, RunLeasedError, RunLeases
-from toolvisor.host._model_calls import ModelAnswer
+from toolvisor.host._models_in_flight import ModelsInFlight
 from toolvisor.host._observing import RunObserver
 from toolvisor.host._question_timer import QuestionsDue
 from toolvisor.host._questions import Questions, suspended_now
-from toolvisor.host._run import HostedRun
+from toolvisor.host._run import HostedRun, RunMessage
 from toolvisor.machine import (
     Done,
     Effect,
@@ -98,8 +94,8 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
         self._observe = RunObserver(settings.tracing, settings.on_progress)
         self._timer = DeadlineTimer("toolvisor-waits")  # its thread starts on the first wait
         self._calls = CallStarter(settings, self._waits, self._finished, me, self._observe,
-                                  timer=self._timer, runs=self._runs,
-                                  on_progress=self._observe.tell_progress)
+                                  timer=self._timer, on_progress=self._hosted_progress)
+        self._models = ModelsInFlight(settings, me, self._observe)
         self._leases = None if settings.store is None else RunLeases(
             settings.store, settings.lease_ttl, functools.partial(tell, me))
         self._questions = Questions(settings, functools.partial(tell, me))
@@ -114,25 +110,25 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
     # --- messages ---------------------------------------------------------------------------
 
     def on_receive(self, message: Any) -> Any:
-        if isinstance(message, OutcomesReady):
-            self._take_finished_calls()
-            return None
-        if isinstance(message, GateWoke):
-            self._calls.gated.woke(message.ticket)
-            return None
-        if isinstance(message, RenewLeases):
-            self._renew_leases()
-            return None
-        run_id = getattr(message, "run_id", None)
-        if not isinstance(run_id, str):
-            return super().on_receive(message)
-        try:
-            self._handle(message)
-        except Exception as exc:  # one run's failure ends that run, never the host
-            self._crash(run_id, exc, getattr(message, "reply", None))
+        match message:
+            case OutcomesReady():
+                self._take_finished_calls()
+            case GateWoke(ticket):
+                self._calls.gate_woke(ticket)
+            case RenewLeases():
+                self._renew_leases()
+            case RunMessage(run_id=run_id):
+                try:
+                    self._handle(message)
+                except Exception as exc:  # one run's failure ends that run, never the host
+                    reply = message.reply if isinstance(
+                        message, StartRun | AnswerRun | AttachRun | CancelRun) else None
+                    self._crash(run_id, exc, reply)
+            case _:
+                return super().on_receive(message)
         return None
 
-    def _handle(self, message: Any) -> None:
+    def _handle(self, message: RunMessage) -> None:
         match message:
             case StartRun(run_id, machine, effects, reply):
                 if run_id in self._runs:  # a Suspended resumed again while its run goes on
@@ -145,7 +141,7 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
                 if self._leases is not None:
                     self._leases.take(run_id)
                 self._log.info("run_started", run_id=run_id)
-                self._observe.run_started(started, effects)
+                self._observe.run_started(run_id, effects)
                 self._perform(run_id, self._checkpointed(started, effects))
             case AnswerRun():
                 self._answer(message)
@@ -158,10 +154,10 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
             case RetryDue(run_id, call_id, attempt):
                 if (run := self._runs.get(run_id)) is not None:
                     self._calls.retry_due(run, call_id, attempt)
-            case ModelAnswered(run_id, effect_id, answer):
-                self._model_answered(run_id, effect_id, answer)
-            case ModelProgress(run_id, effect_id, event, data):
-                self._model_progress(run_id, effect_id, event, data)
+            case ModelAnswered():
+                self._model_answered(message)
+            case ModelProgress():
+                self._models.progress(message)
             case KeyResolved(run_id, key):
                 self._key_resolved(run_id, key)
             case QuestionsDue(run_id):
@@ -209,7 +205,8 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
 
     def _checkpointed(self, run: HostedRun, effects: list[Effect]) -> list[Effect]:
         """After every machine step: save its checkpoint (one atomic write), then go on."""
-        run.suspended = False
+        if self._waits is not None:
+            self._waits.stepped(run.run_id)
         self._save(run)
         return effects
 
@@ -242,12 +239,11 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
                 self._leases.release(run_id)
             reply.set_exception(exc)
             return None
-        run = self._runs[run_id] = HostedRun(run_id, machine, [reply])
         outstanding = machine.outstanding
-        if outstanding is not None:
-            run.reemitted = outstanding.id
+        run = self._runs[run_id] = HostedRun(run_id, machine, [reply], reemitted=None
+                                             if outstanding is None else outstanding.id)
         self._log.info("run_restored", run_id=run_id, effect_id=saved.effect_id)
-        self._observe.run_started(run, None)
+        self._observe.run_started(run_id, None)
         return run
 
     def _attach(self, run_id: str, reply: Future[Any]) -> None:
@@ -282,7 +278,7 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
             reply.set_exception(exc)
             if adopted:
                 self._drop(run)
-                self._observe.run_finished(run, "answer_refused")
+                self._observe.run_finished(run_id, "answer_refused")
             return
         self._questions.disarm(run_id)
         self._perform(run_id, self._checkpointed(run, effects))
@@ -304,7 +300,7 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
         if self._waits is not None:
             self._waits.cancel(run)
         self._questions.disarm(run_id)
-        run.release()
+        self._release(run)
         self._respond(run_id, lambda m: m.cancel())
 
     # --- suspensions and their questions -----------------------------------------------------
@@ -363,7 +359,7 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
         assert self._waits is not None
         answers = self._waits.answers(run, outcome, ready)
         if answers is None:  # a wait was cancelled from elsewhere (another process)
-            run.release()
+            self._release(run)
             return self._checkpointed(run, run.machine.cancel())
         return self._checkpointed(run, run.machine.resume(answers))
 
@@ -377,13 +373,14 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
             run = self._runs.get(run_id)
             if run is None:  # finished by an earlier effect of this queue
                 return
-            if run.failing is not None and isinstance(effect, LlmCall | ToolCalls | Sleep):
-                failed = run.machine.send(EffectFailed(effect.id, run.failing))
+            failing = None if self._waits is None else self._waits.failing(run_id)
+            if failing is not None and isinstance(effect, LlmCall | ToolCalls | Sleep):
+                failed = run.machine.send(EffectFailed(effect.id, failing))
                 queue.extend(self._checkpointed(run, failed))
                 continue
             match effect:
                 case LlmCall():
-                    self._call_model(run, effect)
+                    self._models.start(run_id, effect)
                 case ToolCalls():
                     self._calls.start(run, effect)
                 case Sleep(id=effect_id, seconds=seconds):
@@ -392,7 +389,7 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
                     self._observe.progress(run_id, event, data)
                 case LogEvent(level=level, event=event, fields=fields):
                     getattr(self._log, level)(event, run_id=run_id, **fields)
-                    self._observe.machine_event(run, event, fields)
+                    self._observe.machine_event(run_id, event, fields)
                 case Done(outcome=Suspended() as outcome):
                     queue.extend(self._suspension(run, outcome))
                 case Done(outcome=outcome):
@@ -403,28 +400,14 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
         return outcome.model_copy(update={
             "signature": self._settings.signer.sign(outcome.signed_text())})
 
-    def _call_model(self, run: HostedRun, effect: LlmCall) -> None:
-        me: ActorRef[Any] = self.actor_ref
-        settings = self._settings
-        request = request_for_model(settings.registry, settings.projection, effect.request,
-                                    settings.gates.hidden())
-        self._observe.model_started(run, effect)
-        run.model_call = (effect.id, self._settings.models.start(
-            request, functools.partial(tell_answer, me, run.run_id, effect.id),
-            functools.partial(tell_progress, me, run.run_id, effect), self._observe.scope(run)))
+    def _hosted_progress(self, run_id: str, event: str, data: dict[str, Any]) -> None:
+        """Progress the run's collaborators report (a breaker's move), while it is hosted."""
+        if run_id in self._runs:
+            self._observe.tell_progress(run_id, event, data)
 
-    def _model_progress(self, run_id: str, effect_id: int, event: str,
-                        data: dict[str, Any]) -> None:
-        """A report of the model call in flight; one of a call that ended is dropped."""
-        run = self._runs.get(run_id)
-        if run is not None and run.model_call is not None and run.model_call[0] == effect_id:
-            self._observe.progress(run_id, event, data)
-
-    def _model_answered(self, run_id: str, effect_id: int, answer: ModelAnswer) -> None:
-        run = self._runs.get(run_id)
-        if run is not None and run.model_call is not None and run.model_call[0] == effect_id:
-            run.model_call = None
-            self._observe.model_answered(run, answer)
+    def _model_answered(self, message: ModelAnswered) -> None:
+        run_id, effect_id, answer = message.run_id, message.effect_id, message.answer
+        self._models.answered(message)
         if isinstance(answer, ModelError):
             self._respond(run_id, lambda m: m.send(EffectFailed(effect_id, answer)))
         else:
@@ -434,7 +417,8 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
         """Hand every finished call to its machine: one ``ToolResults`` per run, for the
         ``ToolCalls`` effect it waits on now (a superseding effect takes over the calls of the
         one before)."""
-        for run_id, outcomes in self._calls.take_finished(self._crash).items():
+        for run_id, outcomes in self._calls.take_finished(self._runs.keys(),
+                                                          self._crash).items():
             try:
                 self._respond(run_id, functools.partial(send_results, outcomes=outcomes))
             except Exception as exc:  # one run's failure ends that run, never the host
@@ -453,12 +437,29 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
         outcome = outcome.model_copy(update={"run_id": run.run_id})
         self._drop(run)
         self._log.info("run_returned", run_id=run.run_id, outcome=type(outcome).__name__)
-        self._observe.run_finished(run, outcome)
+        self._observe.run_finished(run.run_id, outcome)
         run.reply(outcome)
 
-    def _drop(self, run: HostedRun) -> None:
+    def _release(self, run: HostedRun) -> None:
+        """Stop everything started for the run (it stays hosted): its model call, its calls
+        (waiting at their gates, backing off, or running: cancelled), its timers and its key
+        waiters."""
+        run_id = run.run_id
+        self._models.release(run_id)
+        self._calls.release(run_id)
+        run.cancel_timers()
+        if self._waits is not None:
+            self._waits.release(run_id)
+
+    def _unhost(self, run: HostedRun) -> None:
+        """The run leaves this host: release it, and every collaborator forgets it."""
         del self._runs[run.run_id]
-        run.release()
+        self._release(run)
+        if self._waits is not None:
+            self._waits.forget(run.run_id)
+
+    def _drop(self, run: HostedRun) -> None:
+        self._unhost(run)
         if self._leases is not None:
             self._leases.release(run.run_id)
 
@@ -466,12 +467,13 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
         """Keep hosting only the runs whose lease this host still holds."""
         assert self._leases is not None
         for run_id in self._leases.renew():
-            run = self._runs.pop(run_id, None)
+            run = self._runs.get(run_id)
             if run is None:
                 continue
             self._log.error("lease_lost", run_id=run_id)
-            self._observe.run_finished(run, None)
-            run.lose(RunLeasedError(f"run {run_id!r} was taken over by another host: its lease "
+            self._observe.run_finished(run_id, None)
+            self._unhost(run)
+            run.fail(RunLeasedError(f"run {run_id!r} was taken over by another host: its lease "
                                     "was not renewed in time"))
 
     # --- lifecycle --------------------------------------------------------------------------
@@ -484,10 +486,10 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
 
     def _abort_runs(self, why: str) -> None:
         for run_id, run in list(self._runs.items()):
-            self._observe.run_finished(run, None)
-            run.lose(OrchestratorStopped(f"run {run_id}: {why}"))
-        self._runs.clear()
-        self._calls.gated.close()
+            self._observe.run_finished(run_id, None)
+            self._unhost(run)
+            run.fail(OrchestratorStopped(f"run {run_id}: {why}"))
+        self._calls.close()
         self._timer.close()
         self._questions.close()
         if self._leases is not None:

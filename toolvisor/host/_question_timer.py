@@ -16,12 +16,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from toolvisor.host._run import RunMessage
+
 
 @dataclass(frozen=True, slots=True)
-class QuestionsDue:
+class QuestionsDue(RunMessage):
     """The timer's word to the orchestrator: a question of run ``run_id`` is due."""
-
-    run_id: str
 
 
 class QuestionTimer:
