@@ -24,7 +24,7 @@ import sys
 from typing import Any
 
 from tests._durable_handlers import describe, emit
-from toolvisor import Agent, CallContext, Pending, RunLeasedError, Tool
+from toolvisor import Agent, CallContext, Durability, Pending, RunLeasedError, Tool
 from toolvisor.contract import ModelRequest, ModelResponse, ToolResultMessage
 from toolvisor.testing import ScriptedModel, call, calls
 
@@ -64,7 +64,8 @@ def serve(agent: Agent) -> None:
 
 
 def main(store: str) -> None:
-    with Agent(ScriptedModel(SCRIPT), [HOOK], store=store, lease_ttl=30) as agent:
+    with Agent(ScriptedModel(SCRIPT), [HOOK],
+               durability=Durability(store=store, lease_ttl=30)) as agent:
         emit({"ready": os.getpid()})
         serve(agent)
     emit({"closed": os.getpid()})

@@ -351,7 +351,7 @@ def test_a_suspended_signed_with_another_agents_key_says_so() -> None:
         assert isinstance(suspended, Suspended)
     with Agent(asking(DEPLOY), [DEPLOY]) as second:
         with pytest.raises(SignatureError, match=r"signed with another key .*not altered.*"
-                           r"signing_keys=\[\.\.\.\].*common store") as refused:
+                           r"Durability\(signing_keys=\[\.\.\.\]\).*common store") as refused:
             second.resume(suspended, "yes")
         assert "altered since" not in str(refused.value)
         with pytest.raises(SignatureError, match="is unsigned"):

@@ -15,6 +15,7 @@ from toolvisor import (
     AskUser,
     CallContext,
     Completed,
+    Durability,
     Failed,
     Halted,
     Ok,
@@ -275,3 +276,29 @@ def test_an_asked_question_and_a_pending_key_are_answered_separately(
         assert isinstance(asking, Suspended) and not asking.keys
         assert asking.run_id == suspended.run_id
         assert final(agent.resume(asking, "yes", timeout=30)) == {"q": "yes", "c1": "hooked"}
+
+
+def test_the_durability_settings_are_checked_and_the_store_is_given_once(
+        store: SqliteSessionStore, tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="lease_ttl must be a positive, finite number"):
+        Durability(store=store, lease_ttl=0)
+    with pytest.raises(ValueError, match="at least 16 bytes"):
+        Durability(signing_keys=[b"short"])
+    with pytest.raises(TypeError, match="store must be a SessionStore"):
+        Durability(store=3)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"give the store once.*Durability\(store=\.\.\.\)"):
+        Agent(one_call("hook"), store=store, durability=Durability(store=store))
+    with pytest.raises(TypeError, match="durability must be a Durability"):
+        Agent(one_call("hook"), durability=store)  # type: ignore[arg-type]
+
+
+def test_a_durability_makes_runs_durable_as_store_does(tmp_path: Path) -> None:
+    durability = Durability(store=tmp_path / "runs.sqlite", signing_keys=[b"k" * 32],
+                            lease_ttl=5)
+    with Agent(one_call("hook"), [pending_tool(deadline=600)],
+               durability=durability) as agent:
+        suspended = agent.run("go", timeout=30)
+        assert isinstance(suspended, Suspended) and suspended.run_id is not None
+        assert agent.store is not None and agent.store.get_run(suspended.run_id) is not None
+        assert agent.resolve(suspended.keys["c1"], ok="hooked") == "accepted"
+        assert final(agent.resume_run(suspended.run_id, timeout=30)) == "hooked"

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from toolvisor import Agent, CallContext, Pending, RunLeasedError, Suspended, Tool, set_event_sink
-from toolvisor.durable import Lease, SqliteSessionStore
+from toolvisor.durable import Durability, Lease, SqliteSessionStore
 from toolvisor.testing import ScriptedModel, call, calls
 
 
@@ -84,8 +84,8 @@ def test_a_host_that_stops_renewing_loses_the_run_to_another(
 
     previous = set_event_sink(sink)
     try:
-        with Agent(ScriptedModel([calls(call("hook", id="c1"))]), [HOOK], store=store,
-                   lease_ttl=0.3) as stalled:
+        with Agent(ScriptedModel([calls(call("hook", id="c1"))]), [HOOK],
+                   durability=Durability(store=store, lease_ttl=0.3)) as stalled:
             suspended = stalled.run("go")
             assert isinstance(suspended, Suspended) and suspended.run_id is not None
             clock.now += 60  # the store's clock runs past the lease: as if the host hung

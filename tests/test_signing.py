@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from toolvisor import Agent, AskUser, Completed, Ok, Suspended, function_tool
+from toolvisor import Agent, AskUser, Completed, Durability, Ok, Suspended, function_tool
 from toolvisor.durable import KeyRing, SignatureError, SqliteSessionStore
 from toolvisor.testing import ScriptedModel, call, calls
 
@@ -41,12 +41,12 @@ def forged(suspended: Suspended) -> Suspended:
 
 
 def test_a_suspended_run_round_trips_as_json_and_resumes() -> None:
-    with Agent(model(), [transfer], signing_keys=[NEW]) as agent:
+    with Agent(model(), [transfer], durability=Durability(signing_keys=[NEW])) as agent:
         assert isinstance(agent.resume(suspended_by(agent), "yes"), Completed)
 
 
 def test_a_forged_or_unsigned_suspended_is_refused_and_changes_nothing() -> None:
-    with Agent(model(), [transfer], signing_keys=[NEW]) as agent:
+    with Agent(model(), [transfer], durability=Durability(signing_keys=[NEW])) as agent:
         suspended = suspended_by(agent)
         with pytest.raises(SignatureError, match="was altered since an agent gave it out"):
             agent.resume(forged(suspended), "yes")
@@ -56,12 +56,13 @@ def test_a_forged_or_unsigned_suspended_is_refused_and_changes_nothing() -> None
 
 
 def test_keys_rotate_newest_first_and_an_unknown_key_is_refused() -> None:
-    with Agent(model(), [transfer], signing_keys=[OLD]) as old_agent:
+    with Agent(model(), [transfer], durability=Durability(signing_keys=[OLD])) as old_agent:
         signed_with_old = suspended_by(old_agent)
-    with Agent(ScriptedModel([]), [transfer], signing_keys=[NEW]) as agent, \
+    with Agent(ScriptedModel([]), [transfer],
+               durability=Durability(signing_keys=[NEW])) as agent, \
             pytest.raises(SignatureError):
         agent.resume(signed_with_old, "yes")
-    with Agent(model(), [transfer], signing_keys=[NEW, OLD]) as agent:
+    with Agent(model(), [transfer], durability=Durability(signing_keys=[NEW, OLD])) as agent:
         assert isinstance(agent.resume(signed_with_old, "yes"), Completed)
 
 
@@ -89,5 +90,5 @@ def test_an_altered_stored_checkpoint_is_refused(tmp_path: Path) -> None:
 
 
 def test_ok_answers_still_pass_through_a_signed_resume() -> None:
-    with Agent(model(), [transfer], signing_keys=[NEW]) as agent:
+    with Agent(model(), [transfer], durability=Durability(signing_keys=[NEW])) as agent:
         assert isinstance(agent.resume(suspended_by(agent), Ok("yes")), Completed)

@@ -29,7 +29,7 @@ from toolvisor.contract import (
     function_tool,
     tool,
 )
-from toolvisor.durable import DurableError, SignatureError, UnknownRunError
+from toolvisor.durable import Durability, DurableError, SignatureError, UnknownRunError
 from toolvisor.executor import OutputBudget, OutputProjection
 from toolvisor.host import AlreadyResumedError, OrchestratorStopped, RunLeasedError
 from toolvisor.machine import (
@@ -69,6 +69,7 @@ __all__ = [
     "Completed",
     "Continue",
     "Decision",
+    "Durability",
     "DurableError",
     "Err",
     "FailRun",

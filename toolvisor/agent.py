@@ -1,10 +1,9 @@
-"""``Agent``: the facade that wires a supervision tree and runs the agent loop.
+"""``Agent``: the facade that runs the agent loop on a supervision tree.
 
-The tree is a root ``Supervisor`` (``one_for_one``) over the ``ToolCallSupervisor`` (one
-temporary ``ToolCallActor`` per call) and the ``OrchestratorActor`` (hosts each run's
-``TurnMachine``). The ``ToolRunner`` (thread pool, worker-process pool, event loop) and the
-actors' thread pool belong to the agent and are closed after the tree has stopped, and so is
-the session store when the agent opened it from a path.
+The agent checks its settings, builds the catalog, the machine's config and the durability
+(store, signer), and starts an ``AgentTree`` (``toolvisor.host``: the supervisors, the
+orchestrator, the runner they run on). Closing it stops the tree, then closes the session store
+when the agent opened it from a path.
 """
 
 from __future__ import annotations
@@ -13,7 +12,6 @@ import asyncio
 import contextlib
 import functools
 import os
-import secrets
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -21,12 +19,11 @@ from concurrent.futures import Future
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeAlias
 
-from toolvisor.actors import ToolCallDispatcher
 from toolvisor.contract import AsyncModel, Message, Model, Tool
 from toolvisor.durable import (
     UNSET,
+    Durability,
     DurableError,
-    KeyRing,
     ResolveOutcome,
     SessionStore,
     Signer,
@@ -35,11 +32,10 @@ from toolvisor.durable import (
 )
 from toolvisor.executor import OutputProjection, ToolRunner, check_main_guard
 from toolvisor.host import (
+    AgentTree,
     AnswerRun,
     AttachRun,
     CancelRun,
-    ModelCalls,
-    OrchestratorActor,
     OrchestratorSettings,
     ProgressCallback,
     ResilienceConfig,
@@ -66,13 +62,7 @@ from toolvisor.mcp import McpToolProvider
 from toolvisor.models import from_string
 from toolvisor.registry import StaticToolProvider, ToolRegistry, UnknownSourceError
 from toolvisor.resilience import ResilienceState
-from toolvisor.supervisors import (
-    ChildSpec,
-    Supervisor,
-    SupervisorRef,
-    ToolCallSupervisor,
-    ToolCallSupervisorRef,
-)
+from toolvisor.supervisors import SupervisorRef
 
 if TYPE_CHECKING:
     from opentelemetry.trace import TracerProvider
@@ -109,11 +99,16 @@ class Agent:
     model with ``async aclose()`` (every adapter of :mod:`toolvisor.models`) is closed when the
     agent closes, on the event loop its calls ran on, where its HTTP connections live.
 
+    The keywords come in groups: the loop (``system_prompt`` to ``on_progress``), the catalog
+    and its guards, sizing, durability, tracing, and determinism for tests.
+
     ``store`` (a :class:`~toolvisor.durable.SessionStore`, or a path to a SQLite file the agent
     opens and closes) makes runs durable: every run gets a ``run_id`` in the store and a
     checkpoint after every step, tools may take completion keys and return ``Pending``
     (:meth:`resolve` delivers their results), and :meth:`resume_run` picks a run up, in this
-    process or a new one.
+    process or a new one. It is short for ``durability=Durability(store=...)``; a
+    :class:`~toolvisor.Durability` also holds the keys that sign ``Suspended`` outcomes
+    (``signing_keys``) and how long a run's lease outlives its host (``lease_ttl``).
 
     ``resilience`` guards tools against a failing dependency: a ``Resilience`` (circuit
     breaker, bulkhead, rate limit) for every tool, or a mapping from tool name to one. The
@@ -133,58 +128,49 @@ class Agent:
         model: Model | AsyncModel | str,
         tools: Sequence[Tool] = (),
         *,
+        # the loop
         system_prompt: str | None = None,
-        on_tool_error: Policy = "continue",
-        tool_policies: Mapping[str, Policy] | None = None,
         mode: Mode = "parallel_batch_approval",
         max_turns: int = 8,
+        on_tool_error: Policy = "continue",
+        tool_policies: Mapping[str, Policy] | None = None,
+        on_model_error: ModelPolicy = DEFAULT_MODEL_POLICY,
         tool_timeout: float = 30.0,
         model_timeout: float = 120.0,
-        on_model_error: ModelPolicy = DEFAULT_MODEL_POLICY,
-        process_workers: int = 2,
-        max_concurrent_calls: int = 1024,
         output_budget: OutputProjection | None = None,
         context: Any = None,
         on_progress: ProgressCallback | None = None,
-        seed: int = 0,
-        store: SessionStore | str | os.PathLike[str] | None = None,
+        # the catalog and its guards
         registry: ToolRegistry | None = None,
-        signing_keys: Sequence[bytes] | None = None,
-        lease_ttl: float = 30.0,
         mcp: Sequence[McpToolProvider] = (),
         resilience: ResilienceConfig = None,
-        resilience_clock: Callable[[], float] = time.monotonic,
+        # sizing
+        process_workers: int = 2,
+        max_concurrent_calls: int = 1024,
+        # durability
+        store: SessionStore | str | os.PathLike[str] | None = None,
+        durability: Durability | None = None,
+        # tracing
         name: str = "agent",
         tracer_provider: TracerProvider | None = None,
         trace_content: bool = False,
+        # determinism (tests)
+        seed: int = 0,
         clock: Callable[[], float] = time.time,
+        resilience_clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if isinstance(model, str):
             model = from_string(model)
         if not isinstance(model, Model | AsyncModel):
             raise TypeError(f"model must have respond(request) -> ModelResponse or async "
                             f"arespond(request) -> ModelResponse, got {model!r}")
-        for setting, seconds in (("model_timeout", model_timeout), ("lease_ttl", lease_ttl)):
-            if isinstance(seconds, bool) or not isinstance(seconds, int | float) \
-                    or not 0 < seconds < float("inf"):
-                raise ValueError(f"{setting} must be a positive, finite number of seconds, "
-                                 f"got {seconds!r}")
-        if store is not None and not isinstance(store, SessionStore | str | os.PathLike):
-            raise TypeError(f"store must be a SessionStore, a path to a SQLite file, or None; "
-                            f"got {type(store).__name__}")
-        if registry is not None and not isinstance(registry, ToolRegistry):
-            raise TypeError(f"registry must be a ToolRegistry or None, got "
-                            f"{type(registry).__name__}")
-        if registry is None:
-            registry = ToolRegistry.from_tools(tools)
-        elif tools:
-            registry.add_source("agent", StaticToolProvider(tools))
-        for server in mcp:
-            if not isinstance(server, McpToolProvider):
-                raise TypeError(f"mcp takes McpToolProvider objects, got {type(server).__name__}")
-            registry.add_source(server.source, server)
-        self._registry = registry
-        check_main_guard(self._registry.process_tools)
+        if isinstance(model_timeout, bool) or not isinstance(model_timeout, int | float) \
+                or not 0 < model_timeout < float("inf"):
+            raise ValueError(f"model_timeout must be a positive, finite number of seconds, "
+                             f"got {model_timeout!r}")
+        durability = _durability(store, durability)
+        self._registry = registry = _catalog(tools, registry, mcp)
+        check_main_guard(registry.process_tools)
         self._gates = ToolGates(resilience, clock=resilience_clock)
         self._config = MachineConfig(
             tools=tuple(tools), system_prompt=system_prompt, on_tool_error=on_tool_error,
@@ -192,42 +178,31 @@ class Agent:
             on_model_error=on_model_error, catalog=self._catalog_member,
             catalog_names=registry.members,
         )
-        self._owns_store = isinstance(store, str | os.PathLike)
+        opened = durability.store
+        self._owns_store = isinstance(opened, str | os.PathLike)
         self._store: SessionStore | None = (
-            SqliteSessionStore(store) if isinstance(store, str | os.PathLike) else store)
-        self._runner = ToolRunner(tool_timeout=tool_timeout, process_workers=process_workers)
-        self._tool_calls: ToolCallSupervisorRef | None = None  # the current incarnation
-        self._dispatcher = ToolCallDispatcher(self._current_tool_calls, self._runner)
-        self._signer: Signer = (
-            KeyRing(signing_keys) if signing_keys is not None
-            else self._store if self._store is not None
-            else KeyRing([secrets.token_bytes(32)]))
+            SqliteSessionStore(opened) if isinstance(opened, str | os.PathLike) else opened)
+        self._signer: Signer = durability.signer(self._store)
         self._resumed = ResumedSuspensions(
             self._config, clock if self._store is None else self._store.now)
-        self._models = ModelCalls(model, self._runner, float(model_timeout))
         tracing = tracing_for(model, tracer_provider, agent_name=name,
                               record_content=trace_content)
         on_event = None if tracing is None else tracing.supervisor_event
-        settings = OrchestratorSettings(
-            models=self._models, signer=self._signer, registry=self._registry,
-            dispatcher=self._dispatcher, projection=output_budget or OutputProjection(),
-            context=context, on_progress=on_progress, store=self._store, config=self._config,
-            lease_ttl=lease_ttl, gates=self._gates, tracing=tracing, clock=self._resumed.clock)
-
-        def start_tool_calls() -> ToolCallSupervisorRef:
-            self._tool_calls = ToolCallSupervisor.start(
-                max_children=max_concurrent_calls, name="tool_calls")
-            return self._tool_calls
-
+        settings = functools.partial(
+            OrchestratorSettings, signer=self._signer, registry=registry,
+            projection=output_budget or OutputProjection(), context=context,
+            on_progress=on_progress, store=self._store, config=self._config,
+            lease_ttl=durability.lease_ttl, gates=self._gates, tracing=tracing,
+            clock=self._resumed.clock)
         try:
-            self._tree: SupervisorRef = Supervisor.start([
-                ChildSpec("tool_calls", start_tool_calls, type="supervisor"),
-                *(server.child_spec(functools.partial(self._orphan, server.source), on_event)
-                  for server in mcp),
-                ChildSpec("orchestrator", lambda: OrchestratorActor.start(settings)),
-            ], strategy="one_for_one", name="agent", on_event=on_event)
+            self._tree = AgentTree(
+                model, ToolRunner(tool_timeout=tool_timeout, process_workers=process_workers),
+                model_timeout=model_timeout, max_concurrent_calls=max_concurrent_calls,
+                settings=settings, on_event=on_event,
+                children=[server.child_spec(functools.partial(self._orphan, server.source),
+                                            on_event) for server in mcp])
         except BaseException:
-            self._close_resources()
+            self._close_store()
             raise
         self._closed = False
 
@@ -241,11 +216,6 @@ class Agent:
         found = self._registry.resolve(name)
         return found if isinstance(found, Tool) else None
 
-    def _current_tool_calls(self) -> ToolCallSupervisorRef:
-        if self._tool_calls is None:
-            raise RuntimeError("the agent's tool-call supervisor is not running")
-        return self._tool_calls
-
     @property
     def registry(self) -> ToolRegistry:
         """The catalog: which tools the model sees and which may run (members only)."""
@@ -258,7 +228,7 @@ class Agent:
     @property
     def supervisor(self) -> SupervisorRef:
         """The root of the agent's supervision tree (``which_children``, ``count_children``)."""
-        return self._tree
+        return self._tree.root
 
     @property
     def store(self) -> SessionStore | None:
@@ -268,7 +238,7 @@ class Agent:
     @property
     def runner(self) -> ToolRunner:
         """The tool runner (its ``stats``: timeouts, abandoned threads, replaced workers)."""
-        return self._runner
+        return self._tree.runner
 
     # --- runs -------------------------------------------------------------------------------
 
@@ -451,11 +421,7 @@ class Agent:
         return outcome
 
     def _orchestrator(self) -> Any:
-        for child in self._tree.which_children():
-            if child.id == "orchestrator" and child.ref is not None:
-                return child.ref
-        raise RuntimeError("the agent's orchestrator is not running (its supervisor is "
-                           "restarting it, or the agent is closed)")
+        return self._tree.orchestrator()
 
     # --- lifecycle --------------------------------------------------------------------------
 
@@ -465,18 +431,13 @@ class Agent:
             return
         self._closed = True
         try:
-            self._tree.stop()
+            self._tree.close()
         finally:
-            self._close_resources()
+            self._close_store()
 
-    def _close_resources(self) -> None:
-        try:
-            self._dispatcher.close()
-            self._models.close()
-            self._runner.close()
-        finally:
-            if self._owns_store and self._store is not None:
-                self._store.close()
+    def _close_store(self) -> None:
+        if self._owns_store and self._store is not None:
+            self._store.close()
 
     def __enter__(self) -> Agent:
         return self
@@ -496,4 +457,36 @@ class Agent:
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
         self.close()
+
+
+
+def _durability(store: SessionStore | str | os.PathLike[str] | None,
+                durability: Durability | None) -> Durability:
+    """``durability``, or ``store=`` as its shorthand (not both)."""
+    if durability is None:
+        return Durability(store=store)
+    if not isinstance(durability, Durability):
+        raise TypeError(f"durability must be a Durability, got {type(durability).__name__}")
+    if store is not None:
+        raise TypeError("give the store once: Agent(store=...) is short for "
+                        "Agent(durability=Durability(store=...)); pass it in the Durability")
+    return durability
+
+
+def _catalog(tools: Sequence[Tool], registry: ToolRegistry | None,
+             mcp: Sequence[McpToolProvider]) -> ToolRegistry:
+    """The agent's catalog: ``registry`` (``tools`` added as the source ``"agent"``), else
+    one of ``tools``; each MCP server joins it as a source."""
+    if registry is not None and not isinstance(registry, ToolRegistry):
+        raise TypeError(f"registry must be a ToolRegistry or None, got "
+                        f"{type(registry).__name__}")
+    if registry is None:
+        registry = ToolRegistry.from_tools(tools)
+    elif tools:
+        registry.add_source("agent", StaticToolProvider(tools))
+    for server in mcp:
+        if not isinstance(server, McpToolProvider):
+            raise TypeError(f"mcp takes McpToolProvider objects, got {type(server).__name__}")
+        registry.add_source(server.source, server)
+    return registry
 

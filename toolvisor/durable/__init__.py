@@ -1,5 +1,6 @@
 """Durable tool calls: completion keys, the journal of effects and the SQLite session store."""
 
+from toolvisor.durable._durability import Durability
 from toolvisor.durable._effects import DurableEffects
 from toolvisor.durable._errors import DURABLE_ERROR_CODES, DurableError, DurableErrorCode
 from toolvisor.durable._holders import holder_gone, new_holder
@@ -30,6 +31,7 @@ __all__ = [
     "POLL_INTERVAL",
     "UNSET",
     "CompletionKeyIssuer",
+    "Durability",
     "DurableEffects",
     "DurableError",
     "DurableErrorCode",

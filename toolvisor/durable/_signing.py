@@ -111,7 +111,8 @@ def require_signed(signer: Signer, text: str, signature: str | None) -> None:
             raise SignatureError(
                 "this Suspended was signed with another key than this agent's (it was not "
                 "altered): agents resume each other's runs when they share keys, "
-                "Agent(signing_keys=[...]) with the same keys (newest first), or a common "
+                "Agent(durability=Durability(signing_keys=[...])) with the same keys (newest "
+                "first), or a common "
                 "store; without either, each agent signs with a random key of its own")
         case "altered":
             raise SignatureError("this Suspended was altered since an agent gave it out (its "

@@ -23,10 +23,12 @@ from toolvisor.host._model_calls import ModelAnswer, ModelCalls
 from toolvisor.host._orchestrator import OrchestratorActor
 from toolvisor.host._resumed import ResumedSuspensions
 from toolvisor.host._tracing import SEMCONV_VERSION, Tracing, tracing_for
+from toolvisor.host._tree import AgentTree
 
 __all__ = [
     "PENDING_TIMEOUT_CODE",
     "SEMCONV_VERSION",
+    "AgentTree",
     "AlreadyResumedError",
     "AnswerRun",
     "AttachRun",

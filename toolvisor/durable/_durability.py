@@ -1,0 +1,55 @@
+"""``Durability``: the settings that make an agent's runs outlive its process, in one place.
+
+The agent reads them once, when it is built: the store it checkpoints to (or the path of a
+SQLite file it opens and closes), the keys it signs ``Suspended`` outcomes with, and how long
+a run's lease outlives its host's last renewal.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from toolvisor.durable._signing import KeyRing, Signer
+from toolvisor.durable._store import SessionStore
+
+
+@dataclass(frozen=True, slots=True)
+class Durability:
+    """How an agent's runs outlive its process.
+
+    ``store`` (a :class:`SessionStore`, or a path to a SQLite file the agent opens and closes)
+    makes runs durable: a checkpoint after every step, completion keys, ``resume_run`` in any
+    process. ``signing_keys`` (bytes, newest first) sign the ``Suspended`` outcomes the agent
+    gives out, so that agents sharing them resume each other's; by default the store signs,
+    and without one a random key of the agent's own. ``lease_ttl`` is how many seconds a run's
+    lease outlives its host's last renewal, before another process may take the run over.
+    """
+
+    store: SessionStore | str | os.PathLike[str] | None = None
+    signing_keys: Sequence[bytes] | None = None
+    lease_ttl: float = 30.0
+
+    def __post_init__(self) -> None:
+        store = self.store
+        if store is not None and not isinstance(store, SessionStore | str | os.PathLike):
+            raise TypeError(f"store must be a SessionStore, a path to a SQLite file, or None; "
+                            f"got {type(store).__name__}")
+        if self.signing_keys is not None:
+            KeyRing(self.signing_keys)  # refuses bad keys now, naming what is wrong
+        seconds = self.lease_ttl
+        if isinstance(seconds, bool) or not isinstance(seconds, int | float) \
+                or not 0 < seconds < float("inf"):
+            raise ValueError(f"lease_ttl must be a positive, finite number of seconds, got "
+                             f"{seconds!r}")
+
+    def signer(self, store: SessionStore | None) -> Signer:
+        """What signs the agent's ``Suspended`` outcomes: its keys, else its (opened)
+        ``store``, else a random key of its own."""
+        if self.signing_keys is not None:
+            return KeyRing(self.signing_keys)
+        if store is not None:
+            return store
+        return KeyRing([secrets.token_bytes(32)])
