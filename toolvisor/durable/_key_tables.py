@@ -44,7 +44,11 @@ def _resolution_of(tx: SqlTransaction, key_id: str) -> Resolution | None:
 
 
 class KeyTables:
-    """Completion keys and their waits; a resolution wakes this process's waiters at once."""
+    """Completion keys and their waits; a resolution wakes this process's waiters at once.
+
+    Each public method is the :class:`SessionStore` method of the same name, whose docstring
+    is the contract it keeps.
+    """
 
     def __init__(
         self,
@@ -75,11 +79,6 @@ class KeyTables:
     def issue_key(
         self, run_id: str, call_id: str, *, purpose: KeyPurpose = "call", name: str = ""
     ) -> str:
-        """The signed key of ``(run_id, call_id, purpose, name)``; the same key every time.
-
-        The key is recorded when first issued, so it can be resolved (even before the run
-        parks it) from any process that opens this store.
-        """
         require_id(run_id, "run_id")
         require_id(call_id, "call_id")
         if purpose not in ("call", "event"):
@@ -123,11 +122,6 @@ class KeyTables:
         return claims
 
     def revoke(self, key: str) -> bool:
-        """Refuse every later resolution of an unresolved ``key``; ``True`` if it was revoked.
-
-        For a key whose call ended without parking it (the handler took a key, then returned
-        something other than ``Pending``): a late resolver then hears ``unknown_or_revoked``.
-        """
         claims = self._known_claims(key, "revoke")
         with self._db.write() as tx:
             cursor = tx.execute(
@@ -137,13 +131,6 @@ class KeyTables:
         return cursor.rowcount == 1
 
     def resolve(self, key: str, *, ok: Any = UNSET, error: Any = UNSET) -> ResolveOutcome:
-        """Deliver the result of ``key``'s wait: ``ok=<JSON>`` or ``error=<JSON>``, not both.
-
-        The first resolution of a key wins (atomically, across processes): ``"accepted"``.
-        A later one changes nothing: ``"already_resolved"``. A key that is tampered, truncated,
-        signed by another store, unknown or revoked changes nothing: ``"unknown_or_revoked"``.
-        A resolution that arrives before the run parks the key is kept for it.
-        """
         if (ok is UNSET) == (error is UNSET):
             raise TypeError("resolve needs exactly one of ok=<JSON value> or error=<JSON value>")
         kind: ResolutionKind = "ok" if error is UNSET else "error"
@@ -177,7 +164,6 @@ class KeyTables:
         return outcome
 
     def resolution(self, key: str) -> Resolution | None:
-        """How ``key``'s wait ended, or ``None`` while it is unresolved."""
         claims = self._known_claims(key, "resolution")
         with self._db.read() as tx:
             return _resolution_of(tx, claims.key_id)
@@ -192,11 +178,6 @@ class KeyTables:
         on_timeout: OnTimeout = "error_as_result",
         on_cancel: OnCancel = "ignore",
     ) -> Wait:
-        """Record that the run now waits on ``key`` until ``deadline_at`` (``None``: no deadline).
-
-        Parking again (after a restart) keeps the first park: deadline and policies do not
-        move. The returned wait carries the resolution if one already arrived.
-        """
         claims = self._known_claims(key, "park")
         if deadline_at is not None and (
             isinstance(deadline_at, bool)
@@ -230,7 +211,6 @@ class KeyTables:
         return wait
 
     def open_waits(self, run_id: str | None = None) -> list[Wait]:
-        """Parked, unresolved waits (of one run, if given): what a restarted host re-waits on."""
         where = "WHERE k.kind IS NULL AND k.revoked = 0"
         params: tuple[str, ...] = ()
         if run_id is not None:
@@ -240,12 +220,6 @@ class KeyTables:
             return list(self._waits(tx, where, params).values())
 
     def wait_for(self, key: str, timeout: float | None = None) -> Resolution | None:
-        """Block until ``key`` is resolved and return how; ``None`` after ``timeout`` seconds.
-
-        A resolution in this process wakes the waiter at once; one made by another process is
-        seen within the poll interval. ``timeout`` is real (monotonic) time, not the store
-        clock: deadlines are enforced by :meth:`expire_due`, not here.
-        """
         self._known_claims(key, "wait_for")
         give_up = None if timeout is None else time.monotonic() + timeout
         while True:
@@ -262,7 +236,6 @@ class KeyTables:
             self._notifier.wait(seen, pause)
 
     def expire(self, key: str, now: float) -> Resolution:
-        """Resolve ``key`` as timed out unless something resolved it first; return the winner."""
         claims = self._known_claims(key, "expire")
         with self._db.write() as tx:
             row = tx.execute(
@@ -284,11 +257,6 @@ class KeyTables:
         return resolution
 
     def expire_due(self, now: float) -> list[Wait]:
-        """Resolve as timed out every open wait whose deadline is at or before ``now``.
-
-        Returns those waits (with their new resolution, whose value records ``on_timeout``),
-        for the host to apply each one's policy. A resolver that got there first wins.
-        """
         with self._db.write() as tx:
             due = self._waits(
                 tx,
@@ -316,12 +284,6 @@ class KeyTables:
         return expired
 
     def cancel_run(self, run_id: str) -> list[Wait]:
-        """Resolve every open key of the run as cancelled and mark the run ``cancelled``.
-
-        Returns the parked waits among them (each one's resolution value records
-        ``on_cancel``); those with :attr:`Wait.needs_external_cancel` need the host to cancel
-        the external work. All of it is one transaction.
-        """
         now = self._clock()
         with self._db.write() as tx:
             require_run(tx, run_id)

@@ -14,7 +14,11 @@ from toolvisor.durable._sql import SqlDatabase, require_run
 
 
 class LeaseTable:
-    """Take, renew, release and list the leases on runs, stamped by the store clock."""
+    """Take, renew, release and list the leases on runs, stamped by the store clock.
+
+    Each public method is the :class:`SessionStore` method of the same name, whose docstring
+    is the contract it keeps.
+    """
 
     def __init__(self, db: SqlDatabase, clock: Callable[[], float]) -> None:
         self._db = db
@@ -22,9 +26,6 @@ class LeaseTable:
 
     def acquire_lease(self, run_id: str, holder: str, ttl: float, *,
                       replacing: str | None = None) -> Lease | None:
-        """Take the run's lease for ``ttl`` seconds: ``None`` when taken (or renewed), else the
-        lease that stands (another holder's, not yet expired). ``replacing`` names a holder
-        whose lease is taken over whatever its expiry (a host known to be dead)."""
         if not (isinstance(ttl, int | float) and 0 < ttl < math.inf):
             raise ValueError(f"a lease ttl must be a positive, finite number, got {ttl!r}")
         now = self._clock()
@@ -40,7 +41,6 @@ class LeaseTable:
         return None
 
     def renew_leases(self, holder: str, run_ids: list[str], ttl: float) -> list[str]:
-        """Extend ``holder``'s leases on ``run_ids``; the ids whose lease it no longer holds."""
         expires_at = self._clock() + ttl
         lost = []
         with self._db.write() as tx:
@@ -52,13 +52,10 @@ class LeaseTable:
         return lost
 
     def release_lease(self, run_id: str, holder: str) -> None:
-        """Give the run's lease up, if ``holder`` holds it (another host may take it at once)."""
         with self._db.write() as tx:
             tx.execute("DELETE FROM leases WHERE run_id = ? AND holder = ?", (run_id, holder))
 
     def leases(self) -> list[Lease]:
-        """Every lease in the store, by run id, expired ones too: a host that died keeps its
-        leases until they expire or another host takes them over."""
         with self._db.read() as tx:
             rows = tx.execute(
                 "SELECT run_id, holder, expires_at FROM leases ORDER BY run_id").fetchall()

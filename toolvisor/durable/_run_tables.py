@@ -38,14 +38,17 @@ def _signed_checkpoint(run_id: str, effect_id: int, data: str) -> str:
 
 
 class RunTables:
-    """Runs, checkpoints, the journal and process events, stamped by the store clock."""
+    """Runs, checkpoints, the journal and process events, stamped by the store clock.
+
+    Each public method is the :class:`SessionStore` method of the same name, whose docstring
+    is the contract it keeps.
+    """
 
     def __init__(self, db: SqlDatabase, clock: Callable[[], float]) -> None:
         self._db = db
         self._clock = clock
 
     def create_run(self, run_id: str | None = None, *, status: str = "running") -> RunRecord:
-        """Record a new run (a fresh uuid4 hex id unless given); a duplicate id is refused."""
         run_id = uuid.uuid4().hex if run_id is None else require_id(run_id, "run_id")
         require_id(status, "status")
         now = self._clock()
@@ -59,13 +62,11 @@ class RunTables:
         return RunRecord(run_id=run_id, status=status, created_at=now, updated_at=now)
 
     def get_run(self, run_id: str) -> RunRecord | None:
-        """The run, or ``None`` if the store has none with that id."""
         with self._db.read() as tx:
             row = self._select_run(tx, run_id)
         return None if row is None else run_from_row(row)
 
     def set_run_status(self, run_id: str, status: str) -> RunRecord:
-        """Change the run's status (any non-empty str the host chooses)."""
         require_id(status, "status")
         with self._db.write() as tx:
             require_run(tx, run_id)
@@ -86,7 +87,6 @@ class RunTables:
         return row
 
     def runs(self, *, status: str | None = None) -> list[RunRecord]:
-        """Every run (with that status, if given), oldest first."""
         query = f"SELECT {RUN_COLUMNS} FROM runs"
         params: tuple[str, ...] = ()
         if status is not None:
@@ -101,11 +101,6 @@ class RunTables:
     def save_checkpoint(
         self, run_id: str, effect_id: int, data: str, *, status: str | None = None
     ) -> SavedCheckpoint:
-        """Append the checkpoint ``data`` (JSON text, e.g. ``model_dump_json()``) at ``effect_id``.
-
-        Earlier checkpoints are kept. The run's ``updated_at`` (and ``status``, if given)
-        change in the same transaction.
-        """
         if isinstance(effect_id, bool) or not isinstance(effect_id, int) or effect_id < 0:
             raise ValueError(f"effect_id must be a non-negative int, got {effect_id!r}")
         if not isinstance(data, str):
@@ -136,11 +131,9 @@ class RunTables:
                                saved_at=now, signature=signature)
 
     def latest_checkpoint(self, run_id: str) -> SavedCheckpoint | None:
-        """The run's most recently saved checkpoint, or ``None``."""
         return self._one_checkpoint("WHERE run_id = ?", (run_id,))
 
     def checkpoint_at(self, run_id: str, effect_id: int) -> SavedCheckpoint | None:
-        """The run's most recent checkpoint saved at ``effect_id``, or ``None``."""
         return self._one_checkpoint("WHERE run_id = ? AND effect_id = ?", (run_id, effect_id))
 
     def _one_checkpoint(self, where: str, params: tuple[Any, ...]) -> SavedCheckpoint | None:
@@ -152,7 +145,6 @@ class RunTables:
         return None if row is None else self._verified(checkpoint_from_row(row))
 
     def checkpoints(self, run_id: str) -> list[SavedCheckpoint]:
-        """Every checkpoint of the run, in the order they were saved."""
         with self._db.read() as tx:
             rows = tx.execute(
                 f"SELECT {CHECKPOINT_COLUMNS} FROM checkpoints WHERE run_id = ? ORDER BY seq",
@@ -172,14 +164,11 @@ class RunTables:
     # -- journal -----------------------------------------------------------------------------
 
     def journal_record(self, run_id: str, call_id: str, step_id: str) -> JournalRecord | None:
-        """The recorded step, or ``None`` if the call never completed it."""
         with self._db.read() as tx:
             row = self._select_step(tx, run_id, call_id, step_id)
         return None if row is None else journal_from_row(row)
 
     def journaled(self, run_id: str, call_id: str) -> bool:
-        """Whether the call recorded any step: its side effects are journaled, so running it
-        again after a crash replays them instead of repeating them."""
         with self._db.read() as tx:
             row = tx.execute("SELECT 1 FROM journal WHERE run_id = ? AND call_id = ? LIMIT 1",
                                (run_id, call_id)).fetchone()
@@ -188,11 +177,6 @@ class RunTables:
     def record_step(
         self, run_id: str, call_id: str, step_id: str, input: str, output: str
     ) -> JournalRecord:
-        """Record a step's canonical JSON ``input`` and ``output``; the first record wins.
-
-        Returns the record now in the journal, which is an earlier one if another execution
-        of the call recorded the step first.
-        """
         with self._db.write() as tx:
             require_run(tx, run_id)
             tx.execute(
@@ -221,7 +205,6 @@ class RunTables:
     def append_process_event(
         self, run_id: str, call_id: str, ordinal: int, type: str, payload: Any
     ) -> ProcessEvent:
-        """Record the call's ``ordinal``-th event; if already recorded, return the record."""
         require_id(type, "process event type")
         text = _json.dumps(payload, "the process event payload")
         with self._db.write() as tx:
@@ -241,7 +224,6 @@ class RunTables:
     def process_events(
         self, run_id: str | None = None, *, after_seq: int = 0
     ) -> list[ProcessEvent]:
-        """Events (of one run, if given) with ``seq`` above ``after_seq``, in emission order."""
         query = f"SELECT {PROCESS_EVENT_COLUMNS} FROM process_events WHERE seq > ?"
         params: tuple[Any, ...] = (after_seq,)
         if run_id is not None:

@@ -33,14 +33,14 @@ from toolvisor.durable._records import (
 )
 from toolvisor.durable._run_tables import RunTables
 from toolvisor.durable._signing import sign_keyed, signing_key_id, verify_keyed
-from toolvisor.durable._store import UNSET
+from toolvisor.durable._store import UNSET, SessionStore
 
 POLL_INTERVAL: Final = 0.05
 """How often (seconds) :meth:`SqliteSessionStore.wait_for` re-reads the file by default, to see
 resolutions made by other processes; same-process resolutions wake waiters at once."""
 
 
-class SqliteSessionStore:
+class SqliteSessionStore(SessionStore):
     """A :class:`~toolvisor.durable.SessionStore` in one SQLite file (created if missing).
 
     The file holds the HMAC secret that signs completion keys (created with the file, mode
@@ -54,8 +54,9 @@ class SqliteSessionStore:
 
     A store object owns one connection and may be used from any thread (calls serialize
     within the object); other processes or store objects on the same file open their own.
-    Each method of the :class:`~toolvisor.durable.SessionStore` protocol is one transaction of
-    the table object that owns it, whose method of the same name says what it does.
+    It declares the :class:`~toolvisor.durable.SessionStore` protocol as its base, so the type
+    checker holds it to the contract and each method shows the protocol's docstring; each is
+    one transaction of the table object that owns it.
     """
 
     def __init__(
@@ -78,7 +79,6 @@ class SqliteSessionStore:
                                get_event_log("session_store", path=self.path))
 
     def now(self) -> float:
-        """The store's clock."""
         return self._clock()
 
     # -- runs, checkpoints, journal, process events ----------------------------------------------
@@ -190,15 +190,12 @@ class SqliteSessionStore:
     # -- signatures: a store is a Signer ---------------------------------------------------------
 
     def sign(self, text: str) -> str:
-        """``text``'s signature under this store's secret."""
         return sign_keyed(self._db.secret, text)
 
     def verify(self, text: str, signature: str) -> bool:
-        """Whether this store signed ``text`` with ``signature``."""
         return verify_keyed((self._db.secret,), text, signature)
 
     def holds_key(self, key_id: str) -> bool:
-        """Whether ``key_id`` names this store's secret (every store has its own)."""
         return key_id == signing_key_id(self._db.secret)
 
     # -- lifetime --------------------------------------------------------------------------------
