@@ -33,8 +33,9 @@ from toolvisor import (
     function_tool,
     tool,
 )
+from toolvisor.call import execute
 from toolvisor.contract import HandlerResult, ToolMethod
-from toolvisor.executor import ToolRunner, execute, prepare_process_isolation
+from toolvisor.executor import ToolRunner, prepare_process_isolation
 from toolvisor.testing import ScriptedModel, call, calls
 
 SESSION = CallContext(session_id="s1", tool_call=ToolCall(id="call-1", name="t"))

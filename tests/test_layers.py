@@ -12,23 +12,25 @@ ARCHITECTURE = ROOT / "docs" / "architecture.md"
 SECTION = "Layers"
 
 _BASE = {"contract", "_logging"}
-_SERVICES = _BASE | {"executor", "durable", "supervisors"}
+_CALL = _BASE | {"call"}
+_SERVICES = _CALL | {"executor", "durable", "supervisors"}
 _LOOP = _SERVICES | {"machine", "registry", "resilience"}
 # What each layer may import besides itself. Layers side by side (executor, durable,
 # supervisors and models; machine, registry and resilience) never import each other, the
-# per-call actors know nothing of runs (no machine, no store, no catalog), and the provider
-# adapters nothing that hosts runs.
+# one-call contract (call) runs nothing, the per-call actors know nothing of runs (no machine,
+# no store, no catalog), and the provider adapters nothing that hosts runs.
 MAY_IMPORT: dict[str, set[str]] = {
     "contract": set(),
     "_logging": set(),
-    "executor": _BASE,
+    "call": _BASE,
+    "executor": _CALL,
     "durable": _BASE,
     "supervisors": _BASE,
     "models": _BASE,
-    "machine": _BASE | {"executor"},
-    "registry": _BASE | {"executor"},
+    "machine": _CALL,
+    "registry": _CALL,
     "resilience": _BASE,
-    "actors": _BASE | {"executor", "supervisors"},
+    "actors": _CALL | {"executor", "supervisors"},
     "mcp": _SERVICES | {"registry", "actors"},
     "host": _LOOP | {"actors", "models"},
     "agent": _LOOP | {"actors", "host", "mcp", "models"},

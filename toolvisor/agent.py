@@ -22,6 +22,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from toolvisor.actors import ToolCallDispatcher
+from toolvisor.call import OutputProjection
 from toolvisor.contract import AsyncModel, Message, Model, Tool
 from toolvisor.durable import (
     UNSET,
@@ -33,7 +34,7 @@ from toolvisor.durable import (
     SqliteSessionStore,
     require_signed,
 )
-from toolvisor.executor import OutputProjection, ToolRunner, check_main_guard
+from toolvisor.executor import ToolRunner, check_main_guard
 from toolvisor.host import (
     AnswerRun,
     AttachRun,

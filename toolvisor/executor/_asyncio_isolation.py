@@ -10,9 +10,9 @@ from contextlib import AbstractContextManager
 from typing import Any
 
 from toolvisor._logging import get_event_log
+from toolvisor.call import aexecute, from_exception
 from toolvisor.contract import HandlerResult
 from toolvisor.executor._calls import RunningCall
-from toolvisor.executor._execute import aexecute, from_exception
 
 _log = get_event_log("tool_runner", isolation="asyncio")
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from toolvisor.call import execute
 from toolvisor.contract import Tool
-from toolvisor.executor._execute import execute
 from toolvisor.executor._ray_links import LinkAddress
 from toolvisor.executor._remote_context import ContextLink, RemoteCall, remote_context, traced
 from toolvisor.executor._worker import dump_result

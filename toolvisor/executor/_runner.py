@@ -12,17 +12,16 @@ from types import TracebackType
 from typing import Any
 
 from toolvisor._logging import get_event_log
+from toolvisor.call import not_found, prepare_arguments
 from toolvisor.contract import CallContext, Err, HandlerResult, Tool
 from toolvisor.executor._asyncio_isolation import AsyncioIsolation
 from toolvisor.executor._calls import CallHandle, RunningCall
 from toolvisor.executor._deadlines import DeadlineTimer
-from toolvisor.executor._execute import not_found
 from toolvisor.executor._process_isolation import MpContext, ProcessIsolation, address_of
 from toolvisor.executor._ray_isolation import RayIsolation
 from toolvisor.executor._remote_context import RemoteCall
 from toolvisor.executor._stats import Counters, RunnerStats
 from toolvisor.executor._thread_isolation import GiveUp, ThreadIsolation
-from toolvisor.executor._validation import prepare_arguments
 from toolvisor.executor._worker import WorkRequest
 
 _log = get_event_log("tool_runner")

@@ -7,9 +7,9 @@ import threading
 from collections.abc import Callable
 
 from toolvisor._logging import get_event_log
+from toolvisor.call import execute
 from toolvisor.contract import HandlerResult
 from toolvisor.executor._calls import RunningCall
-from toolvisor.executor._execute import execute
 from toolvisor.executor._stats import Counters
 from toolvisor.executor._thread_pool import ElasticThreadPool, PoolThread
 
