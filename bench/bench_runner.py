@@ -26,7 +26,8 @@ from toolvisor import Tool, ToolCall
 from toolvisor.actors import ToolCallDispatcher
 from toolvisor.call import execute
 from toolvisor.contract import HandlerResult
-from toolvisor.executor import ToolRunner, prepare_process_isolation
+from toolvisor.executor import ToolRunner
+from toolvisor.isolation import prepare_process_isolation
 from toolvisor.supervisors import ToolCallSupervisor
 
 ROUNDS = 15

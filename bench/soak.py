@@ -74,7 +74,8 @@ from toolvisor.contract import (
     ToolCall,
     ToolResultMessage,
 )
-from toolvisor.executor import RunnerStats, prepare_process_isolation
+from toolvisor.executor import RunnerStats
+from toolvisor.isolation import prepare_process_isolation
 from toolvisor.machine import Continue, FailedCall, Mode, ModelRetryPolicy
 from toolvisor.testing import FunctionModel, LeakCheck, call, calls
 

@@ -35,7 +35,8 @@ from toolvisor import (
 )
 from toolvisor.call import execute
 from toolvisor.contract import HandlerResult, ToolMethod
-from toolvisor.executor import ToolRunner, prepare_process_isolation
+from toolvisor.executor import ToolRunner
+from toolvisor.isolation import prepare_process_isolation
 from toolvisor.testing import ScriptedModel, call, calls
 
 SESSION = CallContext(session_id="s1", tool_call=ToolCall(id="call-1", name="t"))

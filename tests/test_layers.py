@@ -13,24 +13,27 @@ SECTION = "Layers"
 
 _BASE = {"contract", "_logging"}
 _CALL = _BASE | {"call"}
-_SERVICES = _CALL | {"executor", "durable", "supervisors"}
+_RUNNER = _CALL | {"isolation", "executor"}
+_SERVICES = _RUNNER | {"durable", "supervisors"}
 _LOOP = _SERVICES | {"machine", "registry", "resilience"}
 # What each layer may import besides itself. Layers side by side (executor, durable,
 # supervisors and models; machine, registry and resilience) never import each other, the
-# one-call contract (call) runs nothing, the per-call actors know nothing of runs (no machine,
-# no store, no catalog), and the provider adapters nothing that hosts runs.
+# one-call contract (call) runs nothing, the isolation backends know nothing of the runner that
+# dispatches to them, the per-call actors know nothing of runs (no machine, no store, no
+# catalog), and the provider adapters nothing that hosts runs.
 MAY_IMPORT: dict[str, set[str]] = {
     "contract": set(),
     "_logging": set(),
     "call": _BASE,
-    "executor": _CALL,
+    "isolation": _CALL,
+    "executor": _CALL | {"isolation"},
     "durable": _BASE,
     "supervisors": _BASE,
     "models": _BASE,
     "machine": _CALL,
     "registry": _CALL,
     "resilience": _BASE,
-    "actors": _CALL | {"executor", "supervisors"},
+    "actors": _RUNNER | {"supervisors"},
     "mcp": _SERVICES | {"registry", "actors"},
     "host": _LOOP | {"actors", "models"},
     "agent": _LOOP | {"actors", "host", "mcp", "models"},

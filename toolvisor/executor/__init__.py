@@ -1,21 +1,15 @@
-"""Running handlers: the ``ToolRunner``, its isolations, deadlines, pools and worker processes."""
+"""Running handlers: the ``ToolRunner`` (each call's deadline, settled exactly once, handed to
+the isolation backend its tool names), its handles, stats and deadline timer."""
 
 from toolvisor.executor._calls import CallHandle
 from toolvisor.executor._deadlines import Deadline, DeadlineTimer
-from toolvisor.executor._main_guard import check_main_guard
-from toolvisor.executor._process_isolation import prepare_process_isolation
 from toolvisor.executor._runner import ToolRunner
 from toolvisor.executor._stats import RunnerStats
-from toolvisor.executor._thread_pool import ElasticThreadPool, PoolThread
 
 __all__ = [
     "CallHandle",
     "Deadline",
     "DeadlineTimer",
-    "ElasticThreadPool",
-    "PoolThread",
     "RunnerStats",
     "ToolRunner",
-    "check_main_guard",
-    "prepare_process_isolation",
 ]

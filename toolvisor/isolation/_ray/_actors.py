@@ -12,8 +12,8 @@ from typing import Any
 
 from toolvisor._logging import get_event_log
 from toolvisor.contract import Err, RayActor
-from toolvisor.executor._calls import RunningCall
-from toolvisor.executor._ray_task import CallFields, run_task
+from toolvisor.isolation._ray._task import CallFields, run_task
+from toolvisor.isolation._running import RunningCall
 
 _log = get_event_log("tool_runner", isolation="ray")
 _CLOSE_WAIT = 5.0  # seconds close waits for killed actors to be seen dead
