@@ -38,7 +38,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "host": _LOOP | {"actors", "models"},
     "agent": _LOOP | {"actors", "host", "mcp", "models"},
     "observe": _BASE,
-    "ray": {"contract"},
+    "ray": {"isolation"},
     "testing": _LOOP | {"actors", "host", "agent", "models"},
     "cli": _SERVICES | {"mcp"},
 }

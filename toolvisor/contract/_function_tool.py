@@ -223,7 +223,7 @@ def function_tool(
     internal: bool = False,
     output_window: OutputWindow = "head",
     on_cancel: CancelHook | None = None,
-    ray_options: Mapping[str, Any] | None = None,
+    options: Mapping[str, Any] | None = None,
 ) -> Callable[[_FUNCTION], Tool]: ...
 
 
@@ -240,7 +240,7 @@ def function_tool(
     internal: bool = False,
     output_window: OutputWindow = "head",
     on_cancel: CancelHook | None = None,
-    ray_options: Mapping[str, Any] | None = None,
+    options: Mapping[str, Any] | None = None,
 ) -> Tool | Callable[[_FUNCTION], Tool]:
     """Build a :class:`Tool` from a plain typed function: ``@function_tool`` or
     ``@function_tool(timeout=5, ...)``, with the options of :func:`tool`.
@@ -264,7 +264,7 @@ def function_tool(
     settings: dict[str, Any] = {
         "scheduling": scheduling, "timeout": timeout, "isolation": isolation,
         "retryable": retryable, "internal": internal, "output_window": output_window,
-        "on_cancel": on_cancel, "ray_options": ray_options,
+        "on_cancel": on_cancel, "options": options,
     }
 
     def build(function: _FUNCTION) -> Tool:

@@ -152,7 +152,7 @@ class ToolRunner:
             backend_named(tool.isolation)  # raises, naming the registered ones
             raise LookupError(f"isolation {tool.isolation!r} was registered after this "
                               "ToolRunner was built; build a new one")
-        backend.check_tool(tool)
+        backend.check_start(tool)
         return backend
 
     @staticmethod

@@ -18,6 +18,7 @@ from toolvisor.isolation._backend import (
 from toolvisor.isolation._process._main_guard import check_main_guard
 from toolvisor.isolation._process._pool import ProcessBackend, prepare_process_isolation
 from toolvisor.isolation._ray._isolation import RayBackend
+from toolvisor.isolation._ray._tools import RayActor
 from toolvisor.isolation._running import RunningCall
 from toolvisor.isolation._thread import ThreadBackend
 from toolvisor.isolation._thread_pool import ElasticThreadPool, PoolThread
@@ -35,6 +36,7 @@ __all__ = [
     "MpContext",
     "PoolThread",
     "ProcessBackend",
+    "RayActor",
     "RayBackend",
     "RunningCall",
     "Runtime",

@@ -35,6 +35,9 @@ class AsyncioBackend(IsolationBackend):
     them through ``call_soon_threadsafe``.
     """
 
+    coroutines = True
+    default = True
+
     def __init__(self, runtime: Runtime) -> None:
         super().__init__(runtime)
         self._lock = threading.Lock()  # guards starting the loop once

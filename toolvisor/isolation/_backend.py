@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
-from toolvisor.contract import HandlerResult, Tool
+from toolvisor.contract import HandlerResult, IsolationRules, Tool, register_isolation
 from toolvisor.isolation._running import RunningCall
 
 MpContext = Literal["forkserver", "spawn"]
@@ -53,16 +53,27 @@ class IsolationBackend:
     Subclasses implement :meth:`submit` and :meth:`stop`; the rest has defaults.
     """
 
+    coroutines: ClassVar[bool] = False
+    """Whether it runs ``async def`` handlers (else plain ones)."""
+    default: ClassVar[bool] = False
+    """Whether a tool that names no isolation gets this one (one per kind of handler)."""
     runs_here: ClassVar[bool] = False
     """Whether :meth:`run_here` can run a handler on the caller's own thread."""
+
+    @classmethod
+    def check(cls, tool: Tool) -> None:
+        """Raise if ``tool`` can never run here (its handler, its ``options``, an SDK that is
+        not installed); called when the tool is built. By default: it takes no options."""
+        if tool.options:
+            raise ValueError(f"tool {tool.name!r}: isolation={tool.isolation!r} takes no "
+                             f"options, got {sorted(tool.options)}")
 
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
 
-    def check_tool(self, tool: Tool) -> None:
-        """Raise, on the caller's thread, if ``tool`` can never start here (a handler a worker
-        could not import, an SDK not installed, an option the backend does not know). Called
-        for a tool with a handler before its call is admitted."""
+    def check_start(self, tool: Tool) -> None:
+        """Raise, on the caller's thread, if a call of ``tool`` cannot start now (before it is
+        admitted; ``tool`` has a handler)."""
 
     def submit(self, call: RunningCall) -> None:
         """Start ``call``'s handler without waiting: ``arm`` it when the handler starts, then
@@ -92,7 +103,8 @@ _backends: dict[str, type[IsolationBackend]] = {}
 
 def register_backend(name: str, backend: type[IsolationBackend]) -> None:
     """Make ``backend`` run the calls of tools with ``isolation=name`` in every ``ToolRunner``
-    built from now on. A name is registered once (``ValueError`` for a second one)."""
+    built from now on, and ``Tool`` accept that name under the backend's ``check``. A name is
+    registered once (``ValueError`` for a second one)."""
     if not isinstance(name, str) or not name.isidentifier():
         raise ValueError(f"an isolation name must be an identifier, got {name!r}")
     if not (isinstance(backend, type) and issubclass(backend, IsolationBackend)):
@@ -102,6 +114,8 @@ def register_backend(name: str, backend: type[IsolationBackend]) -> None:
         if name in _backends:
             raise ValueError(f"isolation {name!r} already has a backend "
                              f"({_backends[name].__qualname__})")
+        register_isolation(name, IsolationRules(coroutines=backend.coroutines,
+                                                default=backend.default, check=backend.check))
         _backends[name] = backend
 
 

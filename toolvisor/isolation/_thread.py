@@ -35,6 +35,7 @@ class ThreadBackend(IsolationBackend):
     ``call.lock``).
     """
 
+    default = True
     runs_here = True
 
     def __init__(self, runtime: Runtime) -> None:

@@ -30,7 +30,7 @@ from toolvisor.contract import CallContext, Err, HandlerResult, Tool
 from toolvisor.isolation._backend import IsolationBackend, MpContext, Runtime
 from toolvisor.isolation._link._context_server import join_links, serve_link
 from toolvisor.isolation._process._main_guard import check_main_guard
-from toolvisor.isolation._process._request import work_request
+from toolvisor.isolation._process._request import check_importable, work_request
 from toolvisor.isolation._process._worker import READY, serve
 from toolvisor.isolation._running import RunningCall
 
@@ -174,7 +174,12 @@ class ProcessBackend(IsolationBackend):
             _running.add(self)
         self._thread.start()
 
-    def check_tool(self, tool: Tool) -> None:
+    @classmethod
+    def check(cls, tool: Tool) -> None:
+        super().check(tool)
+        check_importable(tool)
+
+    def check_start(self, tool: Tool) -> None:
         """Before the workers first start: ``RuntimeError`` (in the caller's thread) if they
         would run this program again (see ``_main_guard.py``)."""
         if self._thread is None:

@@ -4,6 +4,8 @@ context's portable part, pickled here (in the agent), where a failure is the cal
 from __future__ import annotations
 
 import dataclasses
+import functools
+import inspect
 import pickle
 import weakref
 
@@ -34,6 +36,26 @@ def work_request(call: RunningCall) -> tuple[bytes, int] | Err:
             "encoding_failed",
             f"the arguments cannot be sent to a worker process: {type(exc).__name__}: {exc}",
             f"{type(exc).__name__}: {exc}")
+
+
+def check_importable(tool: Tool) -> None:
+    """When a ``process`` tool is built: a worker imports the handler by module and qualified
+    name, which only leads back to a plain function defined outside any function."""
+    handler, tool_name = tool.handler, tool.name
+    if inspect.isfunction(handler):
+        if "<locals>" not in handler.__qualname__:
+            return
+        found = "a nested one"
+    elif inspect.ismethod(handler):
+        found = "a bound method (its name leads to the unbound function)"
+    elif isinstance(handler, functools.partial):
+        found = "a functools.partial"
+    else:
+        found = f"a {type(handler).__name__} object"
+    raise ValueError(
+        f"tool {tool_name!r}: isolation='process' needs a handler importable by "
+        f"qualified name (a module-level function), not {found}"
+    )
 
 
 _addresses: weakref.WeakKeyDictionary[Tool, HandlerAddress | str]

@@ -34,6 +34,7 @@ from toolvisor.isolation._link._remote_context import RemoteCall
 from toolvisor.isolation._ray._actors import ActorCall, RayActors
 from toolvisor.isolation._ray._links import LINK_HOST_VARIABLE, LinkAddress, RayContextLinks
 from toolvisor.isolation._ray._task import CallFields, run_task
+from toolvisor.isolation._ray._tools import actor_of, check_ray_tool, task_options
 from toolvisor.isolation._running import RunningCall
 
 _log = get_event_log("tool_runner", isolation="ray")
@@ -113,6 +114,10 @@ class RayBackend(IsolationBackend):
     process (``_links.py``).
     """
 
+    @classmethod
+    def check(cls, tool: Tool) -> None:
+        check_ray_tool(tool)
+
     def __init__(self, runtime: Runtime) -> None:
         super().__init__(runtime)
         self._lock = threading.Lock()  # guards _ray, _task and _links
@@ -148,14 +153,14 @@ class RayBackend(IsolationBackend):
         worker: Any
         try:
             fields: CallFields = (remote, address)
-            if call.tool.ray_actor is not None:
+            if actor_of(call.tool) is not None:
                 worker = self._actors.submit(ray, call, fields)
                 if isinstance(worker, Err):
                     return worker
                 ref = worker.ref
             else:
                 options = {"max_retries": 0, "retry_exceptions": False,
-                           **(call.tool.ray_options or {})}
+                           **task_options(call.tool)}
                 ref = worker = task.options(**options).remote(_shipped_tool(call.tool),
                                                               call.arguments, fields)
         except Exception as exc:
@@ -259,5 +264,5 @@ def _not_loaded(call: RunningCall, error: Exception) -> HandlerResult:
         f"the Ray worker {what}, so the handler never ran ({last}). "
         f"Give the cluster's workers the handler's import path: ray.init(runtime_env="
         f"{{'env_vars': {{'PYTHONPATH': ...}}}}) or runtime_env's 'working_dir' / 'py_modules' "
-        f"(or per tool: ray_options={{'runtime_env': ...}})",
+        f"(or per tool: options={{'runtime_env': ...}})",
         type(error).__name__, code="not_started")
