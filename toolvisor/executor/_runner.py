@@ -55,7 +55,7 @@ class ToolRunner:
       The workers would import the program's ``__main__`` again, so they never start while it
       runs outside ``if __name__ == "__main__":`` (``RuntimeError`` from :meth:`start`).
     * ``asyncio``: ``async def`` handlers on one event loop thread; cancelled at the deadline.
-    * ``ray``: each call a Ray task (with the tool's ``ray_options``, never retried by Ray
+    * ``ray``: each call a Ray task (with the tool's ``options``, never retried by Ray
       unless they say so) on the cluster the program connected to, or on a local one started
       on first use and shut down at close; cancelled with ``force=True`` at the deadline.
       Arguments are validated here; the task's handler gets what a ``process`` one gets, its
