@@ -121,5 +121,17 @@ def test_a_name_has_one_backend_and_a_backend_is_an_isolation_backend() -> None:
         register_backend("my backend", OneThread)
 
 
+def test_a_runner_knows_the_backends_registered_before_it_was_built() -> None:
+    late = f"late{len(registered_backends())}"  # a new name each time
+    with ToolRunner() as runner:
+        register_backend(late, type("Late", (OneThread,), {}))
+        tool = Tool(name="where", handler=where, isolation=late)
+        with pytest.raises(LookupError, match=f"{late!r} was registered after this ToolRunner"):
+            runner.start(tool, {}, None, lambda result: None)
+        assert runner.stats.calls_started == 0
+    with ToolRunner() as runner:
+        assert runner.run(tool, {}) == Ok(THREAD_NAME)
+
+
 async def _coroutine(arguments: Any) -> HandlerResult:
     return Ok()
