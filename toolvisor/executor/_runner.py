@@ -117,8 +117,9 @@ class ToolRunner:
         self, tool: Tool, arguments: Any, ctx: CallContext | None, on_done: OnDone,
         give_up: GiveUp,
     ) -> CallHandle:
-        """Start one call whose ``thread`` handler runs on the CALLING thread, in the returned
-        handle's ``run_here()``; other isolations start as with :meth:`start`.
+        """Start one call whose handler runs on the CALLING thread, in the returned handle's
+        ``run_here()``, if its backend can (``runs_here``: ``thread``); others start as with
+        :meth:`start`.
 
         For callers that are themselves a thread per call (a ``ToolCallActor``): the handler
         runs where the caller is, saving two thread hops. The timeout is still the runner's:
