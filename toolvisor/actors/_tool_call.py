@@ -26,8 +26,7 @@ from toolvisor.contract import (
     result_outcome,
 )
 from toolvisor.executor import CallHandle, ToolRunner
-from toolvisor.supervisors import SupervisedActor
-from toolvisor.supervisors._supervised import _ShutdownRequest
+from toolvisor.supervisors import ShutdownRequest, SupervisedActor
 
 _QUIET_OUTCOMES = frozenset({"ok", "ask_user", "halt", "pending"})  # logged at info
 _RESULT_WAIT = 5.0  # seconds to wait for a result the runner has claimed but not yet handed over
@@ -78,8 +77,8 @@ class _CallInbox(ParkingMailbox):
 
     def put(self, item: Any, block: bool = True, timeout: float | None = None) -> None:
         message = getattr(item, "message", None)
-        if isinstance(message, _ShutdownRequest | _ActorStop) \
-                and self.on_stop_request(isinstance(message, _ShutdownRequest)):
+        if isinstance(message, ShutdownRequest | _ActorStop) \
+                and self.on_stop_request(isinstance(message, ShutdownRequest)):
             if item.reply_to is not None:  # ActorRef.stop(block=True) waits for this
                 item.reply_to.set(None)
             return

@@ -19,7 +19,12 @@ from toolvisor.supervisors._spec import (
     Restart,
     Shutdown,
 )
-from toolvisor.supervisors._supervised import ActorExit, ExitReason, SupervisedActor
+from toolvisor.supervisors._supervised import (
+    ActorExit,
+    ExitReason,
+    ShutdownRequest,
+    SupervisedActor,
+)
 from toolvisor.supervisors._supervisor import (
     Strategy,
     Supervisor,
@@ -42,6 +47,7 @@ __all__ = [
     "ExitReason",
     "Restart",
     "Shutdown",
+    "ShutdownRequest",
     "Strategy",
     "SupervisedActor",
     "Supervisor",

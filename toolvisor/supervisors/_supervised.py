@@ -117,13 +117,16 @@ def start_linked(link: ChildLink, start: Callable[[], ActorRef[Any]]) -> ActorRe
     )
 
 
-class _ShutdownRequest:
-    """The message a supervisor sends to stop a child; the child then exits with ``shutdown``."""
+class ShutdownRequest:
+    """The message a supervisor sends to stop a child; the child then exits with ``shutdown``.
+
+    Public because an actor whose mailbox acts on a stop before the actor reads its mail (a
+    call actor running its handler on its own thread) must know it when it sees it."""
 
     __slots__ = ()
 
 
-_SHUTDOWN: Final = _ShutdownRequest()
+_SHUTDOWN: Final = ShutdownRequest()
 
 
 def request_shutdown(ref: ActorRef[Any]) -> None:
@@ -228,7 +231,7 @@ class SupervisedActor(pykka.Actor):
                 self._report_exit()
 
     def _handle_receive(self, message: Any) -> Any:
-        if isinstance(message, _ShutdownRequest):
+        if isinstance(message, ShutdownRequest):
             self._record_exit_reason("shutdown")
             return self._stop()
         try:
