@@ -19,6 +19,7 @@ from concurrent.futures import Future
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeAlias
 
+from toolvisor.call import OutputProjection
 from toolvisor.contract import AsyncModel, Message, Model, Tool
 from toolvisor.durable import (
     UNSET,
@@ -30,7 +31,7 @@ from toolvisor.durable import (
     SqliteSessionStore,
     require_signed,
 )
-from toolvisor.executor import OutputProjection, ToolRunner, check_main_guard
+from toolvisor.executor import ToolRunner
 from toolvisor.host import (
     AgentTree,
     AnswerRun,
@@ -45,6 +46,7 @@ from toolvisor.host import (
     reply_future,
     tracing_for,
 )
+from toolvisor.isolation import check_main_guard
 from toolvisor.machine import (
     DEFAULT_MODEL_POLICY,
     Completed,

@@ -23,6 +23,7 @@ from toolvisor.contract._errors import (
     Violation,
 )
 from toolvisor.contract._function_tool import function_tool
+from toolvisor.contract._isolations import IsolationRules, register_isolation
 from toolvisor.contract._messages import (
     AssistantMessage,
     AsyncModel,
@@ -50,7 +51,6 @@ from toolvisor.contract._model_progress import (
     reporting_model_progress,
 )
 from toolvisor.contract._outcome import result_outcome
-from toolvisor.contract._ray import RayActor
 from toolvisor.contract._results import (
     LEGAL_RESULT_TYPES,
     AskUser,
@@ -97,6 +97,7 @@ __all__ = [
     "InvalidArguments",
     "InvalidHandlerError",
     "Isolation",
+    "IsolationRules",
     "Message",
     "Model",
     "ModelError",
@@ -110,7 +111,6 @@ __all__ = [
     "OpenSchemaWarning",
     "OutputWindow",
     "Pending",
-    "RayActor",
     "Scheduling",
     "StateAccess",
     "SystemMessage",
@@ -128,6 +128,7 @@ __all__ = [
     "Violation",
     "function_tool",
     "handler_arity",
+    "register_isolation",
     "report_model_progress",
     "reporting_model_progress",
     "result_outcome",

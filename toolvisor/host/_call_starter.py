@@ -27,8 +27,9 @@ from pykka import ActorDeadError, ActorRef
 
 from toolvisor._logging import get_event_log
 from toolvisor.actors import CallReply
+from toolvisor.call import OutputProjection
 from toolvisor.contract import CallContext, Err, ModelRequest, Tool, ToolCall, ToolResultMessage
-from toolvisor.executor import Deadline, DeadlineTimer, OutputProjection
+from toolvisor.executor import Deadline, DeadlineTimer
 from toolvisor.host._commands import OrchestratorSettings
 from toolvisor.host._durable_waits import DurableWaits, interrupted_error
 from toolvisor.host._effect_messages import RetryDue
