@@ -19,7 +19,7 @@ from toolvisor.machine import (
     RetryPolicy,
     ToolCalls,
 )
-from toolvisor.machine.policy import is_crash
+from toolvisor.machine._policy import is_crash
 from toolvisor.testing._drive import drive
 from toolvisor.testing._policy import decide
 

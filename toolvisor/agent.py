@@ -22,7 +22,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from toolvisor.actors import ToolCallDispatcher
-from toolvisor.contract import AsyncModel, Message, Model, Tool
+from toolvisor.contract import AsyncModel, Message, Model, Tool, check_seconds
 from toolvisor.durable import (
     UNSET,
     DurableError,
@@ -164,11 +164,8 @@ class Agent:
         if not isinstance(model, Model | AsyncModel):
             raise TypeError(f"model must have respond(request) -> ModelResponse or async "
                             f"arespond(request) -> ModelResponse, got {model!r}")
-        for setting, seconds in (("model_timeout", model_timeout), ("lease_ttl", lease_ttl)):
-            if isinstance(seconds, bool) or not isinstance(seconds, int | float) \
-                    or not 0 < seconds < float("inf"):
-                raise ValueError(f"{setting} must be a positive, finite number of seconds, "
-                                 f"got {seconds!r}")
+        check_seconds("model_timeout", model_timeout, positive=True)
+        check_seconds("lease_ttl", lease_ttl, positive=True)
         if store is not None and not isinstance(store, SessionStore | str | os.PathLike):
             raise TypeError(f"store must be a SessionStore, a path to a SQLite file, or None; "
                             f"got {type(store).__name__}")

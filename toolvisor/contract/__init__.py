@@ -1,6 +1,7 @@
 """The plain-data contract: handler results, errors, tools, calls, context and messages."""
 
 from toolvisor.contract._arity import handler_arity
+from toolvisor.contract._checks import FrozenModel, check_seconds, is_seconds
 from toolvisor.contract._context import (
     NEVER_CANCELLED,
     CallContext,
@@ -91,6 +92,7 @@ __all__ = [
     "DurableEffectsAccess",
     "Err",
     "FinishReason",
+    "FrozenModel",
     "Halt",
     "Handler",
     "HandlerResult",
@@ -126,8 +128,10 @@ __all__ = [
     "Usage",
     "UserMessage",
     "Violation",
+    "check_seconds",
     "function_tool",
     "handler_arity",
+    "is_seconds",
     "report_model_progress",
     "reporting_model_progress",
     "result_outcome",

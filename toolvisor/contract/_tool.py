@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeAlias, cast, overload
 from pydantic import TypeAdapter
 
 from toolvisor.contract._arity import handler_arity
+from toolvisor.contract._checks import check_seconds
 from toolvisor.contract._errors import InvalidHandlerError
 from toolvisor.contract._handler_checks import (
     arity_hint,
@@ -98,15 +99,8 @@ class Tool:
                 f"tool {self.name!r}: scheduling must be 'parallel' or 'serial', "
                 f"got {self.scheduling!r}"
             )
-        if self.timeout is not None and (
-            isinstance(self.timeout, bool)
-            or not isinstance(self.timeout, int | float)
-            or self.timeout <= 0
-        ):
-            raise ValueError(
-                f"tool {self.name!r}: timeout must be a positive number of seconds or None, "
-                f"got {self.timeout!r}"
-            )
+        check_seconds(f"tool {self.name!r}: timeout", self.timeout, positive=True,
+                      optional=True)
         if self.isolation not in (None, "thread", "process", "asyncio", "ray"):
             raise ValueError(
                 f"tool {self.name!r}: isolation must be 'thread', 'process', 'asyncio' or "

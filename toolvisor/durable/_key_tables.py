@@ -16,7 +16,7 @@ from dataclasses import replace
 from typing import Any
 
 from toolvisor._logging import get_event_log
-from toolvisor.contract import OnCancel, OnTimeout
+from toolvisor.contract import OnCancel, OnTimeout, check_seconds
 from toolvisor.durable import _json
 from toolvisor.durable._keys import KeyClaims, sign_key, verify_key
 from toolvisor.durable._notify import notifier_for
@@ -64,8 +64,7 @@ class KeyTables(RunTables):
         poll_interval: float,
         create: bool,
     ) -> None:
-        if poll_interval <= 0:
-            raise ValueError(f"poll_interval must be positive, got {poll_interval!r}")
+        check_seconds("poll_interval", poll_interval, positive=True)
         super().__init__(path, busy_timeout, clock, create)
         self._poll_interval = poll_interval
         self._notifier = notifier_for(self.path)

@@ -6,13 +6,13 @@ one transaction of the connection it inherits.
 
 from __future__ import annotations
 
-import math
 import os
 import sqlite3
 import uuid
 from collections.abc import Callable
 from typing import Any
 
+from toolvisor.contract import check_seconds
 from toolvisor.durable import _json
 from toolvisor.durable._connection import SqliteConnection
 from toolvisor.durable._records import (
@@ -138,8 +138,7 @@ class RunTables(SqliteConnection):
         """Take the run's lease for ``ttl`` seconds: ``None`` when taken (or renewed), else the
         lease that stands (another holder's, not yet expired). ``replacing`` names a holder
         whose lease is taken over whatever its expiry (a host known to be dead)."""
-        if not (isinstance(ttl, int | float) and 0 < ttl < math.inf):
-            raise ValueError(f"a lease ttl must be a positive, finite number, got {ttl!r}")
+        check_seconds("a lease ttl", ttl, positive=True)
         now = self.now()
         with self._write() as conn:
             self._require_run(conn, run_id)

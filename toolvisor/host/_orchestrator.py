@@ -35,7 +35,7 @@ from toolvisor._logging import get_event_log
 from toolvisor.contract import ModelError
 from toolvisor.durable import UnknownRunError
 from toolvisor.executor import DeadlineTimer
-from toolvisor.host._call_starter import CallStarter, request_for_model
+from toolvisor.host._call_starter import CallStarter
 from toolvisor.host._commands import (
     AnswerRun,
     AttachRun,
@@ -57,6 +57,7 @@ from toolvisor.host._finished_calls import FinishedCalls, OutcomesReady, send_re
 from toolvisor.host._gates import GateWoke
 from toolvisor.host._leases import RenewLeases, RunLeasedError, RunLeases
 from toolvisor.host._model_calls import ModelAnswer
+from toolvisor.host._model_request import request_for_model
 from toolvisor.host._observing import RunObserver
 from toolvisor.host._question_timer import QuestionsDue
 from toolvisor.host._questions import Questions, suspended_now

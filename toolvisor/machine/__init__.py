@@ -8,7 +8,6 @@ from toolvisor.machine._checkpoint import (
     Suspended,
 )
 from toolvisor.machine._config import MODES, MachineConfig
-from toolvisor.machine._done import Done, Effect, Outcome
 from toolvisor.machine._effects import (
     Backoff,
     CallToRun,
@@ -21,6 +20,15 @@ from toolvisor.machine._effects import (
     WaitingEffect,
 )
 from toolvisor.machine._machine import TurnMachine
+from toolvisor.machine._model_policy import (
+    DEFAULT_MODEL_POLICY,
+    FailRun,
+    ModelDecision,
+    ModelPolicy,
+    ModelRetryPolicy,
+    apply_model_policy,
+    check_model_policy,
+)
 from toolvisor.machine._outcomes import (
     QUESTION_EXPIRED_CODE,
     Completed,
@@ -34,6 +42,18 @@ from toolvisor.machine._outcomes import (
     RunStatus,
     StateConflict,
 )
+from toolvisor.machine._policy import (
+    Continue,
+    Decision,
+    FailedCall,
+    HaltRun,
+    Policy,
+    PolicyFailed,
+    RetryAfter,
+    RetryPolicy,
+    apply_policy,
+    check_policy,
+)
 from toolvisor.machine._response_checks import answers_for
 from toolvisor.machine._responses import (
     CallOutcome,
@@ -46,26 +66,7 @@ from toolvisor.machine._responses import (
 )
 from toolvisor.machine._settling import RESERVED_HALT_REASONS
 from toolvisor.machine._state_view import StateView
-from toolvisor.machine.model_policy import (
-    DEFAULT_MODEL_POLICY,
-    FailRun,
-    ModelDecision,
-    ModelPolicy,
-    ModelRetryPolicy,
-    apply_model_policy,
-    check_model_policy,
-)
-from toolvisor.machine.policy import (
-    Continue,
-    Decision,
-    FailedCall,
-    HaltRun,
-    Policy,
-    PolicyFailed,
-    RetryAfter,
-    RetryPolicy,
-    apply_policy,
-)
+from toolvisor.machine._unions import Done, Effect, Outcome
 
 __all__ = [
     "CHECKPOINT_VERSION",
@@ -125,4 +126,5 @@ __all__ = [
     "apply_model_policy",
     "apply_policy",
     "check_model_policy",
+    "check_policy",
 ]

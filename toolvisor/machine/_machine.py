@@ -31,7 +31,6 @@ from toolvisor.machine._checkpoint import (
     check_restorable,
 )
 from toolvisor.machine._config import MachineConfig
-from toolvisor.machine._done import Effect
 from toolvisor.machine._effects import LlmCall, LogEvent, Progress, Sleep, ToolCalls
 from toolvisor.machine._model_turns import decide_model_failure, failure_text, model_failure
 from toolvisor.machine._outcomes import (
@@ -50,6 +49,7 @@ from toolvisor.machine._planning import (
     retries_beside_siblings,
     start_step,
 )
+from toolvisor.machine._policy import Continue, FailedCall, PolicyFailed, RetryAfter, apply_policy
 from toolvisor.machine._response_checks import (
     check_answers,
     check_outcomes,
@@ -74,7 +74,7 @@ from toolvisor.machine._settling import (
     refusal,
 )
 from toolvisor.machine._state_view import json_value
-from toolvisor.machine.policy import Continue, FailedCall, PolicyFailed, RetryAfter, apply_policy
+from toolvisor.machine._unions import Effect
 
 
 class TurnMachine(RunView):

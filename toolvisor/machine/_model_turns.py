@@ -8,9 +8,9 @@ from __future__ import annotations
 from toolvisor.contract import ModelError
 from toolvisor.machine._checkpoint import RunState
 from toolvisor.machine._config import MachineConfig
+from toolvisor.machine._model_policy import FailRun, ModelDecision, apply_model_policy
 from toolvisor.machine._outcomes import ModelFailure
-from toolvisor.machine.model_policy import FailRun, ModelDecision, apply_model_policy
-from toolvisor.machine.policy import PolicyFailed, RetryAfter
+from toolvisor.machine._policy import PolicyFailed, RetryAfter
 
 
 def decide_model_failure(config: MachineConfig, run: RunState,

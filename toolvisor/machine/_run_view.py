@@ -19,10 +19,10 @@ from toolvisor.machine._checkpoint import (
     waiting_calls,
 )
 from toolvisor.machine._config import MachineConfig
-from toolvisor.machine._done import Done, Effect
 from toolvisor.machine._effects import LlmCall, ToolCalls
 from toolvisor.machine._outcomes import RunStatus
 from toolvisor.machine._planning import still_running
+from toolvisor.machine._unions import Done, Effect
 
 
 def copy_run(run: RunState) -> RunState:

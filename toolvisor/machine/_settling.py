@@ -26,7 +26,7 @@ from toolvisor.executor import MAX_ERROR_BYTES, encode, encode_checked, keep_end
 from toolvisor.machine._checkpoint import CallRecord, HaltRecord, RunState
 from toolvisor.machine._config import MachineConfig, shown
 from toolvisor.machine._outcomes import QUESTION_EXPIRED_CODE, PendingCall, Question
-from toolvisor.machine.policy import Continue, Decision, HaltRun, PolicyFailed, RetryAfter
+from toolvisor.machine._policy import Continue, Decision, HaltRun, PolicyFailed, RetryAfter
 
 RESERVED_HALT_REASONS: frozenset[str] = frozenset(
     {"ask_user", "max_turns", "tool_error", "cancelled", "completed", "invalid_return"}

@@ -6,13 +6,17 @@ from __future__ import annotations
 from typing import Any
 
 from toolvisor.contract import Err, ModelError, ModelErrorReason, ToolCall
-from toolvisor.machine.model_policy import (
+from toolvisor.machine import (
+    Decision,
+    FailedCall,
     ModelDecision,
     ModelPolicy,
+    Policy,
     apply_model_policy,
+    apply_policy,
     check_model_policy,
+    check_policy,
 )
-from toolvisor.machine.policy import Decision, FailedCall, Policy, apply_policy, check_policy
 
 
 def decide(

@@ -8,7 +8,6 @@ anything else is a :class:`PolicyFailed`, which fails the run.
 
 from __future__ import annotations
 
-import math
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -19,8 +18,10 @@ from toolvisor.contract import (
     RETRYABLE_MODEL_ERRORS,
     ModelError,
     ModelErrorReason,
+    check_seconds,
+    is_seconds,
 )
-from toolvisor.machine.policy import PolicyFailed, RetryAfter, _check_seconds, _is_number
+from toolvisor.machine._policy import PolicyFailed, RetryAfter, _is_number
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,7 +59,7 @@ class ModelRetryPolicy:
             raise ValueError(f"ModelRetryPolicy.max_attempts must be an int >= 1, "
                              f"got {self.max_attempts!r}")
         for name in ("base_delay", "max_delay", "max_retry_after"):
-            _check_seconds(f"ModelRetryPolicy.{name}", getattr(self, name))
+            check_seconds(f"ModelRetryPolicy.{name}", getattr(self, name))
         if not _is_number(self.multiplier) or self.multiplier < 1:
             raise ValueError(f"ModelRetryPolicy.multiplier must be a number >= 1, "
                              f"got {self.multiplier!r}")
@@ -117,7 +118,7 @@ def apply_model_policy(policy: ModelPolicy, error: ModelError, *, seed: int,
         return decision
     if isinstance(decision, RetryAfter):
         delay = decision.delay
-        if not _is_number(delay) or not math.isfinite(delay) or delay < 0:
+        if not is_seconds(delay):
             return PolicyFailed(f"model policy {name} returned RetryAfter({delay!r}); the "
                                 "delay must be a finite number of seconds >= 0")
         return decision

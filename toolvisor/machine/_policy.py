@@ -10,7 +10,6 @@ itself.
 
 from __future__ import annotations
 
-import math
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -23,6 +22,8 @@ from toolvisor.contract import (
     ToolCall,
     ToolError,
     ToolErrorReason,
+    check_seconds,
+    is_seconds,
 )
 
 PolicyName: TypeAlias = Literal["continue", "halt"]
@@ -126,7 +127,7 @@ class RetryPolicy:
             raise ValueError(f"RetryPolicy.max_attempts must be an int >= 1, "
                              f"got {self.max_attempts!r}")
         for name in ("base_delay", "max_delay"):
-            _check_seconds(f"RetryPolicy.{name}", getattr(self, name))
+            check_seconds(f"RetryPolicy.{name}", getattr(self, name))
         if not _is_number(self.multiplier) or self.multiplier < 1:
             raise ValueError(f"RetryPolicy.multiplier must be a number >= 1, "
                              f"got {self.multiplier!r}")
@@ -201,8 +202,7 @@ def _ask_function(policy: PolicyFunction, failed: FailedCall, error: Any) -> Dec
                                 "must be Ok or Err")
         return decision
     if isinstance(decision, RetryAfter):
-        if not _is_number(decision.delay) or not math.isfinite(decision.delay) \
-                or decision.delay < 0:
+        if not is_seconds(decision.delay):
             return PolicyFailed(f"policy {name} returned RetryAfter({decision.delay!r}); "
                                 "the delay must be a finite number of seconds >= 0")
         if not failed.retryable:
@@ -218,7 +218,3 @@ def _ask_function(policy: PolicyFunction, failed: FailedCall, error: Any) -> Dec
 def _is_number(value: object) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
-
-def _check_seconds(name: str, value: object) -> None:
-    if not _is_number(value) or not math.isfinite(value) or value < 0:  # type: ignore[arg-type,operator]
-        raise ValueError(f"{name} must be a finite number of seconds >= 0, got {value!r}")
