@@ -26,7 +26,7 @@ from toolvisor import Tool, ToolCall
 from toolvisor.actors import ToolCallDispatcher
 from toolvisor.contract import HandlerResult
 from toolvisor.executor import ToolRunner, execute, prepare_process_isolation
-from toolvisor.supervisors import ToolCallSupervisor
+from toolvisor.supervisors import DynamicSupervisor
 
 ROUNDS = 15
 
@@ -101,7 +101,7 @@ def deadline_table() -> None:
     }
     with ToolRunner(process_workers=2) as runner:
         runner.run(NO_OPS["process"], {})  # workers up
-        supervisor = ToolCallSupervisor.start()
+        supervisor = DynamicSupervisor.start()
         with ToolCallDispatcher(supervisor, runner) as dispatcher:
             lateness = actor_lateness(dispatcher, cases["thread (cooperative)"])
             print(f"  {'actor+supervisor thread':26}{statistics.median(lateness):8.2f}")
@@ -154,7 +154,7 @@ def actor_lateness(dispatcher: ToolCallDispatcher, tool: Tool) -> list[float]:
 def main() -> None:
     prepare_process_isolation()
     with ToolRunner(process_workers=2) as runner:
-        supervisor = ToolCallSupervisor.start()
+        supervisor = DynamicSupervisor.start()
         with ToolCallDispatcher(supervisor, runner) as dispatcher:
             overhead_table(runner, dispatcher)
             sleeping_table(runner, dispatcher)

@@ -581,7 +581,7 @@ def _tool_call_children(agent: Agent) -> dict[str, int]:
     """The agent's tool-call supervisor's ``count_children()`` (every call's actor is gone)."""
     for child in agent.supervisor.which_children():
         if child.id == "tool_calls" and child.ref is not None:
-            supervisor: Any = child.ref  # a ToolCallSupervisorRef
+            supervisor: Any = child.ref  # a DynamicSupervisorRef
             counts: dict[str, int] = supervisor.count_children()
             return counts
     return {}

@@ -93,7 +93,7 @@ def show_events(events: list[dict[str, Any]]) -> None:
             lives.setdefault(event["tool_name"], []).append(step)
         elif name == "child_exited" and event.get("supervisor_id") == "tool_calls":
             exits.append(str(event["reason"]))
-    print("  each call ran in its own ToolCallActor under the ToolCallSupervisor:")
+    print("  each call ran in its own ToolCallActor under the DynamicSupervisor:")
     for tool_name, steps in lives.items():
         print(f"    {tool_name:<8} " + " -> ".join(steps))
     if exits and set(exits) == {"normal"}:

@@ -1,6 +1,6 @@
 """``Agent``: the facade that wires a supervision tree and runs the agent loop.
 
-The tree is a root ``Supervisor`` (``one_for_one``) over the ``ToolCallSupervisor`` (one
+The tree is a root ``Supervisor`` (``one_for_one``) over the ``DynamicSupervisor`` (one
 temporary ``ToolCallActor`` per call) and the ``OrchestratorActor`` (hosts each run's
 ``TurnMachine``). The ``ToolRunner`` (thread pool, worker-process pool, event loop) and the
 actors' thread pool belong to the agent and are closed after the tree has stopped, and so is
@@ -68,10 +68,10 @@ from toolvisor.registry import StaticToolProvider, ToolRegistry, UnknownSourceEr
 from toolvisor.resilience import ResilienceState
 from toolvisor.supervisors import (
     ChildSpec,
+    DynamicSupervisor,
+    DynamicSupervisorRef,
     Supervisor,
     SupervisorRef,
-    ToolCallSupervisor,
-    ToolCallSupervisorRef,
 )
 
 if TYPE_CHECKING:
@@ -193,7 +193,7 @@ class Agent:
         self._store: SessionStore | None = (
             SqliteSessionStore(store) if isinstance(store, str | os.PathLike) else store)
         self._runner = ToolRunner(tool_timeout=tool_timeout, process_workers=process_workers)
-        self._tool_calls: ToolCallSupervisorRef | None = None  # the current incarnation
+        self._tool_calls: DynamicSupervisorRef | None = None  # the current incarnation
         self._dispatcher = ToolCallDispatcher(self._current_tool_calls, self._runner)
         self._signer: Signer = (
             KeyRing(signing_keys) if signing_keys is not None
@@ -211,8 +211,8 @@ class Agent:
             context=context, on_progress=on_progress, store=self._store, config=self._config,
             lease_ttl=lease_ttl, gates=self._gates, tracing=tracing, clock=self._resumed.clock)
 
-        def start_tool_calls() -> ToolCallSupervisorRef:
-            self._tool_calls = ToolCallSupervisor.start(
+        def start_tool_calls() -> DynamicSupervisorRef:
+            self._tool_calls = DynamicSupervisor.start(
                 max_children=max_concurrent_calls, name="tool_calls")
             return self._tool_calls
 
@@ -238,7 +238,7 @@ class Agent:
         found = self._registry.resolve(name)
         return found if isinstance(found, Tool) else None
 
-    def _current_tool_calls(self) -> ToolCallSupervisorRef:
+    def _current_tool_calls(self) -> DynamicSupervisorRef:
         if self._tool_calls is None:
             raise RuntimeError("the agent's tool-call supervisor is not running")
         return self._tool_calls

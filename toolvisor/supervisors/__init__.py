@@ -1,6 +1,6 @@
 """OTP supervision on pykka: supervised actors, child specs, supervisors, dynamic supervisors."""
 
-from toolvisor.supervisors._dynamic import ToolCallSupervisor, ToolCallSupervisorRef
+from toolvisor.supervisors._dynamic import DynamicSupervisor, DynamicSupervisorRef
 from toolvisor.supervisors._errors import (
     ChildRestartingError,
     ChildRunningError,
@@ -19,7 +19,12 @@ from toolvisor.supervisors._spec import (
     Restart,
     Shutdown,
 )
-from toolvisor.supervisors._supervised import ActorExit, ExitReason, SupervisedActor
+from toolvisor.supervisors._supervised import (
+    ActorExit,
+    ExitReason,
+    ShutdownRequest,
+    SupervisedActor,
+)
 from toolvisor.supervisors._supervisor import (
     Strategy,
     Supervisor,
@@ -39,16 +44,17 @@ __all__ = [
     "ChildType",
     "Clock",
     "DuplicateChildError",
+    "DynamicSupervisor",
+    "DynamicSupervisorRef",
     "ExitReason",
     "Restart",
     "Shutdown",
+    "ShutdownRequest",
     "Strategy",
     "SupervisedActor",
     "Supervisor",
     "SupervisorEventHook",
     "SupervisorRef",
     "TooManyChildrenError",
-    "ToolCallSupervisor",
-    "ToolCallSupervisorRef",
     "UnknownChildError",
 ]

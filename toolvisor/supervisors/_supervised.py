@@ -117,13 +117,13 @@ def start_linked(link: ChildLink, start: Callable[[], ActorRef[Any]]) -> ActorRe
     )
 
 
-class _ShutdownRequest:
+class ShutdownRequest:
     """The message a supervisor sends to stop a child; the child then exits with ``shutdown``."""
 
     __slots__ = ()
 
 
-_SHUTDOWN: Final = _ShutdownRequest()
+_SHUTDOWN: Final = ShutdownRequest()
 
 
 def request_shutdown(ref: ActorRef[Any]) -> None:
@@ -228,7 +228,7 @@ class SupervisedActor(pykka.Actor):
                 self._report_exit()
 
     def _handle_receive(self, message: Any) -> Any:
-        if isinstance(message, _ShutdownRequest):
+        if isinstance(message, ShutdownRequest):
             self._record_exit_reason("shutdown")
             return self._stop()
         try:
