@@ -79,6 +79,35 @@ def test_the_call_actors_know_nothing_of_runs() -> None:
         assert not imported_layers(path) & {"durable", "machine", "registry", "host"}, path
 
 
+def private_imports(source: str, own: str) -> set[str]:
+    """The private modules of other layers (``toolvisor.x._y``) that ``source``, a module of
+    layer ``own``, imports."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                 else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+        for name in names:
+            parts = name.split(".")
+            if parts[0] == "toolvisor" and len(parts) > 2 and parts[1] != own \
+                    and any(part.startswith("_") for part in parts[2:]):
+                found.add(name)
+    return found
+
+
+def test_no_package_imports_another_packages_private_module() -> None:
+    wrong = {str(p.relative_to(PACKAGE)): sorted(found) for p in modules()
+             if (found := private_imports(p.read_text(), layer_of(p)))}
+    assert wrong == {}, "import what the other package exports from its __init__.py instead"
+
+
+def test_the_private_import_check_sees_one() -> None:
+    source = ("from toolvisor.supervisors._supervised import ShutdownRequest\n"
+              "from toolvisor.host._run import HostedRun\n"
+              "import toolvisor.machine._policy\nfrom toolvisor.machine import TurnMachine\n")
+    assert private_imports(source, "host") == {"toolvisor.supervisors._supervised",
+                                               "toolvisor.machine._policy"}
+
+
 def test_the_layers_form_no_cycle() -> None:
     depth: dict[str, int] = {}
 
