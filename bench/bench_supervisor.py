@@ -12,7 +12,7 @@ from typing import Any
 
 import pykka
 
-from toolvisor.supervisors import SupervisedActor, DynamicSupervisor
+from toolvisor.supervisors import DynamicSupervisor, SupervisedActor
 
 CHILDREN = 100
 ROUNDS = 7

@@ -79,7 +79,7 @@ from toolvisor.executor import (
     RunnerStats,
     prepare_process_isolation,
 )
-from toolvisor.machine import Continue, FailedCall, Mode, ModelRetryPolicy
+from toolvisor.machine import CallAttempt, ContinueRun, Mode, ModelRetryPolicy
 from toolvisor.testing import FunctionModel, LeakCheck, call, calls
 
 MODES: tuple[Mode, ...] = ("parallel_batch_approval", "parallel_streaming", "sequential")
@@ -299,10 +299,10 @@ class SoakModel:
                                  "never asked for")
         return len(self._issued)
 
-    def policy(self, failed: FailedCall, error: Any) -> Continue:
+    def policy(self, failed: CallAttempt, error: Any) -> ContinueRun:
         """The agent's ``on_tool_error``: record the failure, let the model see it."""
         self._policy_seen.setdefault(failed.id, []).append(policy_kind(error))
-        return Continue()
+        return ContinueRun()
 
     def respond(self, request: ModelRequest) -> ModelResponse | str:
         """The ``FunctionModel`` function: fail if the mix says so; else check the last
@@ -617,7 +617,7 @@ def run_soak(config: SoakConfig) -> SoakReport:
             function_model = FunctionModel(model.respond)
             agent = Agent(function_model, soak_tools(config.hang_timeout),
                           on_tool_error=model.policy, on_model_error=MODEL_RETRY, mode=mode,
-                          max_turns=MAX_TURNS, output_budget=budget)
+                          max_turns=MAX_TURNS, output_projection=budget)
             agents.append((agent, model, function_model))
         report.checkpoints.append(checkpoint(0, started))
         every = max(1, config.calls // config.checkpoints)

@@ -14,11 +14,11 @@ from toolvisor.supervisors import (
     ChildSpec,
     ChildSpecError,
     ChildStartError,
+    DynamicSupervisor,
+    DynamicSupervisorRef,
     SupervisedActor,
     Supervisor,
     SupervisorRef,
-    DynamicSupervisor,
-    DynamicSupervisorRef,
     TooManyChildrenError,
 )
 

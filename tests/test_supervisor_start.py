@@ -15,9 +15,9 @@ from toolvisor.supervisors import (
     ChildSpec,
     ChildSpecError,
     ChildStartError,
+    DynamicSupervisor,
     SupervisedActor,
     Supervisor,
-    DynamicSupervisor,
 )
 
 

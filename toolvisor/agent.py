@@ -143,7 +143,7 @@ class Agent:
         on_model_error: ModelPolicy = DEFAULT_MODEL_POLICY,
         process_workers: int = 2,
         max_concurrent_calls: int = 1024,
-        output_budget: OutputProjection | None = None,
+        output_projection: OutputProjection | None = None,
         context: Any = None,
         on_progress: ProgressCallback | None = None,
         seed: int = 0,
@@ -207,7 +207,7 @@ class Agent:
         on_event = None if tracing is None else tracing.supervisor_event
         settings = OrchestratorSettings(
             models=self._models, signer=self._signer, registry=self._registry,
-            dispatcher=self._dispatcher, projection=output_budget or OutputProjection(),
+            dispatcher=self._dispatcher, projection=output_projection or OutputProjection(),
             context=context, on_progress=on_progress, store=self._store, config=self._config,
             lease_ttl=lease_ttl, gates=self._gates, tracing=tracing, clock=self._resumed.clock)
 

@@ -65,11 +65,11 @@ from toolvisor.host._run import HostedRun
 from toolvisor.machine import (
     Done,
     Effect,
-    EffectFailed,
     Failed,
     LlmCall,
     LogEvent,
     ModelReplied,
+    NotPerformed,
     Progress,
     ResponseRefused,
     Sleep,
@@ -379,7 +379,7 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
             if run is None:  # finished by an earlier effect of this queue
                 return
             if run.failing is not None and isinstance(effect, LlmCall | ToolCalls | Sleep):
-                failed = run.machine.send(EffectFailed(effect.id, run.failing))
+                failed = run.machine.send(NotPerformed(effect.id, run.failing))
                 queue.extend(self._checkpointed(run, failed))
                 continue
             match effect:
@@ -427,7 +427,7 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
             run.model_call = None
             self._observe.model_answered(run, answer)
         if isinstance(answer, ModelError):
-            self._respond(run_id, lambda m: m.send(EffectFailed(effect_id, answer)))
+            self._respond(run_id, lambda m: m.send(NotPerformed(effect_id, answer)))
         else:
             self._respond(run_id, lambda m: m.send(ModelReplied(effect_id, answer)))
 

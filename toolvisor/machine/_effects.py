@@ -43,7 +43,7 @@ class CallToRun(FrozenModel):
 
 
 class LlmCall(FrozenModel):
-    """Ask the model; answer with ``ModelReplied``, or ``EffectFailed`` with a ``ModelError``
+    """Ask the model; answer with ``ModelReplied``, or ``NotPerformed`` with a ``ModelError``
     (which goes to the ``on_model_error`` policy). ``attempt`` counts this turn's tries (the
     request carries it too)."""
 

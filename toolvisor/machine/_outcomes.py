@@ -185,7 +185,7 @@ class Halted(FrozenModel):
                   f"{'s' if self.turns != 1 else ''}, so it has no text: {_halt_detail(self)}")
 
 
-class ModelFailure(FrozenModel):
+class ModelErrorInfo(FrozenModel):
     """Why the model call that failed a run failed: the last ``ModelError`` as JSON data.
 
     ``attempts`` is how many times that turn's model call was tried; ``cause`` the error's
@@ -212,7 +212,7 @@ class Failed(FrozenModel):
     kind: Literal["failed"] = "failed"
     run_id: str = ""
     error: str
-    model_error: ModelFailure | None = None
+    model_error: ModelErrorInfo | None = None
     messages: tuple[Message, ...]
     turns: int
     state: dict[str, Any] = Field(default_factory=dict)

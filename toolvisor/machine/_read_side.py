@@ -1,4 +1,4 @@
-"""``RunView``: what a host reads of a ``TurnMachine`` without driving it.
+"""``MachineReadSide``: what a host reads of a ``TurnMachine`` without driving it.
 
 The machine's state is one ``RunState`` owned by the machine; these read it without copying
 it (``checkpoint`` and ``state`` return copies), so a host never digs into a checkpoint to learn
@@ -31,7 +31,7 @@ def copy_run(run: RunState) -> RunState:
     return copy.deepcopy(run, memo)
 
 
-class RunView:
+class MachineReadSide:
     """The read-only side of a ``TurnMachine``."""
 
     _config: MachineConfig
