@@ -306,7 +306,7 @@ def test_the_deadline_shows_in_the_suspended_and_its_short_repr(tmp_path: Path) 
         shown = repr(suspended)
         assert shown == str(suspended) == (
             f"Suspended(run_id={suspended.run_id!r}, questions=[d1: 'Deploy to prod?' "
-            "['yes', 'no']], expires_at=1060.0)")
+            "['yes', 'no']], expires_at=1060.0 (1970-01-01 00:17:40 UTC))")
         full = suspended.model_dump_json()
         assert len(shown) < 200 < len(full) and '"checkpoint"' in full
         assert json.loads(full)["questions"][0]["expires_at"] == 1060.0

@@ -454,3 +454,36 @@ def test_function_tools_run_as_ray_tasks(on_ray: ToolRunner) -> None:
     assert ran.value["pid"] != os.getpid()
     error = error_of(on_ray.run(scaled, {"point": {"x": 1, "y": 1}, "factor": -1}))
     assert error.reason == "handler_raised" and "negative factor" in error.message
+
+
+def test_a_manual_function_tool_is_run_by_the_caller() -> None:
+    """The function gives the schema and the description; the run suspends on its calls and
+    the caller's answer is the result. Its body never runs."""
+
+    @function_tool(manual=True)
+    def click(selector: str, double: bool = False) -> str:
+        """Click a button in the user's browser.
+
+        Args:
+            selector: The CSS selector of the button.
+        """
+        raise AssertionError("a manual tool's body never runs")
+
+    assert click.manual and click.handler is None
+    assert click.spec.input_schema["required"] == ["selector"]
+    assert click.spec.input_schema["properties"]["selector"]["description"] == \
+        "The CSS selector of the button."
+    model = ScriptedModel([calls(call("click", {"selector": "#buy"}, id="k")), "Clicked."])
+    with Agent(model, [click]) as agent:
+        outcome = agent.run("buy it")
+        assert isinstance(outcome, Suspended)
+        assert [m.call_id for m in outcome.manual] == ["k"]
+        assert agent.resume(outcome, {"k": "clicked"}).text == "Clicked."
+
+
+def test_a_manual_function_tool_takes_no_running_options() -> None:
+    with pytest.raises(ValueError, match=r"\['timeout'\] cannot apply"):
+        @function_tool(manual=True, timeout=5)
+        def tap(x: int) -> str:
+            """Tap."""
+            return "never"

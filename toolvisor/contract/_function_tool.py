@@ -224,6 +224,7 @@ def function_tool(
     output_window: OutputWindow = "head",
     on_cancel: CancelHook | None = None,
     ray_options: Mapping[str, Any] | None = None,
+    manual: bool = False,
 ) -> Callable[[_FUNCTION], Tool]: ...
 
 
@@ -241,6 +242,7 @@ def function_tool(
     output_window: OutputWindow = "head",
     on_cancel: CancelHook | None = None,
     ray_options: Mapping[str, Any] | None = None,
+    manual: bool = False,
 ) -> Tool | Callable[[_FUNCTION], Tool]:
     """Build a :class:`Tool` from a plain typed function: ``@function_tool`` or
     ``@function_tool(timeout=5, ...)``, with the options of :func:`tool`.
@@ -260,6 +262,11 @@ def function_tool(
     so it must be decorated where it is defined, at module level (``function_tool(f)`` called
     elsewhere leaves the module's ``f`` a bare function, which the worker refuses as
     ``not_found``).
+
+    ``manual=True`` declares a tool the caller runs (a browser action, a device, a person):
+    the function's signature and docstring give the schema and the description, its body is
+    never called, and a run suspends on the model's calls to it (``Suspended.manual``) until
+    the caller answers them. Running options (``timeout``, ``isolation``, ...) do not apply.
     """
     settings: dict[str, Any] = {
         "scheduling": scheduling, "timeout": timeout, "isolation": isolation,
@@ -276,6 +283,8 @@ def function_tool(
         model, plan = _arguments_model(function, params, documented, tool_name)
         schema = _input_schema(model, tool_name)
         text = documented.description if description is None else description
+        if manual:
+            return _manual_tool(tool_name, text, schema, method, settings)
         if not method:
             return Tool(name=tool_name, description=text, input_schema=schema,
                         handler=_handler(function, plan), arguments_type=model, **settings)
@@ -288,3 +297,23 @@ def function_tool(
     if fn is not None:
         return build(fn)
     return build
+
+
+_RUNNING_DEFAULTS: dict[str, Any] = {
+    "scheduling": "parallel", "timeout": None, "isolation": None, "retryable": False,
+    "output_window": "head", "on_cancel": None, "ray_options": None}
+
+
+def _manual_tool(tool_name: str, text: str, schema: dict[str, Any], method: bool,
+                 settings: dict[str, Any]) -> Tool:
+    """A tool the caller runs: the function gave its schema and description, nothing else."""
+    if method:
+        raise TypeError(f"tool {tool_name!r}: manual=True declares a tool the caller runs; "
+                        "define it as a module-level function, not a method")
+    running = sorted(k for k, v in settings.items() if k in _RUNNING_DEFAULTS
+                     and v != _RUNNING_DEFAULTS[k])
+    if running:
+        raise ValueError(f"tool {tool_name!r}: manual=True declares a tool the caller runs, so "
+                         f"{running} cannot apply: drop them")
+    return Tool(name=tool_name, description=text, input_schema=schema, manual=True,
+                internal=settings["internal"])

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import json
+import time
 from typing import Any, Literal, NoReturn
 
 from pydantic import (
@@ -347,7 +348,8 @@ class Suspended(FrozenModel):
         if self.keys:  # the call ids only: a key resolves its call, it is not for logs
             parts.append(f"keys={sorted(self.keys)}")
         if self.expires_at is not None:
-            parts.append(f"expires_at={self.expires_at}")
+            when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(self.expires_at))
+            parts.append(f"expires_at={round(self.expires_at, 3)} ({when})")
         return f"Suspended({', '.join(parts)})"
 
     __str__ = __repr__
