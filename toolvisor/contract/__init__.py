@@ -1,7 +1,6 @@
 """The plain-data contract: handler results, errors, tools, calls, context and messages."""
 
 from toolvisor.contract._arity import handler_arity
-from toolvisor.contract._checks import FrozenModel, check_seconds, is_seconds
 from toolvisor.contract._context import (
     NEVER_CANCELLED,
     CallContext,
@@ -23,6 +22,7 @@ from toolvisor.contract._errors import (
     ToolvisorError,
     Violation,
 )
+from toolvisor.contract._frozen import FrozenModel
 from toolvisor.contract._function_tool import function_tool
 from toolvisor.contract._messages import (
     AssistantMessage,
@@ -63,6 +63,7 @@ from toolvisor.contract._results import (
     OnTimeout,
     Pending,
 )
+from toolvisor.contract._seconds import check_seconds, is_seconds
 from toolvisor.contract._tool import (
     CancelHook,
     Handler,

@@ -10,8 +10,8 @@ from typing import Annotated, Any, Literal, Protocol, TypeAlias, runtime_checkab
 
 from pydantic import Field, model_validator
 
-from toolvisor.contract._checks import FrozenModel
 from toolvisor.contract._errors import Violation
+from toolvisor.contract._frozen import FrozenModel
 
 
 def _refuse_constant(name: str) -> Any:

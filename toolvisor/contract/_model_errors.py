@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Literal, TypeAlias, get_args
 
-from toolvisor.contract._checks import check_seconds
 from toolvisor.contract._errors import ToolvisorError, _plain
+from toolvisor.contract._seconds import check_seconds
 
 ModelErrorReason: TypeAlias = Literal[
     "timeout",

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias
 
-from toolvisor.contract._checks import check_seconds
+from toolvisor.contract._seconds import check_seconds
 
 OnTimeout: TypeAlias = Literal["error_as_result", "fail_turn"]
 OnCancel: TypeAlias = Literal["cancel_external_work", "ignore"]

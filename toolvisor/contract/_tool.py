@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any, Literal, TypeAlias, cast, overload
 from pydantic import TypeAdapter
 
 from toolvisor.contract._arity import handler_arity
-from toolvisor.contract._checks import check_seconds
 from toolvisor.contract._errors import InvalidHandlerError
 from toolvisor.contract._handler_checks import (
     arity_hint,
@@ -27,6 +26,7 @@ from toolvisor.contract._handler_checks import (
 )
 from toolvisor.contract._messages import ToolCall, ToolSpec
 from toolvisor.contract._schema import check_input_schema
+from toolvisor.contract._seconds import check_seconds
 
 if TYPE_CHECKING:
     from toolvisor.contract._ray import RayActor

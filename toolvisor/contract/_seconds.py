@@ -1,18 +1,9 @@
-"""The checks every layer shares: one frozen model base, and one way to refuse a setting that
-is not a number of seconds (one rule, one wording, wherever a duration is taken)."""
+"""The one check of a duration: a setting that takes seconds refuses anything but a finite
+number of them, in one wording, wherever it is taken."""
 
 from __future__ import annotations
 
 import math
-
-from pydantic import BaseModel, ConfigDict
-
-
-class FrozenModel(BaseModel):
-    """A pydantic model that never changes once built and refuses unknown fields: the base of
-    the values toolvisor passes between threads and stores."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
 
 def is_seconds(value: object, *, positive: bool = False) -> bool:
