@@ -135,7 +135,7 @@ def test_a_key_signed_by_another_store_is_foreign(
 def test_a_well_signed_key_this_store_never_issued_is_unknown(
     store: SqliteSessionStore,
 ) -> None:
-    never_issued = sign_key(store._secret, KeyClaims("made-up", "run-1", "call-1"))
+    never_issued = sign_key(store._db.secret, KeyClaims("made-up", "run-1", "call-1"))
     assert store.resolve(never_issued, ok="x") == "unknown_or_revoked"
 
 

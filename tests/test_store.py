@@ -501,7 +501,7 @@ def test_cancel_run_resolves_its_open_keys_and_reports_external_work(
 
 def interrupt_at(store: SqliteSessionStore, statement_prefix: str) -> None:
     """Make the store's connection fail (``OperationalError``) once it runs ``statement_prefix``."""
-    conn = store._connection
+    conn = store._db._connection
     assert conn is not None
     reached = threading.Event()
     conn.set_trace_callback(lambda sql: reached.set() if sql.startswith(statement_prefix) else None)
@@ -515,8 +515,8 @@ def test_an_exception_between_two_writes_rolls_back_the_first(
     interrupt_at(store, "UPDATE runs")
     with pytest.raises(sqlite3.OperationalError, match="interrupt"):
         store.save_checkpoint("run-1", 2, '{"at": 2}', status="waiting")
-    assert store._connection is not None
-    store._connection.set_progress_handler(None, 1)
+    assert store._db._connection is not None
+    store._db._connection.set_progress_handler(None, 1)
     assert [c.effect_id for c in store.checkpoints("run-1")] == [1]
     run = store.get_run("run-1")
     assert run is not None and run.status == "running"
@@ -528,7 +528,7 @@ CRASH_IN_CHILD = """
 import os, sys
 from toolvisor.durable import SqliteSessionStore
 store = SqliteSessionStore(sys.argv[1])
-store._connection.set_trace_callback(
+store._db._connection.set_trace_callback(
     lambda sql: os._exit(17) if sql.startswith("UPDATE runs") else None
 )
 if sys.argv[2] == "checkpoint":
@@ -554,3 +554,19 @@ def test_a_process_killed_between_two_writes_leaves_the_run_resumable(
         run = after.get_run("run-1")
         assert run is not None and run.status == "running"
         assert [w.key for w in after.cancel_run("run-1")] == [key]  # the lock was released
+
+
+# -- the shared SQL layer --------------------------------------------------------------------------
+
+DURABLE = Path(__file__).resolve().parent.parent / "toolvisor" / "durable"
+SHARED_SQL = ["_sql.py", "_rows.py", "_run_tables.py", "_lease_table.py", "_key_tables.py"]
+SQLITE_ONLY = ["sqlite3", "OR IGNORE", "OR REPLACE", "rowid", "PRAGMA", "lastrowid",
+               "AUTOINCREMENT"]
+
+
+@pytest.mark.parametrize("module", SHARED_SQL)
+def test_the_table_logic_names_no_sqlite_dialect(module: str) -> None:
+    """The tables another store backend reuses speak portable SQL; SQLite's own words stay in
+    its connection and schema."""
+    text = (DURABLE / module).read_text()
+    assert [word for word in SQLITE_ONLY if word in text] == []

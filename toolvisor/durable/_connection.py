@@ -1,8 +1,9 @@
 """The SQLite file of a store: opening it (private file, pragmas, schema, secret), its transactions.
 
-A :class:`SqliteConnection` owns ONE connection and uses it only under its ``_lock``, so any
-thread may call it; other connections on the same file (other processes, other store objects)
-are serialized by SQLite's file locks.
+:class:`SqliteConnection` is the SQLite backend's :class:`~toolvisor.durable._sql.SqlDatabase`,
+which the store's table objects share. It owns ONE connection and uses it only under its
+``_lock``, so any thread may call it; other connections on the same file (other processes,
+other store objects) are serialized by SQLite's file locks.
 """
 
 from __future__ import annotations
@@ -11,9 +12,10 @@ import os
 import secrets
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from toolvisor.durable._schema import SCHEMA, SCHEMA_VERSION
 
@@ -30,6 +32,24 @@ def _require_file(path: Path) -> None:
                                 f"{str(path.parent)!r} has no file {path.name!r}")
 
 
+class _SqliteTransaction:
+    """A transaction on the store's connection, as the tables see it (``SqlTransaction``)."""
+
+    __slots__ = ("_conn",)
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self._conn = conn
+
+    def execute(self, sql: str, params: Sequence[Any] = (), /) -> sqlite3.Cursor:
+        return self._conn.execute(sql, params)
+
+    def insert(self, sql: str, params: Sequence[Any], key: str, /) -> int:
+        """The new row's ``rowid``, which an ``INTEGER PRIMARY KEY`` column (``key``) is."""
+        rowid = self._conn.execute(sql, params).lastrowid
+        assert rowid is not None, f"{sql!r} inserted no row"
+        return rowid
+
+
 class SqliteConnection:
     """The store's connection, opened in ``__init__`` and closed by :meth:`close`.
 
@@ -38,6 +58,8 @@ class SqliteConnection:
     transaction, each holding ``_lock`` from start to end (calls serialize within the object).
     The file (created mode 0600) holds the HMAC secret that signs completion keys.
     """
+
+    row_order = "rowid"
 
     def __init__(self, path: str | os.PathLike[str], busy_timeout: float,
                  create: bool = True) -> None:
@@ -96,7 +118,7 @@ class SqliteConnection:
             )
         connection.execute("PRAGMA synchronous = FULL")
         connection.execute("PRAGMA foreign_keys = ON")
-        with self._write() as conn:
+        with self.write() as conn:
             version = conn.execute("PRAGMA user_version").fetchone()[0]
             if version == 0:
                 for statement in SCHEMA.split(";"):
@@ -117,13 +139,22 @@ class SqliteConnection:
             ).fetchone()[0]
         return bytes.fromhex(secret_hex)
 
+    @property
+    def secret(self) -> bytes:
+        """The HMAC secret kept in the file's ``meta`` table."""
+        return self._secret
+
+    @property
+    def closed(self) -> bool:
+        return self._connection is None
+
     def _conn(self) -> sqlite3.Connection:
         if self._connection is None:
             raise RuntimeError(f"session store {self.path!r} is closed")
         return self._connection
 
     @contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
+    def write(self) -> Iterator[_SqliteTransaction]:
         """One write transaction: all of it commits, or (on any exception) none of it.
 
         ``BEGIN IMMEDIATE`` takes the file's write lock up front, so a read-then-write cannot
@@ -133,7 +164,7 @@ class SqliteConnection:
             conn = self._conn()
             conn.execute("BEGIN IMMEDIATE")
             try:
-                yield conn
+                yield _SqliteTransaction(conn)
                 conn.execute("COMMIT")
             except BaseException:
                 if conn.in_transaction:
@@ -141,13 +172,13 @@ class SqliteConnection:
                 raise
 
     @contextmanager
-    def _read(self) -> Iterator[sqlite3.Connection]:
+    def read(self) -> Iterator[_SqliteTransaction]:
         """One read snapshot."""
         with self._lock:
             conn = self._conn()
             conn.execute("BEGIN")
             try:
-                yield conn
+                yield _SqliteTransaction(conn)
             finally:
                 conn.execute("COMMIT")
 

@@ -1,25 +1,25 @@
-"""The store's methods on completion keys and their waits: issue, resolve, park, expire, cancel.
+"""Completion keys and their waits: issue, resolve, park, expire, cancel.
 
-:class:`KeyTables` adds the path's process-wide notifier (which owns its own state) and the
-event log; everything else is the connection it inherits, used one transaction at a time.
+:class:`KeyTables` holds the logic of the ``keys`` and ``waits`` tables over any
+:class:`SqlDatabase` (portable SQL, one transaction per method). Its state is what it is given:
+the database, the store clock, the poll interval, and the store's process-wide notifier
+(which owns its own state and wakes this process's waiters at once).
 """
 
 from __future__ import annotations
 
 import math
-import os
 import secrets
-import sqlite3
 import time
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from toolvisor._logging import get_event_log
-from toolvisor.contract import OnCancel, OnTimeout, check_seconds
+from toolvisor._logging import EventLog
+from toolvisor.contract import OnCancel, OnTimeout
 from toolvisor.durable import _json
 from toolvisor.durable._keys import KeyClaims, sign_key, verify_key
-from toolvisor.durable._notify import notifier_for
+from toolvisor.durable._notify import Notifier
 from toolvisor.durable._records import KeyPurpose, Resolution, ResolutionKind, ResolveOutcome, Wait
 from toolvisor.durable._rows import (
     RESOLUTION_COLUMNS,
@@ -28,66 +28,65 @@ from toolvisor.durable._rows import (
     resolution_from_row,
     wait_from_row,
 )
-from toolvisor.durable._run_tables import RunTables, require_id
+from toolvisor.durable._sql import SqlDatabase, SqlTransaction, require_id, require_run
 from toolvisor.durable._store import UNSET
 
 _ON_TIMEOUT = ("error_as_result", "fail_turn")
 _ON_CANCEL = ("cancel_external_work", "ignore")
 
 
-def _waits(conn: sqlite3.Connection, where: str, params: tuple[Any, ...]) -> dict[str, Wait]:
-    """The waits selected by ``where``, by key id, in park order."""
-    rows = conn.execute(
-        f"SELECT k.key_id, {WAIT_COLUMNS} FROM {WAITS_JOINED} {where} "
-        "ORDER BY w.parked_at, w.rowid",
-        params,
-    )
-    return {row[0]: wait_from_row(row[1:]) for row in rows.fetchall()}
-
-
-def _resolution_of(conn: sqlite3.Connection, key_id: str) -> Resolution | None:
+def _resolution_of(tx: SqlTransaction, key_id: str) -> Resolution | None:
     """How the key's wait ended; ``None`` while it is unresolved or if there is no such key."""
-    row = conn.execute(
+    row = tx.execute(
         f"SELECT {RESOLUTION_COLUMNS} FROM keys WHERE key_id = ?", (key_id,)
     ).fetchone()
     return None if row is None else resolution_from_row(row)
 
 
-class KeyTables(RunTables):
-    """Completion keys and their waits; a resolution wakes this process's waiters at once."""
+class KeyTables:
+    """Completion keys and their waits; a resolution wakes this process's waiters at once.
+
+    Each public method is the :class:`SessionStore` method of the same name, whose docstring
+    is the contract it keeps.
+    """
 
     def __init__(
         self,
-        path: str | os.PathLike[str],
-        busy_timeout: float,
+        db: SqlDatabase,
         clock: Callable[[], float],
         poll_interval: float,
-        create: bool,
+        notifier: Notifier,
+        log: EventLog,
     ) -> None:
-        check_seconds("poll_interval", poll_interval, positive=True)
-        super().__init__(path, busy_timeout, clock, create)
+        self._db = db
+        self._clock = clock
         self._poll_interval = poll_interval
-        self._notifier = notifier_for(self.path)
-        self._log = get_event_log("session_store", path=self.path)
+        self._notifier = notifier
+        self._log = log
+
+    def _waits(self, tx: SqlTransaction, where: str,
+               params: tuple[Any, ...]) -> dict[str, Wait]:
+        """The waits selected by ``where``, by key id, in park order."""
+        rows = tx.execute(
+            f"SELECT k.key_id, {WAIT_COLUMNS} FROM {WAITS_JOINED} {where} "
+            f"ORDER BY w.parked_at, w.{self._db.row_order}",
+            params,
+        )
+        return {row[0]: wait_from_row(row[1:]) for row in rows.fetchall()}
 
     # -- completion keys ---------------------------------------------------------------------
 
     def issue_key(
         self, run_id: str, call_id: str, *, purpose: KeyPurpose = "call", name: str = ""
     ) -> str:
-        """The signed key of ``(run_id, call_id, purpose, name)``; the same key every time.
-
-        The key is recorded when first issued, so it can be resolved (even before the run
-        parks it) from any process that opens this store.
-        """
         require_id(run_id, "run_id")
         require_id(call_id, "call_id")
         if purpose not in ("call", "event"):
             raise ValueError(f"purpose must be 'call' or 'event', got {purpose!r}")
         if not isinstance(name, str):
             raise TypeError(f"key name must be a str, got {type(name).__name__}")
-        with self._write() as conn:
-            row = conn.execute(
+        with self._db.write() as tx:
+            row = tx.execute(
                 "SELECT key FROM keys WHERE run_id = ? AND call_id = ? AND purpose = ? "
                 "AND name = ?",
                 (run_id, call_id, purpose, name),
@@ -95,13 +94,14 @@ class KeyTables(RunTables):
             if row is not None:
                 existing: str = row[0]
                 return existing
-            self._require_run(conn, run_id)
+            require_run(tx, run_id)
             key_id = secrets.token_urlsafe(16)
-            key = sign_key(self._secret, KeyClaims(key_id=key_id, run_id=run_id, call_id=call_id))
-            conn.execute(
+            claims = KeyClaims(key_id=key_id, run_id=run_id, call_id=call_id)
+            key = sign_key(self._db.secret, claims)
+            tx.execute(
                 "INSERT INTO keys (key_id, key, run_id, call_id, purpose, name, issued_at) "
                 "VALUES (?,?,?,?,?,?,?)",
-                (key_id, key, run_id, call_id, purpose, name, self.now()),
+                (key_id, key, run_id, call_id, purpose, name, self._clock()),
             )
         self._log.debug("completion_key_issued", run_id=run_id, call_id=call_id, purpose=purpose)
         return key
@@ -109,7 +109,7 @@ class KeyTables(RunTables):
     def _claims(self, key: str) -> KeyClaims | None:
         if not isinstance(key, str):
             raise TypeError(f"a completion key is a str, got {type(key).__name__}")
-        return verify_key(self._secret, key)
+        return verify_key(self._db.secret, key)
 
     def _known_claims(self, key: str, operation: str) -> KeyClaims:
         """The claims of ``key``, which must be a key this store issued (a host-side bug if not)."""
@@ -122,27 +122,15 @@ class KeyTables(RunTables):
         return claims
 
     def revoke(self, key: str) -> bool:
-        """Refuse every later resolution of an unresolved ``key``; ``True`` if it was revoked.
-
-        For a key whose call ended without parking it (the handler took a key, then returned
-        something other than ``Pending``): a late resolver then hears ``unknown_or_revoked``.
-        """
         claims = self._known_claims(key, "revoke")
-        with self._write() as conn:
-            cursor = conn.execute(
+        with self._db.write() as tx:
+            cursor = tx.execute(
                 "UPDATE keys SET revoked = 1 WHERE key_id = ? AND kind IS NULL AND revoked = 0",
                 (claims.key_id,),
             )
         return cursor.rowcount == 1
 
     def resolve(self, key: str, *, ok: Any = UNSET, error: Any = UNSET) -> ResolveOutcome:
-        """Deliver the result of ``key``'s wait: ``ok=<JSON>`` or ``error=<JSON>``, not both.
-
-        The first resolution of a key wins (atomically, across processes): ``"accepted"``.
-        A later one changes nothing: ``"already_resolved"``. A key that is tampered, truncated,
-        signed by another store, unknown or revoked changes nothing: ``"unknown_or_revoked"``.
-        A resolution that arrives before the run parks the key is kept for it.
-        """
         if (ok is UNSET) == (error is UNSET):
             raise TypeError("resolve needs exactly one of ok=<JSON value> or error=<JSON value>")
         kind: ResolutionKind = "ok" if error is UNSET else "error"
@@ -151,16 +139,16 @@ class KeyTables(RunTables):
         if claims is None:
             self._log.warning("completion_key_refused", reason="bad_signature")
             return "unknown_or_revoked"
-        with self._write() as conn:
-            cursor = conn.execute(
+        with self._db.write() as tx:
+            cursor = tx.execute(
                 "UPDATE keys SET kind = ?, value = ?, resolved_at = ? WHERE key_id = ? "
                 "AND run_id = ? AND call_id = ? AND revoked = 0 AND kind IS NULL",
-                (kind, value, self.now(), claims.key_id, claims.run_id, claims.call_id),
+                (kind, value, self._clock(), claims.key_id, claims.run_id, claims.call_id),
             )
             if cursor.rowcount == 1:
                 outcome: ResolveOutcome = "accepted"
             else:
-                row = conn.execute(
+                row = tx.execute(
                     "SELECT revoked FROM keys WHERE key_id = ?", (claims.key_id,)
                 ).fetchone()
                 outcome = "unknown_or_revoked" if row is None or row[0] else "already_resolved"
@@ -176,10 +164,9 @@ class KeyTables(RunTables):
         return outcome
 
     def resolution(self, key: str) -> Resolution | None:
-        """How ``key``'s wait ended, or ``None`` while it is unresolved."""
         claims = self._known_claims(key, "resolution")
-        with self._read() as conn:
-            return _resolution_of(conn, claims.key_id)
+        with self._db.read() as tx:
+            return _resolution_of(tx, claims.key_id)
 
     # -- waits -------------------------------------------------------------------------------
 
@@ -191,11 +178,6 @@ class KeyTables(RunTables):
         on_timeout: OnTimeout = "error_as_result",
         on_cancel: OnCancel = "ignore",
     ) -> Wait:
-        """Record that the run now waits on ``key`` until ``deadline_at`` (``None``: no deadline).
-
-        Parking again (after a restart) keeps the first park: deadline and policies do not
-        move. The returned wait carries the resolution if one already arrived.
-        """
         claims = self._known_claims(key, "park")
         if deadline_at is not None and (
             isinstance(deadline_at, bool)
@@ -207,18 +189,18 @@ class KeyTables(RunTables):
             raise ValueError(f"on_timeout must be one of {_ON_TIMEOUT}, got {on_timeout!r}")
         if on_cancel not in _ON_CANCEL:
             raise ValueError(f"on_cancel must be one of {_ON_CANCEL}, got {on_cancel!r}")
-        with self._write() as conn:
-            row = conn.execute(
+        with self._db.write() as tx:
+            row = tx.execute(
                 "SELECT revoked FROM keys WHERE key_id = ?", (claims.key_id,)
             ).fetchone()
             if row is None or row[0]:
                 raise ValueError("park: the key is unknown to this store or was revoked")
-            conn.execute(
-                "INSERT OR IGNORE INTO waits (key_id, deadline_at, on_timeout, on_cancel, "
-                "parked_at) VALUES (?,?,?,?,?)",
-                (claims.key_id, deadline_at, on_timeout, on_cancel, self.now()),
+            tx.execute(
+                "INSERT INTO waits (key_id, deadline_at, on_timeout, on_cancel, "
+                "parked_at) VALUES (?,?,?,?,?) ON CONFLICT DO NOTHING",
+                (claims.key_id, deadline_at, on_timeout, on_cancel, self._clock()),
             )
-            wait = _waits(conn, "WHERE key_id = ?", (claims.key_id,))[claims.key_id]
+            wait = self._waits(tx, "WHERE key_id = ?", (claims.key_id,))[claims.key_id]
         self._log.debug(
             "wait_parked",
             run_id=wait.run_id,
@@ -229,22 +211,15 @@ class KeyTables(RunTables):
         return wait
 
     def open_waits(self, run_id: str | None = None) -> list[Wait]:
-        """Parked, unresolved waits (of one run, if given): what a restarted host re-waits on."""
         where = "WHERE k.kind IS NULL AND k.revoked = 0"
         params: tuple[str, ...] = ()
         if run_id is not None:
             where += " AND k.run_id = ?"
             params = (run_id,)
-        with self._read() as conn:
-            return list(_waits(conn, where, params).values())
+        with self._db.read() as tx:
+            return list(self._waits(tx, where, params).values())
 
     def wait_for(self, key: str, timeout: float | None = None) -> Resolution | None:
-        """Block until ``key`` is resolved and return how; ``None`` after ``timeout`` seconds.
-
-        A resolution in this process wakes the waiter at once; one made by another process is
-        seen within the poll interval. ``timeout`` is real (monotonic) time, not the store
-        clock: deadlines are enforced by :meth:`expire_due`, not here.
-        """
         self._known_claims(key, "wait_for")
         give_up = None if timeout is None else time.monotonic() + timeout
         while True:
@@ -261,36 +236,30 @@ class KeyTables(RunTables):
             self._notifier.wait(seen, pause)
 
     def expire(self, key: str, now: float) -> Resolution:
-        """Resolve ``key`` as timed out unless something resolved it first; return the winner."""
         claims = self._known_claims(key, "expire")
-        with self._write() as conn:
-            row = conn.execute(
+        with self._db.write() as tx:
+            row = tx.execute(
                 "SELECT w.on_timeout FROM keys k LEFT JOIN waits w USING (key_id) WHERE key_id = ?",
                 (claims.key_id,),
             ).fetchone()
             if row is None:
                 raise ValueError("expire: the key is unknown to this store")
             value = None if row[0] is None else _json.dumps({"on_timeout": row[0]}, "on_timeout")
-            cursor = conn.execute(
+            cursor = tx.execute(
                 "UPDATE keys SET kind = 'timeout', value = ?, resolved_at = ? "
                 "WHERE key_id = ? AND kind IS NULL",
                 (value, now, claims.key_id),
             )
-            resolution = _resolution_of(conn, claims.key_id)
+            resolution = _resolution_of(tx, claims.key_id)
         if cursor.rowcount == 1:
             self._notifier.notify()
         assert resolution is not None
         return resolution
 
     def expire_due(self, now: float) -> list[Wait]:
-        """Resolve as timed out every open wait whose deadline is at or before ``now``.
-
-        Returns those waits (with their new resolution, whose value records ``on_timeout``),
-        for the host to apply each one's policy. A resolver that got there first wins.
-        """
-        with self._write() as conn:
-            due = _waits(
-                conn,
+        with self._db.write() as tx:
+            due = self._waits(
+                tx,
                 "WHERE k.kind IS NULL AND k.revoked = 0 AND w.deadline_at IS NOT NULL "
                 "AND w.deadline_at <= ?",
                 (now,),
@@ -298,7 +267,7 @@ class KeyTables(RunTables):
             expired: list[Wait] = []
             for key_id, wait in due.items():
                 policy = {"on_timeout": wait.on_timeout}
-                conn.execute(
+                tx.execute(
                     "UPDATE keys SET kind = 'timeout', value = ?, resolved_at = ? WHERE key_id = ?",
                     (_json.dumps(policy, "on_timeout"), now, key_id),
                 )
@@ -315,33 +284,27 @@ class KeyTables(RunTables):
         return expired
 
     def cancel_run(self, run_id: str) -> list[Wait]:
-        """Resolve every open key of the run as cancelled and mark the run ``cancelled``.
-
-        Returns the parked waits among them (each one's resolution value records
-        ``on_cancel``); those with :attr:`Wait.needs_external_cancel` need the host to cancel
-        the external work. All of it is one transaction.
-        """
-        now = self.now()
-        with self._write() as conn:
-            self._require_run(conn, run_id)
-            parked = _waits(
-                conn, "WHERE k.run_id = ? AND k.kind IS NULL AND k.revoked = 0", (run_id,)
+        now = self._clock()
+        with self._db.write() as tx:
+            require_run(tx, run_id)
+            parked = self._waits(
+                tx, "WHERE k.run_id = ? AND k.kind IS NULL AND k.revoked = 0", (run_id,)
             )
             cancelled: list[Wait] = []
             for key_id, wait in parked.items():
                 policy = {"on_cancel": wait.on_cancel}
-                conn.execute(
+                tx.execute(
                     "UPDATE keys SET kind = 'cancelled', value = ?, resolved_at = ? "
                     "WHERE key_id = ?",
                     (_json.dumps(policy, "on_cancel"), now, key_id),
                 )
                 cancelled.append(replace(wait, resolution=Resolution("cancelled", policy, now)))
-            unparked = conn.execute(
+            unparked = tx.execute(
                 "UPDATE keys SET kind = 'cancelled', resolved_at = ? WHERE run_id = ? "
                 "AND kind IS NULL AND revoked = 0",
                 (now, run_id),
             ).rowcount
-            conn.execute(
+            tx.execute(
                 "UPDATE runs SET status = 'cancelled', updated_at = ? WHERE run_id = ?",
                 (now, run_id),
             )

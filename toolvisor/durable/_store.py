@@ -35,6 +35,7 @@ class UnknownRunError(ToolvisorError, LookupError):
 class SessionStore(Protocol):
     """Runs, checkpoints, completion keys and their waits, the journal and process events.
 
+    This is the contract every backend keeps: each method's docstring says what it does.
     Every method that changes more than one row does so in one transaction. All values are
     JSON. A store may be shared by several processes (each opens its own store object on the
     same backing file or database); ``resolve`` in particular is meant to be called from
@@ -45,11 +46,17 @@ class SessionStore(Protocol):
         """The store's clock (seconds since the epoch unless injected)."""
         ...
 
-    def create_run(self, run_id: str | None = None, *, status: str = "running") -> RunRecord: ...
+    def create_run(self, run_id: str | None = None, *, status: str = "running") -> RunRecord:
+        """Record a new run (a fresh uuid4 hex id unless given); a duplicate id is refused."""
+        ...
 
-    def get_run(self, run_id: str) -> RunRecord | None: ...
+    def get_run(self, run_id: str) -> RunRecord | None:
+        """The run, or ``None`` if the store has none with that id."""
+        ...
 
-    def set_run_status(self, run_id: str, status: str) -> RunRecord: ...
+    def set_run_status(self, run_id: str, status: str) -> RunRecord:
+        """Change the run's status (any non-empty str the host chooses)."""
+        ...
 
     def runs(self, *, status: str | None = None) -> list[RunRecord]:
         """Every run (with that status, if given), oldest first."""
@@ -57,36 +64,55 @@ class SessionStore(Protocol):
 
     def acquire_lease(self, run_id: str, holder: str, ttl: float, *,
                       replacing: str | None = None) -> Lease | None:
-        """Take the run's lease (one host per run); the standing lease if another holds it."""
+        """Take the run's lease for ``ttl`` seconds: ``None`` when taken (or renewed), else the
+        lease that stands (another holder's, not yet expired). ``replacing`` names a holder
+        whose lease is taken over whatever its expiry (a host known to be dead)."""
         ...
 
-    def renew_leases(self, holder: str, run_ids: list[str], ttl: float) -> list[str]: ...
+    def renew_leases(self, holder: str, run_ids: list[str], ttl: float) -> list[str]:
+        """Extend ``holder``'s leases on ``run_ids``; the ids whose lease it no longer holds."""
+        ...
 
-    def release_lease(self, run_id: str, holder: str) -> None: ...
+    def release_lease(self, run_id: str, holder: str) -> None:
+        """Give the run's lease up, if ``holder`` holds it (another host may take it at once)."""
+        ...
 
     def leases(self) -> list[Lease]:
-        """Every lease standing, expired ones too (a dead host's stay until taken over)."""
+        """Every lease in the store, by run id, expired ones too: a host that died keeps its
+        leases until they expire or another host takes them over."""
         ...
 
     def save_checkpoint(
         self, run_id: str, effect_id: int, data: str, *, status: str | None = None
-    ) -> SavedCheckpoint: ...
+    ) -> SavedCheckpoint:
+        """Append the checkpoint ``data`` (JSON text, e.g. ``model_dump_json()``) at ``effect_id``.
 
-    def latest_checkpoint(self, run_id: str) -> SavedCheckpoint | None: ...
+        Earlier checkpoints are kept. The run's ``updated_at`` (and ``status``, if given)
+        change in the same transaction.
+        """
+        ...
 
-    def checkpoint_at(self, run_id: str, effect_id: int) -> SavedCheckpoint | None: ...
+    def latest_checkpoint(self, run_id: str) -> SavedCheckpoint | None:
+        """The run's most recently saved checkpoint, or ``None``."""
+        ...
+
+    def checkpoint_at(self, run_id: str, effect_id: int) -> SavedCheckpoint | None:
+        """The run's most recent checkpoint saved at ``effect_id``, or ``None``."""
+        ...
 
     def checkpoints(self, run_id: str) -> list[SavedCheckpoint]:
-        """Every checkpoint of the run. Checkpoints (here and from ``latest_checkpoint`` and
-        ``checkpoint_at``) come back only as the store signed them: any other raises
-        ``SignatureError``."""
+        """Every checkpoint of the run, in the order they were saved. Checkpoints (here and from
+        ``latest_checkpoint`` and ``checkpoint_at``) come back only as the store signed them:
+        any other raises ``SignatureError``."""
         ...
 
     def sign(self, text: str) -> str:
         """``text``'s signature under the store's secret (a store is a ``Signer``)."""
         ...
 
-    def verify(self, text: str, signature: str) -> bool: ...
+    def verify(self, text: str, signature: str) -> bool:
+        """Whether the store signed ``text`` with ``signature``."""
+        ...
 
     def holds_key(self, key_id: str) -> bool:
         """Whether ``key_id`` names the store's secret (an HMAC of a constant under it)."""
@@ -94,13 +120,35 @@ class SessionStore(Protocol):
 
     def issue_key(
         self, run_id: str, call_id: str, *, purpose: KeyPurpose = "call", name: str = ""
-    ) -> str: ...
+    ) -> str:
+        """The signed key of ``(run_id, call_id, purpose, name)``; the same key every time.
 
-    def revoke(self, key: str) -> bool: ...
+        The key is recorded when first issued, so it can be resolved (even before the run
+        parks it) from any process that opens this store.
+        """
+        ...
 
-    def resolve(self, key: str, *, ok: Any = UNSET, error: Any = UNSET) -> ResolveOutcome: ...
+    def revoke(self, key: str) -> bool:
+        """Refuse every later resolution of an unresolved ``key``; ``True`` if it was revoked.
 
-    def resolution(self, key: str) -> Resolution | None: ...
+        For a key whose call ended without parking it (the handler took a key, then returned
+        something other than ``Pending``): a late resolver then hears ``unknown_or_revoked``.
+        """
+        ...
+
+    def resolve(self, key: str, *, ok: Any = UNSET, error: Any = UNSET) -> ResolveOutcome:
+        """Deliver the result of ``key``'s wait: ``ok=<JSON>`` or ``error=<JSON>``, not both.
+
+        The first resolution of a key wins (atomically, across processes): ``"accepted"``.
+        A later one changes nothing: ``"already_resolved"``. A key that is tampered, truncated,
+        signed by another store, unknown or revoked changes nothing: ``"unknown_or_revoked"``.
+        A resolution that arrives before the run parks the key is kept for it.
+        """
+        ...
+
+    def resolution(self, key: str) -> Resolution | None:
+        """How ``key``'s wait ended, or ``None`` while it is unresolved."""
+        ...
 
     def park(
         self,
@@ -109,34 +157,79 @@ class SessionStore(Protocol):
         deadline_at: float | None,
         on_timeout: OnTimeout = "error_as_result",
         on_cancel: OnCancel = "ignore",
-    ) -> Wait: ...
+    ) -> Wait:
+        """Record that the run now waits on ``key`` until ``deadline_at`` (``None``: no deadline).
 
-    def open_waits(self, run_id: str | None = None) -> list[Wait]: ...
+        Parking again (after a restart) keeps the first park: deadline and policies do not
+        move. The returned wait carries the resolution if one already arrived.
+        """
+        ...
 
-    def wait_for(self, key: str, timeout: float | None = None) -> Resolution | None: ...
+    def open_waits(self, run_id: str | None = None) -> list[Wait]:
+        """Parked, unresolved waits (of one run, if given): what a restarted host re-waits on."""
+        ...
 
-    def expire(self, key: str, now: float) -> Resolution: ...
+    def wait_for(self, key: str, timeout: float | None = None) -> Resolution | None:
+        """Block until ``key`` is resolved and return how; ``None`` after ``timeout`` seconds.
 
-    def expire_due(self, now: float) -> list[Wait]: ...
+        A resolution in this process wakes the waiter at once; one made by another process is
+        seen within the poll interval. ``timeout`` is real (monotonic) time, not the store
+        clock: deadlines are enforced by :meth:`expire_due`, not here.
+        """
+        ...
 
-    def cancel_run(self, run_id: str) -> list[Wait]: ...
+    def expire(self, key: str, now: float) -> Resolution:
+        """Resolve ``key`` as timed out unless something resolved it first; return the winner."""
+        ...
 
-    def journal_record(self, run_id: str, call_id: str, step_id: str) -> JournalRecord | None: ...
+    def expire_due(self, now: float) -> list[Wait]:
+        """Resolve as timed out every open wait whose deadline is at or before ``now``.
+
+        Returns those waits (with their new resolution, whose value records ``on_timeout``),
+        for the host to apply each one's policy. A resolver that got there first wins.
+        """
+        ...
+
+    def cancel_run(self, run_id: str) -> list[Wait]:
+        """Resolve every open key of the run as cancelled and mark the run ``cancelled``.
+
+        Returns the parked waits among them (each one's resolution value records
+        ``on_cancel``); those with :attr:`Wait.needs_external_cancel` need the host to cancel
+        the external work. All of it is one transaction.
+        """
+        ...
+
+    def journal_record(self, run_id: str, call_id: str, step_id: str) -> JournalRecord | None:
+        """The recorded step, or ``None`` if the call never completed it."""
+        ...
 
     def journaled(self, run_id: str, call_id: str) -> bool:
-        """Whether the call recorded any journal step."""
+        """Whether the call recorded any step: its side effects are journaled, so running it
+        again after a crash replays them instead of repeating them."""
         ...
 
     def record_step(
         self, run_id: str, call_id: str, step_id: str, input: str, output: str
-    ) -> JournalRecord: ...
+    ) -> JournalRecord:
+        """Record a step's canonical JSON ``input`` and ``output``; the first record wins.
+
+        Returns the record now in the journal, which is an earlier one if another execution
+        of the call recorded the step first.
+        """
+        ...
 
     def append_process_event(
         self, run_id: str, call_id: str, ordinal: int, type: str, payload: Any
-    ) -> ProcessEvent: ...
+    ) -> ProcessEvent:
+        """Record the call's ``ordinal``-th event; if already recorded, return the record."""
+        ...
 
     def process_events(
         self, run_id: str | None = None, *, after_seq: int = 0
-    ) -> list[ProcessEvent]: ...
+    ) -> list[ProcessEvent]:
+        """Events (of one run, if given) with ``seq`` above ``after_seq``, in emission order."""
+        ...
 
-    def close(self) -> None: ...
+    def close(self) -> None:
+        """Let the store's connection go; idempotent."""
+        ...

@@ -118,7 +118,10 @@ def start_linked(link: ChildLink, start: Callable[[], ActorRef[Any]]) -> ActorRe
 
 
 class ShutdownRequest:
-    """The message a supervisor sends to stop a child; the child then exits with ``shutdown``."""
+    """The message a supervisor sends to stop a child; the child then exits with ``shutdown``.
+
+    Public because an actor whose mailbox acts on a stop before the actor reads its mail (a
+    call actor running its handler on its own thread) must know it when it sees it."""
 
     __slots__ = ()
 

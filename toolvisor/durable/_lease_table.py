@@ -1,0 +1,61 @@
+"""Leases: which host drives a run, for how long (one host per run).
+
+:class:`LeaseTable` holds the ``leases`` table's logic over any :class:`SqlDatabase`; its state
+is the database and the store clock it is given.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from toolvisor.contract import check_seconds
+from toolvisor.durable._records import Lease
+from toolvisor.durable._sql import SqlDatabase, require_run
+
+
+class LeaseTable:
+    """Take, renew, release and list the leases on runs, stamped by the store clock.
+
+    Each public method is the :class:`SessionStore` method of the same name, whose docstring
+    is the contract it keeps.
+    """
+
+    def __init__(self, db: SqlDatabase, clock: Callable[[], float]) -> None:
+        self._db = db
+        self._clock = clock
+
+    def acquire_lease(self, run_id: str, holder: str, ttl: float, *,
+                      replacing: str | None = None) -> Lease | None:
+        check_seconds("a lease ttl", ttl, positive=True)
+        now = self._clock()
+        with self._db.write() as tx:
+            require_run(tx, run_id)
+            row = tx.execute("SELECT holder, expires_at FROM leases WHERE run_id = ?",
+                             (run_id,)).fetchone()
+            if row is not None and row[0] not in (holder, replacing) and row[1] > now:
+                return Lease(run_id, row[0], row[1])
+            tx.execute("INSERT INTO leases (run_id, holder, expires_at) VALUES (?,?,?) "
+                       "ON CONFLICT (run_id) DO UPDATE SET holder = excluded.holder, "
+                       "expires_at = excluded.expires_at", (run_id, holder, now + ttl))
+        return None
+
+    def renew_leases(self, holder: str, run_ids: list[str], ttl: float) -> list[str]:
+        expires_at = self._clock() + ttl
+        lost = []
+        with self._db.write() as tx:
+            for run_id in run_ids:
+                cursor = tx.execute("UPDATE leases SET expires_at = ? WHERE run_id = ? AND "
+                                    "holder = ?", (expires_at, run_id, holder))
+                if cursor.rowcount != 1:
+                    lost.append(run_id)
+        return lost
+
+    def release_lease(self, run_id: str, holder: str) -> None:
+        with self._db.write() as tx:
+            tx.execute("DELETE FROM leases WHERE run_id = ? AND holder = ?", (run_id, holder))
+
+    def leases(self) -> list[Lease]:
+        with self._db.read() as tx:
+            rows = tx.execute(
+                "SELECT run_id, holder, expires_at FROM leases ORDER BY run_id").fetchall()
+        return [Lease(*row) for row in rows]

@@ -1,0 +1,81 @@
+"""The SQL layer every store backend shares: what its tables ask of a database, and its checks.
+
+The table objects (``_run_tables``, ``_lease_table``, ``_key_tables``) hold the store's logic
+and speak portable SQL with ``?`` parameters through these protocols. A backend supplies the
+database: how its file or server is opened, its schema, its transactions and locking, and the
+few places where dialects differ (a backend whose driver wants another parameter style turns
+``?`` into its own in :meth:`SqlTransaction.execute`). ``SqliteConnection`` is the one today.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
+from typing import Any, Protocol
+
+from toolvisor.durable._store import UnknownRunError
+
+
+class SqlCursor(Protocol):
+    """What a statement returns: its rows, and how many rows it changed."""
+
+    @property
+    def rowcount(self) -> int: ...
+
+    def fetchone(self) -> Any: ...
+
+    def fetchall(self) -> list[Any]: ...
+
+
+class SqlTransaction(Protocol):
+    """One transaction, open for the duration of a ``with`` block of its database."""
+
+    def execute(self, sql: str, params: Sequence[Any] = (), /) -> SqlCursor:
+        """Run one statement written with ``?`` parameters."""
+        ...
+
+    def insert(self, sql: str, params: Sequence[Any], key: str, /) -> int:
+        """Run one ``INSERT`` of a single row and return the integer ``key`` column the
+        database generated for it (an autoincrement or serial column)."""
+        ...
+
+
+class SqlDatabase(Protocol):
+    """A store's database: its transactions, the secret it keeps, where it is.
+
+    ``row_order`` names the column that orders a table's rows as they were inserted (read as
+    ``alias.row_order``), for rows whose own columns tie: SQLite has one built in, another
+    backend gives its tables a serial column.
+    """
+
+    path: str
+    row_order: str
+
+    @property
+    def secret(self) -> bytes:
+        """The HMAC secret stored with the data: it signs completion keys and checkpoints."""
+        ...
+
+    def write(self) -> AbstractContextManager[SqlTransaction]:
+        """One write transaction: all of it commits, or (on any exception) none of it; no
+        other write to the same store runs between its statements."""
+        ...
+
+    def read(self) -> AbstractContextManager[SqlTransaction]:
+        """One consistent snapshot to read from."""
+        ...
+
+
+def require_id(value: object, what: str) -> str:
+    """``value`` if it is a non-empty str; a ``ValueError`` naming ``what`` if not."""
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"{what} must be a non-empty str, got {value!r}")
+    return value
+
+
+def require_run(tx: SqlTransaction, run_id: str) -> None:
+    """Refuse (``UnknownRunError``) a run the store does not have, inside ``tx``."""
+    if tx.execute("SELECT 1 FROM runs WHERE run_id = ?", (run_id,)).fetchone() is None:
+        raise UnknownRunError(
+            f"the session store has no run {run_id!r}; create it with create_run first"
+        )
