@@ -17,7 +17,7 @@ from typing import Any
 
 from bench import _toolvisor, context_link, model_half, resilience, wide_batch
 from bench.competitors import markdown
-from toolvisor.executor import prepare_process_isolation
+from toolvisor.isolation import prepare_process_isolation
 
 RESULTS = Path(__file__).resolve().parent / "results"
 TARGETS = {  # from the issues; "where a target is missed, the table says so"

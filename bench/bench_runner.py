@@ -24,8 +24,10 @@ from bench._handlers import (
 )
 from toolvisor import Tool, ToolCall
 from toolvisor.actors import ToolCallDispatcher
+from toolvisor.call import execute
 from toolvisor.contract import HandlerResult
-from toolvisor.executor import ToolRunner, execute, prepare_process_isolation
+from toolvisor.executor import ToolRunner
+from toolvisor.isolation import prepare_process_isolation
 from toolvisor.supervisors import DynamicSupervisor
 
 ROUNDS = 15

@@ -70,7 +70,7 @@ def table(rows: list[dict[str, Any]]) -> str:
 
 if __name__ == "__main__":
     from bench._toolvisor import start_ray
-    from toolvisor.executor import prepare_process_isolation
+    from toolvisor.isolation import prepare_process_isolation
 
     prepare_process_isolation()
     start_ray()

@@ -65,6 +65,7 @@ from toolvisor import (
     Suspended,
     ToolError,
 )
+from toolvisor.call import OutputBudget, OutputProjection
 from toolvisor.contract import (
     Message,
     ModelErrorReason,
@@ -73,12 +74,8 @@ from toolvisor.contract import (
     ToolCall,
     ToolResultMessage,
 )
-from toolvisor.executor import (
-    OutputBudget,
-    OutputProjection,
-    RunnerStats,
-    prepare_process_isolation,
-)
+from toolvisor.executor import RunnerStats
+from toolvisor.isolation import prepare_process_isolation
 from toolvisor.machine import CallAttempt, ContinueRun, Mode, ModelRetryPolicy
 from toolvisor.testing import FunctionModel, LeakCheck, call, calls
 

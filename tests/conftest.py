@@ -11,7 +11,7 @@ from test_supervisor import Events
 from tests._provider_server import ProviderServer
 from tests._ray_cluster import start_cluster, worker_sockets
 from toolvisor._logging import set_event_sink
-from toolvisor.executor import prepare_process_isolation
+from toolvisor.isolation import prepare_process_isolation
 from toolvisor.testing import tolerate_fds
 
 

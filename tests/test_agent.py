@@ -24,8 +24,8 @@ from toolvisor import (
     Tool,
     ToolError,
 )
+from toolvisor.call import OutputBudget, OutputProjection
 from toolvisor.contract import ModelRequest, ToolResultMessage
-from toolvisor.executor import OutputBudget, OutputProjection
 from toolvisor.machine import ContinueRun, RetryPolicy
 from toolvisor.testing import FunctionModel, ScriptedModel, call, calls
 

@@ -9,9 +9,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from toolvisor import function_tool, tool
+from toolvisor.call import OutputBudget, OutputProjection
+from toolvisor.call._budget import count_lines, keep_ends
 from toolvisor.contract import Ok, OutputWindow
-from toolvisor.executor import OutputBudget, OutputProjection
-from toolvisor.executor._budget import count_lines, keep_ends
 
 MARKER = re.compile(r"\.\.\.(\d+) (bytes|tokens|lines) truncated\.\.\.")
 

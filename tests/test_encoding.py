@@ -20,9 +20,9 @@ from toolvisor import (
     Tool,
     ToolError,
 )
+from toolvisor.call import encode, encode_checked, execute
+from toolvisor.call._budget import MAX_ERROR_BYTES
 from toolvisor.contract import Violation
-from toolvisor.executor import encode, encode_checked, execute
-from toolvisor.executor._budget import MAX_ERROR_BYTES
 
 
 class Weather(BaseModel):

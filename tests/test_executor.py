@@ -22,7 +22,8 @@ from toolvisor import (
     ToolError,
     tool,
 )
-from toolvisor.executor import ToolRunner, aexecute, execute
+from toolvisor.call import aexecute, execute
+from toolvisor.executor import ToolRunner
 
 LEGAL = [Ok(1), Ok(None), Err("reported"), Err({"code": 7}), AskUser("continue?"),
          AskUser("pick", ("a", "b")), Halt("enough", {"n": 1}), Pending(deadline=3)]

@@ -8,8 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from toolvisor import AskUser, CallContext, Err, Halt, Ok, Pending, Tool, ToolError
+from toolvisor.call import execute
 from toolvisor.contract import LEGAL_RESULT_TYPES
-from toolvisor.executor import execute
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),

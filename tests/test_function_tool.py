@@ -33,8 +33,10 @@ from toolvisor import (
     function_tool,
     tool,
 )
+from toolvisor.call import execute
 from toolvisor.contract import HandlerResult, ToolMethod
-from toolvisor.executor import ToolRunner, execute, prepare_process_isolation
+from toolvisor.executor import ToolRunner
+from toolvisor.isolation import prepare_process_isolation
 from toolvisor.testing import ScriptedModel, call, calls
 
 SESSION = CallContext(session_id="s1", tool_call=ToolCall(id="call-1", name="t"))
@@ -287,12 +289,12 @@ def test_every_tool_option_is_taken_as_tool_takes_it() -> None:
 
     built, reference = function_tool(**options)(fetch), tool(**options)(fetch_handler)
     fields = ("name", "timeout", "retryable", "scheduling", "isolation", "internal",
-              "output_window", "on_cancel", "manual", "ray_options")
+              "output_window", "on_cancel", "manual", "options")
     assert [getattr(built, f) for f in fields] == [getattr(reference, f) for f in fields]
     with pytest.raises(ValueError, match="timeout must be a positive, finite number"):
         function_tool(timeout=-1)(fetch)
-    with pytest.raises(ValueError, match="ray_options need isolation='ray'"):
-        function_tool(ray_options={"num_cpus": 1})(fetch)
+    with pytest.raises(ValueError, match="isolation='thread' takes no options"):
+        function_tool(options={"num_cpus": 1})(fetch)
     with pytest.raises(ValueError, match="tool name 'bad name' is invalid"):
         function_tool(name="bad name")(fetch)
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from toolvisor import Ok
-from toolvisor.executor import OutputProjection
+from toolvisor.call import OutputProjection
 from toolvisor.host._finished_calls import CallDone, FinishedCalls
 from toolvisor.machine import CallOutcome
 from toolvisor.registry import ToolRegistry

@@ -14,7 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from toolvisor.executor._main_guard import guarded_lines
+from toolvisor.isolation._process._main_guard import guarded_lines
 
 ROOT = Path(__file__).resolve().parent.parent
 HANG_BOUND = 120.0  # seconds: only turns a hang into a failure

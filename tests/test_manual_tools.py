@@ -15,8 +15,8 @@ import pytest
 
 from tests._manual_host import BATCH, SCRIPT, TOOLS, pick_file
 from toolvisor import Agent, Completed, Err, Halted, InvalidArguments, Ok, Suspended, Tool
+from toolvisor.call import execute
 from toolvisor.contract import ToolResultMessage
-from toolvisor.executor import execute
 from toolvisor.machine import CallAttempt, Decision, HaltRun, MachineConfig, ManualCall
 from toolvisor.testing import ScriptedModel, call, calls, drive
 

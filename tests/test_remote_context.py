@@ -33,8 +33,8 @@ from toolvisor import (
 )
 from toolvisor.contract import CapabilityError, ModelRequest, ModelResponse, ToolResultMessage
 from toolvisor.durable import DurableEffects, SqliteSessionStore
-from toolvisor.executor import ToolRunner, prepare_process_isolation
-from toolvisor.executor._calls import RunningCall
+from toolvisor.executor import ToolRunner
+from toolvisor.isolation import RunningCall, prepare_process_isolation
 from toolvisor.testing import FunctionModel, call, calls
 
 
@@ -269,8 +269,8 @@ def waiting_call(ctx: CallContext) -> RunningCall:
 def test_a_ray_link_serves_only_a_peer_that_holds_the_runners_key() -> None:
     """The handshake before anything is unpickled: the right key is served, a wrong key or
     garbage is refused, an unknown call gets nothing."""
-    from toolvisor.executor._ray_links import LinkAddress, RayContextLinks  # noqa: PLC0415
-    from toolvisor.executor._remote_context import ContextLink  # noqa: PLC0415
+    from toolvisor.isolation._link._remote_context import ContextLink  # noqa: PLC0415
+    from toolvisor.isolation._ray._links import LinkAddress, RayContextLinks  # noqa: PLC0415
     from toolvisor.machine import StateView  # noqa: PLC0415
     from toolvisor.testing import capture_events  # noqa: PLC0415
 

@@ -15,7 +15,8 @@ import pytest
 from tests import _handlers as h
 from toolvisor import CallContext, Err, Ok, Tool, ToolCall, ToolError
 from toolvisor.contract import HandlerResult, InvalidArguments
-from toolvisor.executor import ToolRunner, prepare_process_isolation
+from toolvisor.executor import ToolRunner
+from toolvisor.isolation import prepare_process_isolation
 from toolvisor.testing import capture_events
 
 

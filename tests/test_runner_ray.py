@@ -86,26 +86,28 @@ def test_a_hang_past_the_deadline_is_a_timeout_and_its_worker_is_killed(
     error = error_of(runner.run(on_ray(h.hangs_forever, timeout=1.0), {}))
     assert error.reason == "timeout" and error.cause == 1.0
     # A task needing both CPUs of the cluster runs only once the hung one's CPU is free.
-    whole = on_ray(h.ok_echo, ray_options={"num_cpus": 2})
+    whole = on_ray(h.ok_echo, options={"num_cpus": 2})
     assert runner.run(whole, {"still": "up"}) == Ok({"still": "up"})
     runner.close()  # the deadline's cancel has run by now
     assert runner.stats.workers_killed == 1
 
 
 def test_ray_options_reach_the_task(runner: ToolRunner) -> None:
-    tool = on_ray(h.ok_echo, ray_options={"num_cpus": 2, "resources": {}}, timeout=5.0)
+    tool = on_ray(h.ok_echo, options={"num_cpus": 2, "resources": {}}, timeout=5.0)
     assert runner.run(tool, {"n": 1}) == Ok({"n": 1})
-    too_big = on_ray(h.ok_echo, ray_options={"resources": {"nowhere": 1}}, timeout=1.0)
+    too_big = on_ray(h.ok_echo, options={"resources": {"nowhere": 1}}, timeout=1.0)
     assert error_of(runner.run(too_big, {})).reason == "timeout"  # it can never be scheduled
 
 
 def test_ray_options_are_checked_when_the_tool_is_built() -> None:
-    with pytest.raises(ValueError, match="unknown ray_options"):
-        on_ray(h.ok_echo, ray_options={"num_cpu": 1})
+    with pytest.raises(ValueError, match=r"unknown options \['num_cpu'\] for isolation='ray'"):
+        on_ray(h.ok_echo, options={"num_cpu": 1})
     with pytest.raises(ValueError, match="needs retryable=True"):
-        on_ray(h.ok_echo, ray_options={"max_retries": 3})
-    with pytest.raises(ValueError, match="need isolation='ray'"):
-        Tool(name="t", handler=h.ok_echo, ray_options={"num_cpus": 1})
+        on_ray(h.ok_echo, options={"max_retries": 3})
+    with pytest.raises(ValueError, match=r"the option 'actor' is set by RayActor\.tools"):
+        on_ray(h.ok_echo, options={"actor": ("not", "an actor")})
+    with pytest.raises(ValueError, match=r"isolation='thread' takes no options, got \['num_"):
+        Tool(name="t", handler=h.ok_echo, options={"num_cpus": 1})
 
 
 def test_a_retryable_tool_is_retried_by_the_policy_not_by_ray(

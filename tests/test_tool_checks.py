@@ -25,8 +25,8 @@ from toolvisor import (
     function_tool,
     tool,
 )
+from toolvisor.call import execute
 from toolvisor.contract import HandlerResult
-from toolvisor.executor import execute
 
 
 class City(BaseModel):

@@ -10,8 +10,9 @@ import pytest
 from pydantic import BaseModel
 
 from toolvisor import CallContext, InvalidHandlerError, Ok, Tool, tool
+from toolvisor.call import execute
 from toolvisor.contract import ToolMethod
-from toolvisor.executor import ToolRunner, execute
+from toolvisor.executor import ToolRunner
 
 SESSION = CallContext(session_id="s1")
 

@@ -9,6 +9,7 @@ logging. The rest of the public API is in a few named modules (``toolvisor.testi
 
 from toolvisor._logging import configure_logging, dropped_events, set_event_sink
 from toolvisor.agent import Agent, RunOutcome
+from toolvisor.call import OutputBudget, OutputProjection
 from toolvisor.contract import (
     AskUser,
     CallContext,
@@ -30,7 +31,6 @@ from toolvisor.contract import (
     tool,
 )
 from toolvisor.durable import DurableError, SignatureError, UnknownRunError
-from toolvisor.executor import OutputBudget, OutputProjection
 from toolvisor.host import AlreadyResumedError, OrchestratorStopped, RunLeasedError
 from toolvisor.machine import (
     CallAttempt,

@@ -2,9 +2,8 @@
 
 The tree is a root ``Supervisor`` (``one_for_one``) over the ``DynamicSupervisor`` (one
 temporary ``ToolCallActor`` per call) and the ``OrchestratorActor`` (hosts each run's
-``TurnMachine``). The ``ToolRunner`` (thread pool, worker-process pool, event loop) and the
-actors' thread pool belong to the agent and are closed after the tree has stopped, and so is
-the session store when the agent opened it from a path.
+``TurnMachine``). The ``ToolRunner``, the actors' thread pool and (when the agent opened it
+from a path) the session store belong to the agent, closed after the tree has stopped.
 """
 
 from __future__ import annotations
@@ -22,6 +21,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from toolvisor.actors import ToolCallDispatcher
+from toolvisor.call import OutputProjection
 from toolvisor.contract import AsyncModel, Message, Model, Tool, check_seconds
 from toolvisor.durable import (
     UNSET,
@@ -33,7 +33,7 @@ from toolvisor.durable import (
     SqliteSessionStore,
     require_signed,
 )
-from toolvisor.executor import OutputProjection, ToolRunner, check_main_guard
+from toolvisor.executor import ToolRunner
 from toolvisor.host import (
     AnswerRun,
     AttachRun,
@@ -49,6 +49,7 @@ from toolvisor.host import (
     reply_future,
     tracing_for,
 )
+from toolvisor.isolation import check_main_guard
 from toolvisor.machine import (
     DEFAULT_MODEL_POLICY,
     Completed,

@@ -4,6 +4,6 @@ A plain tool moves onto a cluster with ``@tool(isolation="ray")``; both need the
 ``toolvisor[ray]`` extra, whose SDK is imported on the first ``ray`` call.
 """
 
-from toolvisor.contract import RayActor
+from toolvisor.isolation import RayActor
 
 __all__ = ["RayActor"]

@@ -22,7 +22,7 @@ import pykka
 
 from toolvisor._logging import get_event_log
 from toolvisor.contract import ToolvisorError
-from toolvisor.executor import ElasticThreadPool, PoolThread
+from toolvisor.isolation import ElasticThreadPool, PoolThread
 
 _log = get_event_log("actor_thread_pool")
 

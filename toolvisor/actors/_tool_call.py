@@ -20,6 +20,7 @@ from pykka.messages import _ActorStop
 
 from toolvisor._logging import get_event_log
 from toolvisor.actors._pooled import ActorThreadPool, ParkingMailbox, PooledThreadingActor
+from toolvisor.call import encode_checked
 from toolvisor.contract import (
     CallContext,
     Err,
@@ -29,7 +30,7 @@ from toolvisor.contract import (
     ToolError,
     result_outcome,
 )
-from toolvisor.executor import CallHandle, ToolRunner, encode_checked
+from toolvisor.executor import CallHandle, ToolRunner
 from toolvisor.supervisors import ShutdownRequest, SupervisedActor
 
 _QUIET_OUTCOMES = frozenset({"ok", "ask_user", "halt", "pending"})  # logged at info

@@ -24,6 +24,7 @@ from toolvisor.contract._errors import (
 )
 from toolvisor.contract._frozen import FrozenModel
 from toolvisor.contract._function_tool import function_tool
+from toolvisor.contract._isolations import IsolationRules, register_isolation
 from toolvisor.contract._messages import (
     AssistantMessage,
     AsyncModel,
@@ -51,7 +52,6 @@ from toolvisor.contract._model_progress import (
     reporting_model_progress,
 )
 from toolvisor.contract._outcome import result_outcome
-from toolvisor.contract._ray import RayActor
 from toolvisor.contract._results import (
     LEGAL_RESULT_TYPES,
     AskUser,
@@ -100,6 +100,7 @@ __all__ = [
     "InvalidArguments",
     "InvalidHandlerError",
     "Isolation",
+    "IsolationRules",
     "Message",
     "Model",
     "ModelError",
@@ -113,7 +114,6 @@ __all__ = [
     "OpenSchemaWarning",
     "OutputWindow",
     "Pending",
-    "RayActor",
     "Scheduling",
     "StateAccess",
     "SystemMessage",
@@ -133,6 +133,7 @@ __all__ = [
     "function_tool",
     "handler_arity",
     "is_seconds",
+    "register_isolation",
     "report_model_progress",
     "reporting_model_progress",
     "result_outcome",

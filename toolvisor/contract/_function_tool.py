@@ -223,7 +223,7 @@ def function_tool(
     internal: bool = False,
     output_window: OutputWindow = "head",
     on_cancel: CancelHook | None = None,
-    ray_options: Mapping[str, Any] | None = None,
+    options: Mapping[str, Any] | None = None,
     manual: bool = False,
 ) -> Callable[[_FUNCTION], Tool]: ...
 
@@ -241,7 +241,7 @@ def function_tool(
     internal: bool = False,
     output_window: OutputWindow = "head",
     on_cancel: CancelHook | None = None,
-    ray_options: Mapping[str, Any] | None = None,
+    options: Mapping[str, Any] | None = None,
     manual: bool = False,
 ) -> Tool | Callable[[_FUNCTION], Tool]:
     """Build a :class:`Tool` from a plain typed function: ``@function_tool`` or
@@ -271,7 +271,7 @@ def function_tool(
     settings: dict[str, Any] = {
         "scheduling": scheduling, "timeout": timeout, "isolation": isolation,
         "retryable": retryable, "internal": internal, "output_window": output_window,
-        "on_cancel": on_cancel, "ray_options": ray_options,
+        "on_cancel": on_cancel, "options": options,
     }
 
     def build(function: _FUNCTION) -> Tool:
@@ -301,7 +301,7 @@ def function_tool(
 
 _RUNNING_DEFAULTS: dict[str, Any] = {
     "scheduling": "parallel", "timeout": None, "isolation": None, "retryable": False,
-    "output_window": "head", "on_cancel": None, "ray_options": None}
+    "output_window": "head", "on_cancel": None, "options": None}
 
 
 def _manual_tool(tool_name: str, text: str, schema: dict[str, Any], method: bool,

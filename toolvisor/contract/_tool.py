@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import importlib.util
 import inspect
 import re
 import types
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, TypeAlias, cast, overload
+from typing import Any, Literal, TypeAlias, cast, overload
 
 from pydantic import TypeAdapter
 
@@ -24,15 +23,14 @@ from toolvisor.contract._handler_checks import (
     check_return,
     warn_open_schema,
 )
+from toolvisor.contract._isolations import check_kind, default_isolation, isolation_rules
 from toolvisor.contract._messages import ToolCall, ToolSpec
 from toolvisor.contract._schema import check_input_schema
 from toolvisor.contract._seconds import check_seconds
 
-if TYPE_CHECKING:
-    from toolvisor.contract._ray import RayActor
-
 Scheduling: TypeAlias = Literal["parallel", "serial"]
-Isolation: TypeAlias = Literal["thread", "process", "asyncio", "ray"]
+Isolation: TypeAlias = str
+"""The name of a registered isolation backend (see ``toolvisor.isolation``)."""
 OutputWindow: TypeAlias = Literal["head", "tail"]
 Handler: TypeAlias = Callable[..., Any]
 CancelHook: TypeAlias = Callable[[ToolCall, str], None]
@@ -42,9 +40,6 @@ _NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 """What model providers accept as a tool name; matched with ``fullmatch`` (``$`` would also
 accept a trailing newline)."""
 _OPEN_OBJECT: dict[str, Any] = {"type": "object"}
-RAY_OPTIONS = frozenset({"num_cpus", "num_gpus", "memory", "resources", "runtime_env",
-                         "accelerator_type", "scheduling_strategy", "max_retries"})
-"""What ``ray_options`` may set on a ``ray`` tool's task (``max_retries`` only if retryable)."""
 _UNTYPED = (inspect.Parameter.empty, Any, dict, Mapping, typing.Mapping, typing.Dict)  # noqa: UP006
 
 
@@ -55,14 +50,14 @@ class Tool:
     ``handler`` is ``None`` for a tool declared for manual use: calling it is ``not_found``.
     ``manual=True`` (only without a handler) marks such a tool as run by the caller: a run
     suspends on the model's calls to it (``Suspended.manual``) until the caller answers them.
-    ``timeout`` ``None`` means the runner's default. ``isolation`` ``None`` picks ``asyncio``
-    for ``async def`` handlers and ``thread`` otherwise. ``arguments_type`` (set by ``@tool``)
+    ``timeout`` ``None`` means the runner's default. ``isolation`` names the backend that runs
+    the handler; ``None`` picks the one registered as the default for its kind of handler
+    (``async def`` or plain). ``arguments_type`` (set by ``@tool``)
     is the type the validated arguments are converted to before the handler sees them.
     ``internal`` tools are never offered to the model (the host calls them itself).
     ``output_window`` says which end of an output over the budget is kept.
-    ``ray_options`` (only with ``isolation="ray"``) go to the call's Ray task as they are:
-    ``num_cpus``, ``num_gpus``, ``memory``, ``resources``, ``runtime_env``, ...
-    ``ray_actor`` (set by ``RayActor.tools``) is the Ray actor and method that serve the call.
+    ``options`` are for the isolation backend alone, which reads and checks them when the tool
+    is built.
     ``on_cancel`` is called by the host when a run is cancelled while this tool's call waits
     on ``Pending(on_cancel="cancel_external_work")``, with the call and its completion key.
     Tools compare by identity: two tools with the same name are still two tools.
@@ -81,8 +76,7 @@ class Tool:
     output_window: OutputWindow = "head"
     on_cancel: CancelHook | None = None
     manual: bool = False
-    ray_options: Mapping[str, Any] | None = None
-    ray_actor: tuple[RayActor, str] | None = None
+    options: Mapping[str, Any] | None = None
     arity: int = field(init=False, default=0)
     is_async: bool = field(init=False, default=False)
 
@@ -101,12 +95,12 @@ class Tool:
             )
         check_seconds(f"tool {self.name!r}: timeout", self.timeout, positive=True,
                       optional=True)
-        if self.isolation not in (None, "thread", "process", "asyncio", "ray"):
-            raise ValueError(
-                f"tool {self.name!r}: isolation must be 'thread', 'process', 'asyncio' or "
-                f"'ray', got {self.isolation!r}"
-            )
-        _check_ray(self)
+        rules = None if self.isolation is None else isolation_rules(self.isolation, self.name)
+        if self.options is not None:
+            if not isinstance(self.options, Mapping):
+                raise TypeError(f"tool {self.name!r}: options must be a mapping, "
+                                f"got {self.options!r}")
+            object.__setattr__(self, "options", dict(self.options))  # a copy nobody changes
         if self.output_window not in ("head", "tail"):
             raise ValueError(
                 f"tool {self.name!r}: output_window must be 'head' or 'tail', "
@@ -120,6 +114,11 @@ class Tool:
             raise ValueError(f"tool {self.name!r}: manual=True declares a tool the caller runs, "
                              "so it takes no handler (handler=None)")
         if self.handler is None:
+            if rules is not None:
+                rules.check(self)
+            elif self.options:
+                raise ValueError(f"tool {self.name!r}: options are read by an isolation "
+                                 "backend; name the isolation")
             return
         if not callable(self.handler):
             raise TypeError(f"tool {self.name!r}: handler must be callable or None")
@@ -128,20 +127,11 @@ class Tool:
             getattr(self.handler, "__call__", None)  # noqa: B004 - async callable objects
         )
         object.__setattr__(self, "is_async", is_async)
-        isolation = self.isolation or ("asyncio" if is_async else "thread")
-        if is_async and isolation != "asyncio":
-            raise ValueError(
-                f"tool {self.name!r}: an async def handler needs isolation='asyncio', "
-                f"got {isolation!r}"
-            )
-        if isolation == "asyncio" and not is_async:
-            raise ValueError(
-                f"tool {self.name!r}: isolation='asyncio' needs an async def handler; "
-                "use 'thread', 'process' or 'ray' for a sync one"
-            )
-        if isolation == "process":
-            _check_importable(self.handler, self.name)
+        isolation = self.isolation or default_isolation(is_async, self.name)
+        rules = rules or isolation_rules(isolation, self.name)
+        check_kind(isolation, rules, is_async, self.name)
         object.__setattr__(self, "isolation", isolation)
+        rules.check(self)
 
     @property
     def spec(self) -> ToolSpec:
@@ -152,49 +142,6 @@ class Tool:
 
     def __repr__(self) -> str:
         return f"Tool(name={self.name!r}, isolation={self.isolation!r})"
-
-
-def _check_ray(tool: Tool) -> None:
-    """``ray`` isolation needs Ray installed; ``ray_options`` need ``ray`` isolation."""
-    options = tool.ray_options
-    if tool.isolation == "ray" and importlib.util.find_spec("ray") is None:
-        raise ImportError(f"tool {tool.name!r}: isolation='ray' needs Ray; install it with "
-                          "pip install 'toolvisor[ray]'")
-    if tool.ray_actor is not None and tool.isolation != "ray":
-        raise ValueError(f"tool {tool.name!r}: ray_actor needs isolation='ray'")
-    if options is None:
-        return
-    if tool.isolation != "ray":
-        raise ValueError(f"tool {tool.name!r}: ray_options need isolation='ray'")
-    if not isinstance(options, Mapping):
-        raise TypeError(f"tool {tool.name!r}: ray_options must be a mapping, got {options!r}")
-    unknown = sorted(set(options) - RAY_OPTIONS)
-    if unknown:
-        raise ValueError(f"tool {tool.name!r}: unknown ray_options {unknown}; "
-                         f"known: {sorted(RAY_OPTIONS)}")
-    if "max_retries" in options and not tool.retryable:
-        raise ValueError(f"tool {tool.name!r}: ray_options max_retries needs retryable=True "
-                         "(Ray never retries a tool that is not retryable)")
-    object.__setattr__(tool, "ray_options", dict(options))  # a copy the caller cannot change
-
-
-def _check_importable(handler: Handler, tool_name: str) -> None:
-    """``process`` isolation: a worker imports the handler by module and qualified name, which
-    only leads back to a plain function defined outside any function."""
-    if inspect.isfunction(handler):
-        if "<locals>" not in handler.__qualname__:
-            return
-        found = "a nested one"
-    elif inspect.ismethod(handler):
-        found = "a bound method (its name leads to the unbound function)"
-    elif isinstance(handler, functools.partial):
-        found = "a functools.partial"
-    else:
-        found = f"a {type(handler).__name__} object"
-    raise ValueError(
-        f"tool {tool_name!r}: isolation='process' needs a handler importable by "
-        f"qualified name (a module-level function), not {found}"
-    )
 
 
 def _unpartial(handler: Handler) -> Any:
@@ -327,7 +274,7 @@ def tool(
     internal: bool = False,
     output_window: OutputWindow = "head",
     on_cancel: CancelHook | None = None,
-    ray_options: Mapping[str, Any] | None = None,
+    options: Mapping[str, Any] | None = None,
 ) -> Callable[[Handler], Tool]: ...
 
 
@@ -345,7 +292,7 @@ def tool(
     internal: bool = False,
     output_window: OutputWindow = "head",
     on_cancel: CancelHook | None = None,
-    ray_options: Mapping[str, Any] | None = None,
+    options: Mapping[str, Any] | None = None,
 ) -> Tool | Callable[[Handler], Tool]:
     """Build a :class:`Tool` from a callable: ``@tool`` or ``@tool(timeout=5, ...)``.
 
@@ -407,7 +354,7 @@ def tool(
             internal=internal,
             output_window=output_window,
             on_cancel=on_cancel,
-            ray_options=ray_options,
+            options=options,
         )
         if untyped is not None and not internal:  # only a tool that builds is worth a warning
             warn_open_schema(untyped, tool_name)

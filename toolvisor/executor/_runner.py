@@ -1,28 +1,29 @@
-"""``ToolRunner``: run handlers under a timeout, in a thread, a worker process or an event loop."""
+"""``ToolRunner``: run handlers under a timeout, each in the isolation backend its tool names."""
 
 from __future__ import annotations
 
 import dataclasses
 import functools
-import pickle
 import threading
 from collections.abc import Callable, Sequence
 from types import TracebackType
 from typing import Any
 
 from toolvisor._logging import get_event_log
-from toolvisor.contract import CallContext, Err, HandlerResult, Tool, check_seconds
-from toolvisor.executor._asyncio_isolation import AsyncioIsolation
-from toolvisor.executor._calls import CallHandle, RunningCall
+from toolvisor.call import not_found
+from toolvisor.contract import CallContext, HandlerResult, Tool, check_seconds
+from toolvisor.executor._calls import CallHandle
 from toolvisor.executor._deadlines import DeadlineTimer
-from toolvisor.executor._execute import not_found
-from toolvisor.executor._process_isolation import MpContext, ProcessIsolation, address_of
-from toolvisor.executor._ray_isolation import RayIsolation
-from toolvisor.executor._remote_context import RemoteCall
 from toolvisor.executor._stats import Counters, RunnerStats
-from toolvisor.executor._thread_isolation import GiveUp, ThreadIsolation
-from toolvisor.executor._validation import prepare_arguments
-from toolvisor.executor._worker import WorkRequest
+from toolvisor.isolation import (
+    GiveUp,
+    IsolationBackend,
+    MpContext,
+    RunningCall,
+    Runtime,
+    backend_named,
+    registered_backends,
+)
 
 _log = get_event_log("tool_runner")
 
@@ -31,7 +32,9 @@ OnDone = Callable[[HandlerResult], None]
 
 
 class ToolRunner:
-    """Runs tool handlers with a timeout per call, each in its tool's isolation.
+    """Runs tool handlers with a timeout per call, each in its tool's isolation: one backend of
+    each registered isolation (``toolvisor.isolation.register_backend``) runs the handlers,
+    while the runner keeps each call's deadline and settles it exactly once. The built-in ones:
 
     * ``thread`` (the default for sync handlers): reused threads that grow on demand up to
       ``max_threads`` busy at once (later calls wait for a thread) and retire after
@@ -42,15 +45,15 @@ class ToolRunner:
       ``spawn``), supervised by the pool: at the deadline the worker is killed with SIGKILL and
       replaced; a worker that dies mid-call gives ``handler_exit``. Arguments are validated in
       this process (a bad call never costs a round trip); ``ctx.context`` and ``ctx.engine``
-      stay here, the rest of the context is served to the worker (``_context_server.py``).
+      stay here, the rest of the context is served to the worker (the context link).
       The workers would import the program's ``__main__`` again, so they never start while it
       runs outside ``if __name__ == "__main__":`` (``RuntimeError`` from :meth:`start`).
     * ``asyncio``: ``async def`` handlers on one event loop thread; cancelled at the deadline.
-    * ``ray``: each call a Ray task (with the tool's ``ray_options``, never retried by Ray
+    * ``ray``: each call a Ray task (with the tool's ``options``, never retried by Ray
       unless they say so) on the cluster the program connected to, or on a local one started
       on first use and shut down at close; cancelled with ``force=True`` at the deadline.
       Arguments are validated here; the task's handler gets what a ``process`` one gets, its
-      context served over a link the task opens back to this process (``_ray_links.py``).
+      context served over a link the task opens back to this process.
 
     The timeout is ``tool.timeout`` or ``tool_timeout``, counted from when the handler starts
     (waiting for a free thread or worker does not count). One timer thread watches every
@@ -77,19 +80,16 @@ class ToolRunner:
         self._close_grace = float(close_grace)
         self._counters = Counters()
         self._timer = DeadlineTimer("toolvisor-deadlines")
-        self._threads = ThreadIsolation(max_threads=max_threads,
-                                        idle_timeout=thread_idle_timeout, arm=self._arm,
-                                        settle=self._settle, counters=self._counters)
-        self._processes = ProcessIsolation(size=process_workers, mp_context=mp_context,
-                                           arm=self._arm, settle=self._settle,
-                                           counters=self._counters)
-        self._asyncio = AsyncioIsolation(arm=self._arm, settle=self._settle)
-        self._ray = RayIsolation(arm=self._arm, settle=self._settle, counters=self._counters)
-        self._lock = threading.Lock()  # guards _inflight, _closed and _hung_at_close
+        runtime = Runtime(arm=self._arm, settle=self._settle, settle_soon=self._settle_soon,
+                          count=self._counters.add, max_threads=max_threads,
+                          thread_idle_timeout=thread_idle_timeout,
+                          process_workers=process_workers, mp_context=mp_context)
+        self._backends: dict[str, IsolationBackend] = {
+            name: backend(runtime) for name, backend in registered_backends().items()}
+        self._lock = threading.Lock()  # guards _inflight and _closed
         self._all_done = threading.Condition(self._lock)
         self._inflight: set[RunningCall] = set()
         self._closed = False
-        self._hung_at_close: int | None = None
 
     # -- starting calls ----------------------------------------------------------------------
 
@@ -102,17 +102,18 @@ class ToolRunner:
         A ``process`` call that would start the worker processes while the program's
         ``__main__`` runs outside ``if __name__ == "__main__":`` raises ``RuntimeError`` here
         (a worker would run the program again)."""
-        self._refuse_unguarded_main(tool)
+        backend = self._check(tool)
         call = self._admit(tool, arguments, ctx, on_done)
-        self._launch(call)
+        self._launch(call, backend)
         return CallHandle(call, self._cancel)
 
     def start_here(
         self, tool: Tool, arguments: Any, ctx: CallContext | None, on_done: OnDone,
         give_up: GiveUp,
     ) -> CallHandle:
-        """Start one call whose ``thread`` handler runs on the CALLING thread, in the returned
-        handle's ``run_here()``; other isolations start as with :meth:`start`.
+        """Start one call whose handler runs on the CALLING thread, in the returned handle's
+        ``run_here()``, if its backend can (``runs_here``: ``thread``); others start as with
+        :meth:`start`.
 
         For callers that are themselves a thread per call (a ``ToolCallActor``): the handler
         runs where the caller is, saving two thread hops. The timeout is still the runner's:
@@ -125,29 +126,39 @@ class ToolRunner:
         """
         if not callable(give_up):
             raise TypeError(f"give_up must be callable, got {give_up!r}")
-        self._refuse_unguarded_main(tool)
+        backend = self._check(tool)
         call = self._admit(tool, arguments, ctx, on_done)
-        if self.runs_here(tool):
-            call.stop = self._threads.stop
-            call.here = functools.partial(self._threads.run_here, call, give_up)
+        if backend is not None and backend.runs_here:
+            call.stop = backend.stop
+            call.here = functools.partial(backend.run_here, call, give_up)
         else:
-            self._launch(call)
+            self._launch(call, backend)
         return CallHandle(call, self._cancel)
 
-    def _refuse_unguarded_main(self, tool: Tool) -> None:
-        if isinstance(tool, Tool) and tool.isolation == "process" and tool.handler is not None:
-            self._processes.refuse_unguarded_main(tool.name)
+    def _check(self, tool: Tool) -> IsolationBackend | None:
+        """The backend that runs ``tool``'s handler (``None`` for a tool without one), once it
+        has checked, on the caller's thread, that the handler can start there."""
+        if not isinstance(tool, Tool):
+            raise TypeError(f"ToolRunner.start needs a Tool, got {type(tool).__name__}")
+        if tool.handler is None or tool.isolation is None:
+            return None
+        backend = self._backends.get(tool.isolation)
+        if backend is None:
+            backend_named(tool.isolation)  # raises, naming the registered ones
+            raise LookupError(f"isolation {tool.isolation!r} was registered after this "
+                              "ToolRunner was built; build a new one")
+        backend.check_start(tool)
+        return backend
 
     @staticmethod
     def runs_here(tool: Tool) -> bool:
         """Whether :meth:`start_here` runs ``tool``'s handler on the calling thread."""
-        return tool.handler is not None and tool.isolation == "thread"
+        return tool.handler is not None and tool.isolation is not None \
+            and backend_named(tool.isolation).runs_here
 
     def _admit(
         self, tool: Tool, arguments: Any, ctx: CallContext | None, on_done: OnDone
     ) -> RunningCall:
-        if not isinstance(tool, Tool):
-            raise TypeError(f"ToolRunner.start needs a Tool, got {type(tool).__name__}")
         if not callable(on_done):
             raise TypeError(f"on_done must be callable, got {on_done!r}")
         if ctx is not None and not isinstance(ctx, CallContext):
@@ -164,54 +175,12 @@ class ToolRunner:
         self._counters.add("calls_started")
         return call
 
-    def _launch(self, call: RunningCall) -> None:
-        tool = call.tool
-        if tool.handler is None:
-            self._settle_soon(call, not_found(tool, call.ctx))
-        elif tool.isolation == "process":
-            self._start_in_process(call)
-        elif tool.isolation == "ray":
-            self._start_on_ray(call)
-        elif tool.isolation == "asyncio":
-            call.stop = self._asyncio.stop
-            self._asyncio.submit(call)
+    def _launch(self, call: RunningCall, backend: IsolationBackend | None) -> None:
+        if backend is None:
+            self._settle_soon(call, not_found(call.tool, call.ctx))
         else:
-            call.stop = self._threads.stop
-            self._threads.submit(call)
-
-    def _start_in_process(self, call: RunningCall) -> None:
-        prepared = prepare_arguments(call.tool, call.arguments)
-        if isinstance(prepared, Err):
-            self._settle_soon(call, prepared)
-            return
-        address = address_of(call.tool)
-        if isinstance(address, str):
-            self._settle_soon(call, call.error(
-                "not_found", f"the handler cannot be imported in a worker process: {address}",
-                address))
-            return
-        ctx = call.ctx
-        try:
-            remote = RemoteCall.of(ctx)
-            request = pickle.dumps(WorkRequest(address, call.arguments, remote))
-        except Exception as exc:
-            self._settle_soon(call, call.error(
-                "encoding_failed",
-                f"the arguments cannot be sent to a worker process: {type(exc).__name__}: {exc}",
-                f"{type(exc).__name__}: {exc}"))
-            return
-        call.stop = self._processes.stop
-        self._processes.submit(call, request, remote.tag)
-
-    def _start_on_ray(self, call: RunningCall) -> None:
-        prepared = prepare_arguments(call.tool, call.arguments)
-        if isinstance(prepared, Err):
-            self._settle_soon(call, prepared)
-            return
-        call.stop = self._ray.stop
-        refused = self._ray.submit(call)
-        if refused is not None:
-            self._settle_soon(call, refused)
+            call.stop = backend.stop
+            backend.submit(call)
 
     def run(self, tool: Tool, arguments: Any, ctx: CallContext | None = None) -> HandlerResult:
         """Run one call and wait for its result."""
@@ -297,17 +266,14 @@ class ToolRunner:
     @property
     def stats(self) -> RunnerStats:
         """A snapshot of the counters (see :class:`RunnerStats`)."""
-        with self._lock:
-            hung = self._hung_at_close
-        return self._counters.snapshot(
-            threads_live=self._threads.live_threads,
-            threads_hung=self._threads.hung_threads if hung is None else hung,
-            workers_alive=self._processes.workers_alive,
-        )
+        gauges: dict[str, int] = {}
+        for backend in self._backends.values():
+            gauges.update(backend.gauges())
+        return self._counters.snapshot(**gauges)
 
     def close(self, grace: float | None = None) -> None:
         """Stop accepting calls, give running ones ``grace`` seconds (default ``close_grace``),
-        cancel the rest, then stop every thread, worker process and the event loop.
+        cancel the rest, then close every backend (its threads, worker processes, event loop).
 
         Cancelled handlers then get ``close_grace`` seconds to return (cooperative ones see
         their token set). An abandoned thread whose handler still has not returned cannot be
@@ -323,15 +289,9 @@ class ToolRunner:
             leftover = list(self._inflight)
         for call in leftover:
             self._cancel(call)
-        self._processes.close()
-        self._ray.close()
-        self._asyncio.close(self._close_grace)
-        hung = self._threads.close(self._close_grace)
+        for backend in self._backends.values():
+            backend.close(self._close_grace)
         self._timer.close()
-        with self._lock:
-            self._hung_at_close = len(hung)
-        if hung:
-            _log.warning("threads_left_hung", count=len(hung), threads=[t.name for t in hung])
 
     def __enter__(self) -> ToolRunner:
         return self

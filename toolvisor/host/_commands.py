@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from toolvisor.actors import ToolCallDispatcher
+from toolvisor.call import OutputProjection
 from toolvisor.contract import ToolvisorError
 from toolvisor.durable import SessionStore, Signer
-from toolvisor.executor import OutputProjection
 from toolvisor.host._gates import ToolGates
 from toolvisor.host._model_calls import ModelCalls
 from toolvisor.host._tracing import Tracing

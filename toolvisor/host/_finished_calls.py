@@ -17,8 +17,8 @@ from typing import Any
 from pykka import ActorDeadError, ActorRef
 
 from toolvisor.actors import CallReply
+from toolvisor.call import OutputProjection, ProjectionPoint
 from toolvisor.contract import CallContext, Err
-from toolvisor.executor import OutputProjection, ProjectionPoint
 from toolvisor.host._tracing import ToolSpan
 from toolvisor.machine import CallOutcome, Effect, StateView, ToolResults, TurnMachine
 from toolvisor.registry import ToolRegistry

@@ -27,8 +27,9 @@ from pykka import ActorRef
 
 from toolvisor._logging import get_event_log
 from toolvisor.actors import CallReply
+from toolvisor.call import encode_checked
 from toolvisor.contract import CallContext, Err, HandlerResult, Tool, ToolCall, ToolError
-from toolvisor.executor import Deadline, DeadlineTimer, encode_checked
+from toolvisor.executor import Deadline, DeadlineTimer
 from toolvisor.host._finished_calls import tell
 from toolvisor.host._run import HostedRun
 from toolvisor.resilience import (

@@ -6,8 +6,8 @@ it reads. A pure function of its arguments, called on the orchestrator's thread.
 
 from __future__ import annotations
 
+from toolvisor.call import OutputProjection
 from toolvisor.contract import ModelRequest, ToolResultMessage
-from toolvisor.executor import OutputProjection
 from toolvisor.host._finished_calls import output_window
 from toolvisor.registry import ToolRegistry
 

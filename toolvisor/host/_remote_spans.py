@@ -1,7 +1,7 @@
 """``RemoteSpans``: the spans a handler makes in a worker process or a Ray task, made here.
 
-A worker's OpenTelemetry tracer (``executor/_worker_tracing.py``) forwards each span to the
-agent over the call's context link; this makes it a real span of the agent's tracer, a child
+A worker's OpenTelemetry tracer (``isolation/_link/_worker_tracing.py``) forwards each span to
+the agent over the call's context link; this makes it a real span of the agent's tracer, a child
 of the call's ``execute_tool`` span (or of another such span), so it reaches the agent's
 exporters, and answers with its ids, which the worker makes current (its outgoing calls
 propagate them). Served on the call's link thread; ``ToolSpan.end`` (the call actor's thread)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from toolvisor.call import encode, encode_checked
 from toolvisor.contract import (
     AssistantMessage,
     Err,
@@ -21,7 +22,6 @@ from toolvisor.contract import (
     ModelResponse,
     ToolError,
 )
-from toolvisor.executor import encode, encode_checked
 from toolvisor.machine._checkpoint import (
     CallRecord,
     Checkpoint,

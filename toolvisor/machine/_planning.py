@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import copy
 
+from toolvisor.call import encode, prepare_arguments
 from toolvisor.contract import Err, ModelResponse, ToolResultMessage
-from toolvisor.executor import encode, prepare_arguments
 from toolvisor.machine._checkpoint import CallRecord, RunState, StepRecord
 from toolvisor.machine._config import MachineConfig
 from toolvisor.machine._effects import Backoff, CallToRun, EffectId, ToolCalls

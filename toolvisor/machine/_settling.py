@@ -11,6 +11,7 @@ from typing import Any
 
 from pydantic_core import to_jsonable_python
 
+from toolvisor.call import MAX_ERROR_BYTES, encode, encode_checked, keep_ends
 from toolvisor.contract import (
     AskUser,
     Err,
@@ -22,7 +23,6 @@ from toolvisor.contract import (
     ToolCall,
     ToolError,
 )
-from toolvisor.executor import MAX_ERROR_BYTES, encode, encode_checked, keep_ends
 from toolvisor.machine._checkpoint import CallRecord, HaltRecord, RunState
 from toolvisor.machine._config import MachineConfig, shown
 from toolvisor.machine._outcomes import QUESTION_EXPIRED_CODE, PendingCall, Question

@@ -22,8 +22,9 @@ from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 
 from toolvisor.actors import CallReply, ToolCallDispatcher
+from toolvisor.call import encode
 from toolvisor.contract import CallContext, Err, Ok, Tool, ToolCall, ToolError
-from toolvisor.executor import ToolRunner, encode
+from toolvisor.executor import ToolRunner
 from toolvisor.supervisors import DynamicSupervisor
 
 

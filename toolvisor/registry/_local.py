@@ -6,8 +6,8 @@ import threading
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from toolvisor.call import execute
 from toolvisor.contract import CallContext, Err, HandlerResult, Tool
-from toolvisor.executor import execute
 from toolvisor.registry._provider import PreparedCall, ToolManifest, tool_not_found
 
 

@@ -2,7 +2,7 @@
 a fake clock and a breaker harness; and one tool call inline (``execute``, ``encode``: what
 the agent would make of it, with no agent)."""
 
-from toolvisor.executor import aexecute, encode, encode_checked, execute
+from toolvisor.call import aexecute, encode, encode_checked, execute
 from toolvisor.machine import MachineConfig
 from toolvisor.testing._drive import DriveResult, DriveScriptError, drive
 from toolvisor.testing._events import capture_events

@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
+from toolvisor.call import encode_checked, execute
 from toolvisor.contract import (
     AskUser,
     CallContext,
@@ -26,7 +27,6 @@ from toolvisor.contract import (
     ToolCall,
     ToolvisorError,
 )
-from toolvisor.executor import encode_checked, execute
 from toolvisor.machine import (
     CallOutcome,
     CallToRun,

@@ -23,7 +23,7 @@ from opentelemetry.context import Context
 from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags
 from opentelemetry.util.types import Attributes, AttributeValue
 
-from toolvisor.executor._remote_context import ContextLink, portable
+from toolvisor.isolation._link._remote_context import ContextLink, portable
 
 _Call = tuple[ContextLink, int]
 _current: ContextVar[_Call | None] = ContextVar("toolvisor_traced_call", default=None)

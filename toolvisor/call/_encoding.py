@@ -7,6 +7,7 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic_core import to_json
 
+from toolvisor.call._budget import MAX_ERROR_BYTES, check_error_cap, keep_ends
 from toolvisor.contract import (
     AskUser,
     Err,
@@ -17,7 +18,6 @@ from toolvisor.contract import (
     Pending,
     ToolError,
 )
-from toolvisor.executor._budget import MAX_ERROR_BYTES, check_error_cap, keep_ends
 
 
 def _json(value: Any) -> str:

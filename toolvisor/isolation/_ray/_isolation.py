@@ -8,9 +8,9 @@ call's task carries a copy of its tool with only what the handler needs; the tas
 through ``execute`` and sends back the pickled result, as a worker process does. The runner is
 told when the task's future completes (no thread waits per call); at the deadline the task is
 cancelled with ``force=True`` (its worker process is killed). The handler's context is served
-over a link the task opens back to this process (``_ray_links.py``), on the address Ray knows
+over a link the task opens back to this process (``_links.py``), on the address Ray knows
 this node by, or on ``$TOOLVISOR_RAY_LINK_HOST`` (for a driver the workers reach by another
-address). A ``RayActor`` tool's call goes to its actor instead (``_ray_actors.py``), which a
+address). A ``RayActor`` tool's call goes to its actor instead (``_actors.py``), which a
 deadline kills.
 """
 
@@ -22,19 +22,20 @@ import re
 import sys
 import threading
 import weakref
-from collections.abc import Callable
 from concurrent.futures import Future
 from types import ModuleType
 from typing import Any
 
 from toolvisor._logging import get_event_log
+from toolvisor.call import prepare_arguments
 from toolvisor.contract import Err, HandlerResult, Tool
-from toolvisor.executor._calls import RunningCall
-from toolvisor.executor._ray_actors import ActorCall, RayActors
-from toolvisor.executor._ray_links import LINK_HOST_VARIABLE, LinkAddress, RayContextLinks
-from toolvisor.executor._ray_task import CallFields, run_task
-from toolvisor.executor._remote_context import RemoteCall
-from toolvisor.executor._stats import Counters
+from toolvisor.isolation._backend import IsolationBackend, Runtime
+from toolvisor.isolation._link._remote_context import RemoteCall
+from toolvisor.isolation._ray._actors import ActorCall, RayActors
+from toolvisor.isolation._ray._links import LINK_HOST_VARIABLE, LinkAddress, RayContextLinks
+from toolvisor.isolation._ray._task import CallFields, run_task
+from toolvisor.isolation._ray._tools import actor_of, check_ray_tool, task_options
+from toolvisor.isolation._running import RunningCall
 
 _log = get_event_log("tool_runner", isolation="ray")
 _cluster_lock = threading.Lock()
@@ -105,19 +106,20 @@ def _shipped_tool(tool: Tool) -> Tool:
     return found
 
 
-class RayIsolation:
-    """Submits calls as Ray tasks; ``call.worker`` is the task's ``ObjectRef`` while it runs."""
+class RayBackend(IsolationBackend):
+    """Submits calls as Ray tasks; ``call.worker`` is the task's ``ObjectRef`` while it runs.
 
-    def __init__(
-        self,
-        *,
-        arm: Callable[[RunningCall], None],
-        settle: Callable[[RunningCall, HandlerResult], None],
-        counters: Counters,
-    ) -> None:
-        self._arm = arm
-        self._settle = settle
-        self._counters = counters
+    Arguments are validated here (a bad call never costs a task); the task's handler gets
+    what a ``process`` one gets, its context served over a link the task opens back to this
+    process (``_links.py``).
+    """
+
+    @classmethod
+    def check(cls, tool: Tool) -> None:
+        check_ray_tool(tool)
+
+    def __init__(self, runtime: Runtime) -> None:
+        super().__init__(runtime)
         self._lock = threading.Lock()  # guards _ray, _task and _links
         self._ray: ModuleType | None = None
         self._task: Any = None
@@ -134,8 +136,14 @@ class RayIsolation:
             assert self._links is not None
             return self._ray, self._task, self._links
 
-    def submit(self, call: RunningCall) -> Err | None:
-        """Start ``call``'s task; an ``Err`` if it cannot be sent (the runner settles it)."""
+    def submit(self, call: RunningCall) -> None:
+        prepared = prepare_arguments(call.tool, call.arguments)
+        refused = prepared if isinstance(prepared, Err) else self._send(call)
+        if refused is not None:
+            self.runtime.settle_soon(call, refused)
+
+    def _send(self, call: RunningCall) -> Err | None:
+        """Start ``call``'s task; an ``Err`` if it cannot be sent."""
         ray, task, links = self._remote()
         remote = RemoteCall.of(call.ctx)
         try:
@@ -145,14 +153,14 @@ class RayIsolation:
         worker: Any
         try:
             fields: CallFields = (remote, address)
-            if call.tool.ray_actor is not None:
+            if actor_of(call.tool) is not None:
                 worker = self._actors.submit(ray, call, fields)
                 if isinstance(worker, Err):
                     return worker
                 ref = worker.ref
             else:
                 options = {"max_retries": 0, "retry_exceptions": False,
-                           **(call.tool.ray_options or {})}
+                           **task_options(call.tool)}
                 ref = worker = task.options(**options).remote(_shipped_tool(call.tool),
                                                               call.arguments, fields)
         except Exception as exc:
@@ -168,7 +176,7 @@ class RayIsolation:
             links.forget(address)
             self._kill(ray, worker)
             return None
-        self._arm(call)
+        self.runtime.arm(call)
         ref.future().add_done_callback(
             lambda done: self._done(call, ray, worker, (links, address), done))
         return None
@@ -186,14 +194,14 @@ class RayIsolation:
         if isinstance(worker, ActorCall) and not killed and isinstance(
                 done.exception(), ray.exceptions.ActorDiedError):
             self._actors.died(worker)
-        self._settle(call, result)
+        self.runtime.settle(call, result)
 
     def _kill(self, ray: ModuleType, worker: Any) -> None:
         if isinstance(worker, ActorCall):
             self._actors.kill(ray, worker)
         else:
             ray.cancel(worker, force=True)
-        self._counters.add("workers_killed")
+        self.runtime.count("workers_killed")
 
     def stop(self, call: RunningCall) -> None:
         """Cancel ``call``'s task, killing its worker (called once the call was claimed)."""
@@ -204,7 +212,7 @@ class RayIsolation:
             _log.warning("ray_task_cancelled", tool_name=call.tool.name,
                          tool_call_id=call.ctx.tool_call_id)
 
-    def close(self) -> None:
+    def close(self, grace: float) -> None:
         """Leave the cluster (shutting it down if toolvisor started it and nobody else uses it)."""
         with self._lock:
             ray, self._ray = self._ray, None
@@ -256,5 +264,5 @@ def _not_loaded(call: RunningCall, error: Exception) -> HandlerResult:
         f"the Ray worker {what}, so the handler never ran ({last}). "
         f"Give the cluster's workers the handler's import path: ray.init(runtime_env="
         f"{{'env_vars': {{'PYTHONPATH': ...}}}}) or runtime_env's 'working_dir' / 'py_modules' "
-        f"(or per tool: ray_options={{'runtime_env': ...}})",
+        f"(or per tool: options={{'runtime_env': ...}})",
         type(error).__name__, code="not_started")

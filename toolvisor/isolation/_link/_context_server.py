@@ -17,7 +17,7 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from toolvisor.contract import CallContext, CapabilityError
-from toolvisor.executor._remote_context import (
+from toolvisor.isolation._link._remote_context import (
     SERVED,
     Callback,
     portable,

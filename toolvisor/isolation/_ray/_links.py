@@ -21,8 +21,8 @@ from multiprocessing.connection import Connection
 
 from toolvisor._logging import get_event_log
 from toolvisor.contract import CallContext
-from toolvisor.executor._calls import RunningCall
-from toolvisor.executor._context_server import join_links, serve_link
+from toolvisor.isolation._link._context_server import join_links, serve_link
+from toolvisor.isolation._running import RunningCall
 
 _log = get_event_log("tool_runner", isolation="ray")
 LINK_HOST_VARIABLE = "TOOLVISOR_RAY_LINK_HOST"

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import atexit
 import collections
-import dataclasses
 import itertools
 import multiprocessing
 import os
@@ -21,22 +20,20 @@ import queue
 import signal
 import threading
 import time
-import weakref
-from collections.abc import Callable
 from multiprocessing import forkserver, resource_tracker
 from multiprocessing.connection import Connection, wait
 from multiprocessing.context import BaseContext
-from typing import Any, Literal
+from typing import Any
 
 from toolvisor._logging import get_event_log
-from toolvisor.contract import CallContext, HandlerResult, Tool
-from toolvisor.executor._calls import RunningCall
-from toolvisor.executor._context_server import join_links, serve_link
-from toolvisor.executor._main_guard import check_main_guard
-from toolvisor.executor._stats import Counters
-from toolvisor.executor._worker import READY, HandlerAddress, resolve, serve
+from toolvisor.contract import CallContext, Err, HandlerResult, Tool
+from toolvisor.isolation._backend import IsolationBackend, MpContext, Runtime
+from toolvisor.isolation._link._context_server import join_links, serve_link
+from toolvisor.isolation._process._main_guard import check_main_guard
+from toolvisor.isolation._process._request import check_importable, work_request
+from toolvisor.isolation._process._worker import READY, serve
+from toolvisor.isolation._running import RunningCall
 
-MpContext = Literal["forkserver", "spawn"]
 _log = get_event_log("tool_runner", isolation="process")
 _REAP_WAIT = 2.0  # seconds to wait for a worker whose pipe closed to be reaped
 # Restart intensity for workers that die before they are ready (OTP's MaxR / MaxT). Deaths
@@ -55,7 +52,7 @@ def prepare_process_isolation(mp_context: MpContext = "forkserver") -> None:
     """
     if mp_context == "forkserver":
         multiprocessing.get_context("forkserver").set_forkserver_preload(
-            ["__main__", "toolvisor.executor._worker"]
+            ["__main__", "toolvisor.isolation._process._worker"]
         )
         forkserver.ensure_running()
     elif mp_context == "spawn":
@@ -65,7 +62,7 @@ def prepare_process_isolation(mp_context: MpContext = "forkserver") -> None:
 
 
 _running_lock = threading.Lock()
-_running: set[ProcessIsolation] = set()  # pools whose manager thread runs, until closed
+_running: set[ProcessBackend] = set()  # pools whose manager thread runs, until closed
 
 
 def _close_at_exit() -> None:
@@ -79,7 +76,7 @@ def _close_at_exit() -> None:
     with _running_lock:
         pools = list(_running)
     for pool in pools:
-        pool.close()
+        pool.close(0.0)
 
 
 atexit.register(_close_at_exit)
@@ -107,8 +104,11 @@ class _Worker:
         return None if call is None or tag != self.tag else call.ctx
 
 
-class ProcessIsolation:
-    """Runs calls on ``size`` worker processes; calls beyond that wait for a free worker.
+class ProcessBackend(IsolationBackend):
+    """Runs calls on ``process_workers`` worker processes; calls beyond that wait for a free
+    worker. Arguments are validated here (a bad call never costs a round trip); the handler is
+    imported in the worker by module and name; ``ctx.context`` and ``ctx.engine`` stay here,
+    the rest of the context is served to the worker (``_context_server.py``).
 
     The pool supervises its workers: every dead worker is replaced, except that more than
     ``_MAX_START_FAILURES`` workers dying before they are ready within
@@ -121,24 +121,15 @@ class ProcessIsolation:
     write a byte to the wake-up pipe. A call's deadline starts when a worker takes it.
     """
 
-    def __init__(
-        self,
-        *,
-        size: int,
-        mp_context: MpContext,
-        arm: Callable[[RunningCall], None],
-        settle: Callable[[RunningCall, HandlerResult], None],
-        counters: Counters,
-    ) -> None:
+    def __init__(self, runtime: Runtime) -> None:
+        super().__init__(runtime)
+        size, mp_context = runtime.process_workers, runtime.mp_context
         if size < 1:
             raise ValueError(f"process_workers must be >= 1, got {size!r}")
         if mp_context not in ("forkserver", "spawn"):
             raise ValueError(f"mp_context must be 'forkserver' or 'spawn', got {mp_context!r}")
         self._size = size
         self._mp_context = mp_context
-        self._arm = arm
-        self._settle = settle
-        self._counters = counters
         self._start_lock = threading.Lock()  # guards _thread, _closed and the wake-up pipe
         self._thread: threading.Thread | None = None
         self._closed = False
@@ -155,9 +146,8 @@ class ProcessIsolation:
         self._failed: str | None = None  # why the pool gave up restarting workers
         self._alive = 0  # written by the manager, read by stats (an int: reads are atomic)
 
-    @property
-    def workers_alive(self) -> int:
-        return self._alive
+    def gauges(self) -> dict[str, int]:
+        return {"workers_alive": self._alive}
 
     def _post(self, message: tuple[str, Any]) -> None:
         with self._start_lock:
@@ -171,7 +161,7 @@ class ProcessIsolation:
                 return
         if message[0] == "submit":  # closed at interpreter exit while its owner still runs
             call = message[1][0]
-            self._settle(call, call.cancelled_error())
+            self.runtime.settle(call, call.cancelled_error())
 
     def _start(self) -> None:
         """Start the manager thread (under ``_start_lock``); it is closed at interpreter exit
@@ -184,22 +174,31 @@ class ProcessIsolation:
             _running.add(self)
         self._thread.start()
 
-    def refuse_unguarded_main(self, tool_name: str) -> None:
+    @classmethod
+    def check(cls, tool: Tool) -> None:
+        super().check(tool)
+        check_importable(tool)
+
+    def check_start(self, tool: Tool) -> None:
         """Before the workers first start: ``RuntimeError`` (in the caller's thread) if they
         would run this program again (see ``_main_guard.py``)."""
         if self._thread is None:
-            check_main_guard(lambda: (tool_name,))
+            check_main_guard(lambda: (tool.name,))
 
-    def submit(self, call: RunningCall, request: bytes, tag: int) -> None:
-        """Queue ``call`` (its pickled ``WorkRequest``, ``tag`` its link tag) for the next
-        free worker."""
-        self._post(("submit", (call, request, tag)))
+    def submit(self, call: RunningCall) -> None:
+        """Queue ``call`` (its pickled ``WorkRequest`` and its link tag) for the next free
+        worker, or settle it now if it cannot be sent."""
+        request = work_request(call)
+        if isinstance(request, Err):
+            self.runtime.settle_soon(call, request)
+        else:
+            self._post(("submit", (call, *request)))
 
     def stop(self, call: RunningCall) -> None:
         """Kill the worker running ``call`` (called once the call was claimed)."""
         self._post(("stop", call))
 
-    def close(self) -> None:
+    def close(self, grace: float) -> None:
         """Stop every worker (idle ones politely, busy ones with SIGKILL) and the manager.
         Idempotent; a call submitted later is cancelled."""
         with self._start_lock:
@@ -281,7 +280,7 @@ class ProcessIsolation:
         self._links.append(worker.link)
         self._workers.append(worker)
         self._alive = len(self._workers)
-        self._counters.add("workers_started")
+        self.runtime.count("workers_started")
         _log.debug("worker_started", pid=process.pid)
 
     def _started(self, worker: _Worker) -> None:
@@ -306,7 +305,7 @@ class ProcessIsolation:
                 call.worker = worker
             worker.tag = tag
             worker.call = call
-            self._arm(call)
+            self.runtime.arm(call)
             try:
                 worker.conn.send_bytes(request)
             except OSError:  # the worker died while idle: its reaping settles the call
@@ -329,7 +328,7 @@ class ProcessIsolation:
             call.worker = None
         worker.call = None
         self._idle.append(worker)
-        self._settle(call, result)
+        self.runtime.settle(call, result)
 
     def _kill_running(self, call: RunningCall) -> None:
         with call.lock:
@@ -340,7 +339,7 @@ class ProcessIsolation:
     def _kill(self, worker: _Worker) -> None:
         worker.killed = True
         worker.process.kill()
-        self._counters.add("workers_killed")
+        self.runtime.count("workers_killed")
         call = worker.call
         _log.warning("worker_killed", pid=worker.process.pid,
                      tool_name=call.tool.name if call else None,
@@ -358,17 +357,17 @@ class ProcessIsolation:
                 call.worker = None
             call.token.set()  # the call is over: a request still served for it stops waiting
         if not worker.killed:
-            self._counters.add("workers_died")
+            self.runtime.count("workers_died")
             _log.warning("worker_died", pid=pid, exitcode=code, ready=worker.ready,
                          tool_name=call.tool.name if call else None,
                          tool_call_id=call.ctx.tool_call_id if call else None)
             if call is not None:
-                self._settle(call, _exit_error(call, code))
+                self.runtime.settle(call, _exit_error(call, code))
         if not worker.ready and not worker.killed and self._start_failed(code):
             return
         if not self._closing:
             self._spawn(context)
-            self._counters.add("workers_replaced")
+            self.runtime.count("workers_replaced")
 
     def _start_failed(self, code: int | None) -> bool:
         """Count a worker that died before it was ready; ``True`` once past the intensity."""
@@ -395,7 +394,7 @@ class ProcessIsolation:
         while self._waiting:
             call, _, _ = self._waiting.popleft()
             if not call.settled:
-                self._settle(call, call.error("handler_exit", self._failed, self._failed,
+                self.runtime.settle(call, call.error("handler_exit", self._failed, self._failed,
                                               code="worker_pool_failed"))
 
     def _release(self, worker: _Worker) -> None:
@@ -422,7 +421,7 @@ class ProcessIsolation:
             self._release(worker)
         for call, _, _ in self._waiting:
             if not call.settled:
-                self._settle(call, call.cancelled_error())
+                self.runtime.settle(call, call.cancelled_error())
         self._waiting.clear()
         join_links(self._links, _log)
 
@@ -435,40 +434,3 @@ def _exit_error(call: RunningCall, code: int | None) -> Any:
             name = f"signal {-code}"
         return call.error("handler_exit", f"the worker process died from {name}", name)
     return call.error("handler_exit", f"the worker process exited with code {code}", code)
-
-
-_addresses: weakref.WeakKeyDictionary[Tool, HandlerAddress | str]
-_addresses = weakref.WeakKeyDictionary()
-
-
-def address_of(tool: Tool) -> HandlerAddress | str:
-    """Where a worker imports ``tool``'s handler, or why it cannot (checked here, once per tool).
-
-    The name must lead to the handler itself or to a ``Tool`` (made by ``@tool`` or
-    ``@function_tool``) around it.
-    """
-    found = _addresses.get(tool)
-    if found is not None:
-        return found
-    handler = tool.handler
-    module = getattr(handler, "__module__", None)
-    qualname = getattr(handler, "__qualname__", None)
-    if not module or not qualname:
-        found = f"the handler {handler!r} has no __module__/__qualname__"
-    else:
-        address = HandlerAddress(module, qualname, tool.name, tool.arguments_type)
-        try:
-            target = resolve(address)
-        except Exception as exc:
-            target = exc
-        if target is handler:
-            found = address
-        elif isinstance(target, Tool) and target.handler is handler:
-            # the worker runs the Tool found there, with its own arguments type (which may be
-            # a class made at run time, such as @function_tool's, that pickle cannot name)
-            found = dataclasses.replace(address, arguments_type=None)
-        else:
-            found = (f"{module}.{qualname} does not name the handler in its module "
-                     f"({target!r}); isolation='process' needs a module-level function")
-    _addresses[tool] = found
-    return found

@@ -4,19 +4,14 @@ a hung one's thread is abandoned."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
 
 from toolvisor._logging import get_event_log
-from toolvisor.contract import HandlerResult
-from toolvisor.executor._calls import RunningCall
-from toolvisor.executor._execute import execute
-from toolvisor.executor._stats import Counters
-from toolvisor.executor._thread_pool import ElasticThreadPool, PoolThread
+from toolvisor.call import execute
+from toolvisor.isolation._backend import GiveUp, IsolationBackend, Runtime
+from toolvisor.isolation._running import RunningCall
+from toolvisor.isolation._thread_pool import ElasticThreadPool, PoolThread
 
 _log = get_event_log("tool_runner", isolation="thread")
-
-GiveUp = Callable[[], None]
-"""Called when the runner abandons a caller's thread stuck in a handler (see ``run_here``)."""
 
 
 class _CallerThread:
@@ -29,8 +24,9 @@ class _CallerThread:
         self.give_up = give_up
 
 
-class ThreadIsolation:
-    """Runs each call's handler through ``execute`` on a pool thread.
+class ThreadBackend(IsolationBackend):
+    """Runs each call's handler through ``execute`` on a pool thread (``max_threads`` busy at
+    most, idle ones retiring after ``thread_idle_timeout``), or on the caller's own thread.
 
     A thread cannot be killed: at the deadline (or on cancel) the call's thread is abandoned
     (no longer counted by the pool, which starts another when work waits), and whatever the
@@ -39,21 +35,14 @@ class ThreadIsolation:
     ``call.lock``).
     """
 
-    def __init__(
-        self,
-        *,
-        max_threads: int,
-        idle_timeout: float,
-        arm: Callable[[RunningCall], None],
-        settle: Callable[[RunningCall, HandlerResult], None],
-        counters: Counters,
-    ) -> None:
-        self._pool = ElasticThreadPool(
-            "toolvisor-handler", max_threads=max_threads, idle_timeout=idle_timeout
-        )
-        self._arm = arm
-        self._settle = settle
-        self._counters = counters
+    default = True
+    runs_here = True
+
+    def __init__(self, runtime: Runtime) -> None:
+        super().__init__(runtime)
+        self._pool = ElasticThreadPool("toolvisor-handler", max_threads=runtime.max_threads,
+                                       idle_timeout=runtime.thread_idle_timeout)
+        self._hung_at_close: int | None = None  # written once by close
 
     def submit(self, call: RunningCall) -> None:
         self._pool.submit(lambda me: self._run(call, me))
@@ -73,11 +62,11 @@ class ThreadIsolation:
             if call.settled:  # cancelled while it waited for a thread
                 return
             call.worker = me
-        self._arm(call)
+        self.runtime.arm(call)
         result = execute(call.tool, call.arguments, call.ctx)
         with call.lock:
             call.worker = None
-        self._settle(call, result)
+        self.runtime.settle(call, result)
 
     def stop(self, call: RunningCall) -> None:
         """Abandon the thread still running ``call``'s handler (called once it was claimed)."""
@@ -91,17 +80,18 @@ class ThreadIsolation:
                 except Exception as exc:
                     _log.error("give_up_failed", **call.log_fields(), error=repr(exc))
         if worker is not None:
-            self._counters.add("threads_abandoned")
+            self.runtime.count("threads_abandoned")
             _log.warning("call_abandoned", **call.log_fields(), thread=worker.thread.name)
 
-    @property
-    def live_threads(self) -> int:
-        return self._pool.live_threads
+    def gauges(self) -> dict[str, int]:
+        hung = self._hung_at_close
+        return {"threads_live": self._pool.live_threads,
+                "threads_hung": len(self._pool.abandoned_threads) if hung is None else hung}
 
-    @property
-    def hung_threads(self) -> int:
-        return len(self._pool.abandoned_threads)
-
-    def close(self, grace: float) -> list[threading.Thread]:
-        """Stop the pool; return abandoned threads still running after ``grace``."""
-        return self._pool.close(grace)
+    def close(self, grace: float) -> None:
+        """Stop the pool; abandoned threads still running after ``grace`` are counted in
+        ``threads_hung`` and logged (``threads_left_hung``): a thread cannot be stopped."""
+        hung = self._pool.close(grace)
+        self._hung_at_close = len(hung)
+        if hung:
+            _log.warning("threads_left_hung", count=len(hung), threads=[t.name for t in hung])

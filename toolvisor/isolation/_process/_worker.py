@@ -16,9 +16,14 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
 
+from toolvisor.call import execute
 from toolvisor.contract import CallContext, Err, HandlerResult, Tool, ToolError
-from toolvisor.executor._execute import execute
-from toolvisor.executor._remote_context import ContextLink, RemoteCall, remote_context, traced
+from toolvisor.isolation._link._remote_context import (
+    ContextLink,
+    RemoteCall,
+    remote_context,
+    traced,
+)
 
 READY = b"ready"
 """A worker's first message: it started and can take calls. One that dies before sending it

@@ -5,11 +5,16 @@ from __future__ import annotations
 
 from typing import Any
 
+from toolvisor.call import execute
 from toolvisor.contract import Tool
-from toolvisor.executor._execute import execute
-from toolvisor.executor._ray_links import LinkAddress
-from toolvisor.executor._remote_context import ContextLink, RemoteCall, remote_context, traced
-from toolvisor.executor._worker import dump_result
+from toolvisor.isolation._link._remote_context import (
+    ContextLink,
+    RemoteCall,
+    remote_context,
+    traced,
+)
+from toolvisor.isolation._process._worker import dump_result
+from toolvisor.isolation._ray._links import LinkAddress
 
 CallFields = tuple[RemoteCall, LinkAddress]
 """What of the context crosses to the cluster, and where the task reaches the rest of it."""

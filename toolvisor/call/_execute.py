@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from toolvisor.call._validation import prepare_arguments
 from toolvisor.contract import (
     LEGAL_RESULT_TYPES,
     CallContext,
@@ -20,7 +21,6 @@ from toolvisor.contract import (
     Tool,
     ToolError,
 )
-from toolvisor.executor._validation import prepare_arguments
 
 _LEGAL_NAMES = "Ok, Err, AskUser, Halt or Pending"
 

@@ -304,7 +304,7 @@ def traced(call: RemoteCall, link: ContextLink) -> Iterator[None]:
     try:
         with contextlib.ExitStack() as stack:
             if "trace_spans" in call.capabilities:
-                from toolvisor.executor._worker_tracing import forwarding  # noqa: PLC0415
+                from toolvisor.isolation._link._worker_tracing import forwarding  # noqa: PLC0415
 
                 stack.enter_context(forwarding(link, call.tag))
             yield

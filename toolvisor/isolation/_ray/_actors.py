@@ -11,9 +11,10 @@ from types import ModuleType
 from typing import Any
 
 from toolvisor._logging import get_event_log
-from toolvisor.contract import Err, RayActor
-from toolvisor.executor._calls import RunningCall
-from toolvisor.executor._ray_task import CallFields, run_task
+from toolvisor.contract import Err
+from toolvisor.isolation._ray._task import CallFields, run_task
+from toolvisor.isolation._ray._tools import RayActor, actor_of
+from toolvisor.isolation._running import RunningCall
 
 _log = get_event_log("tool_runner", isolation="ray")
 _CLOSE_WAIT = 5.0  # seconds close waits for killed actors to be seen dead
@@ -62,8 +63,9 @@ class RayActors:
 
     def submit(self, ray: ModuleType, call: RunningCall, fields: CallFields) -> ActorCall | Err:
         """Send ``call`` to its actor (built now if there is none); ``Err`` past the intensity."""
-        assert call.tool.ray_actor is not None
-        spec, method = call.tool.ray_actor
+        served = actor_of(call.tool)
+        assert served is not None
+        spec, method = served
         with self._lock:
             live = self._live.setdefault(spec, _Live())
             if live.failed is not None:

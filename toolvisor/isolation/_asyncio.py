@@ -10,9 +10,10 @@ from contextlib import AbstractContextManager
 from typing import Any
 
 from toolvisor._logging import get_event_log
+from toolvisor.call import aexecute, from_exception
 from toolvisor.contract import HandlerResult
-from toolvisor.executor._calls import RunningCall
-from toolvisor.executor._execute import aexecute, from_exception
+from toolvisor.isolation._backend import IsolationBackend, Runtime
+from toolvisor.isolation._running import RunningCall
 
 _log = get_event_log("tool_runner", isolation="asyncio")
 
@@ -24,7 +25,7 @@ async def _scoped(call: RunningCall, scope: Callable[[], AbstractContextManager[
         return await aexecute(call.tool, call.arguments, call.ctx)
 
 
-class AsyncioIsolation:
+class AsyncioBackend(IsolationBackend):
     """Runs each call as a task of ``aexecute`` on one event loop thread, started lazily.
 
     At the deadline (or on cancel) the task is cancelled: the coroutine sees ``CancelledError``.
@@ -34,14 +35,11 @@ class AsyncioIsolation:
     them through ``call_soon_threadsafe``.
     """
 
-    def __init__(
-        self,
-        *,
-        arm: Callable[[RunningCall], None],
-        settle: Callable[[RunningCall, HandlerResult], None],
-    ) -> None:
-        self._arm = arm
-        self._settle = settle
+    coroutines = True
+    default = True
+
+    def __init__(self, runtime: Runtime) -> None:
+        super().__init__(runtime)
         self._lock = threading.Lock()  # guards starting the loop once
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -64,7 +62,7 @@ class AsyncioIsolation:
     def _begin(self, call: RunningCall) -> None:
         if call.settled:
             return
-        self._arm(call)
+        self.runtime.arm(call)
         scope = call.ctx.trace_scope
         coroutine = aexecute(call.tool, call.arguments, call.ctx) if scope is None \
             else _scoped(call, scope)
@@ -77,11 +75,11 @@ class AsyncioIsolation:
         self._tasks.discard(task)
         if task.cancelled():
             if not call.settled:  # cancelled by something other than this runner
-                self._settle(call, call.cancelled_error())
+                self.runtime.settle(call, call.cancelled_error())
             return
         exc = task.exception()
-        self._settle(call, task.result() if exc is None else from_exception(call.tool, call.ctx,
-                                                                            exc))
+        self.runtime.settle(call, task.result() if exc is None
+                            else from_exception(call.tool, call.ctx, exc))
 
     def stop(self, call: RunningCall) -> None:
         """Cancel ``call``'s task (called once the call was claimed)."""

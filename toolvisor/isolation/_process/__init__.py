@@ -1,0 +1,1 @@
+"""``process`` isolation: a supervised pool of worker processes, killed at a deadline."""

@@ -1,0 +1,1 @@
+"""``ray`` isolation: each call a Ray task, or a call on a ``RayActor``'s actor."""
