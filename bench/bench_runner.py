@@ -28,7 +28,7 @@ from toolvisor.call import execute
 from toolvisor.contract import HandlerResult
 from toolvisor.executor import ToolRunner
 from toolvisor.isolation import prepare_process_isolation
-from toolvisor.supervisors import ToolCallSupervisor
+from toolvisor.supervisors import DynamicSupervisor
 
 ROUNDS = 15
 
@@ -103,7 +103,7 @@ def deadline_table() -> None:
     }
     with ToolRunner(process_workers=2) as runner:
         runner.run(NO_OPS["process"], {})  # workers up
-        supervisor = ToolCallSupervisor.start()
+        supervisor = DynamicSupervisor.start()
         with ToolCallDispatcher(supervisor, runner) as dispatcher:
             lateness = actor_lateness(dispatcher, cases["thread (cooperative)"])
             print(f"  {'actor+supervisor thread':26}{statistics.median(lateness):8.2f}")
@@ -156,7 +156,7 @@ def actor_lateness(dispatcher: ToolCallDispatcher, tool: Tool) -> list[float]:
 def main() -> None:
     prepare_process_isolation()
     with ToolRunner(process_workers=2) as runner:
-        supervisor = ToolCallSupervisor.start()
+        supervisor = DynamicSupervisor.start()
         with ToolCallDispatcher(supervisor, runner) as dispatcher:
             overhead_table(runner, dispatcher)
             sleeping_table(runner, dispatcher)

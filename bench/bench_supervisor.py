@@ -1,4 +1,4 @@
-"""Per-child cost of start + ask + stop: under ToolCallSupervisor vs a bare pykka actor.
+"""Per-child cost of start + ask + stop: under DynamicSupervisor vs a bare pykka actor.
 
 Run: ``.venv/bin/python bench/bench_supervisor.py`` (plain script, no pytest).
 """
@@ -12,7 +12,7 @@ from typing import Any
 
 import pykka
 
-from toolvisor.supervisors import SupervisedActor, ToolCallSupervisor
+from toolvisor.supervisors import DynamicSupervisor, SupervisedActor
 
 CHILDREN = 100
 ROUNDS = 7
@@ -37,7 +37,7 @@ def bare_batch() -> None:
 
 
 def supervised_batch() -> None:
-    supervisor = ToolCallSupervisor.start(max_children=CHILDREN)
+    supervisor = DynamicSupervisor.start(max_children=CHILDREN)
     try:
         refs = [supervisor.start_child(SupervisedNoop.start) for _ in range(CHILDREN)]
         for ref in refs:
@@ -60,7 +60,7 @@ def per_child_us(batch: Callable[[], None]) -> list[float]:
 
 def main() -> None:
     for label, batch in (("bare pykka ThreadingActor", bare_batch),
-                         ("SupervisedActor under ToolCallSupervisor", supervised_batch)):
+                         ("SupervisedActor under DynamicSupervisor", supervised_batch)):
         samples = per_child_us(batch)
         print(f"{label:42s} median {statistics.median(samples):7.1f} us/child  "
               f"min {min(samples):7.1f}  max {max(samples):7.1f}  "

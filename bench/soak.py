@@ -76,7 +76,7 @@ from toolvisor.contract import (
 )
 from toolvisor.executor import RunnerStats
 from toolvisor.isolation import prepare_process_isolation
-from toolvisor.machine import Continue, FailedCall, Mode, ModelRetryPolicy
+from toolvisor.machine import CallAttempt, ContinueRun, Mode, ModelRetryPolicy
 from toolvisor.testing import FunctionModel, LeakCheck, call, calls
 
 MODES: tuple[Mode, ...] = ("parallel_batch_approval", "parallel_streaming", "sequential")
@@ -296,10 +296,10 @@ class SoakModel:
                                  "never asked for")
         return len(self._issued)
 
-    def policy(self, failed: FailedCall, error: Any) -> Continue:
+    def policy(self, failed: CallAttempt, error: Any) -> ContinueRun:
         """The agent's ``on_tool_error``: record the failure, let the model see it."""
         self._policy_seen.setdefault(failed.id, []).append(policy_kind(error))
-        return Continue()
+        return ContinueRun()
 
     def respond(self, request: ModelRequest) -> ModelResponse | str:
         """The ``FunctionModel`` function: fail if the mix says so; else check the last
@@ -578,7 +578,7 @@ def _tool_call_children(agent: Agent) -> dict[str, int]:
     """The agent's tool-call supervisor's ``count_children()`` (every call's actor is gone)."""
     for child in agent.supervisor.which_children():
         if child.id == "tool_calls" and child.ref is not None:
-            supervisor: Any = child.ref  # a ToolCallSupervisorRef
+            supervisor: Any = child.ref  # a DynamicSupervisorRef
             counts: dict[str, int] = supervisor.count_children()
             return counts
     return {}
@@ -614,7 +614,7 @@ def run_soak(config: SoakConfig) -> SoakReport:
             function_model = FunctionModel(model.respond)
             agent = Agent(function_model, soak_tools(config.hang_timeout),
                           on_tool_error=model.policy, on_model_error=MODEL_RETRY, mode=mode,
-                          max_turns=MAX_TURNS, output_budget=budget)
+                          max_turns=MAX_TURNS, output_projection=budget)
             agents.append((agent, model, function_model))
         report.checkpoints.append(checkpoint(0, started))
         every = max(1, config.calls // config.checkpoints)

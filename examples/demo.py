@@ -23,11 +23,11 @@ from typing import Any
 from toolvisor import (
     Agent,
     AskUser,
+    CallAttempt,
     CallContext,
     Completed,
-    Continue,
+    ContinueRun,
     Err,
-    FailedCall,
     Suspended,
     Tool,
     ToolError,
@@ -71,14 +71,14 @@ def book() -> AskUser:
 DECIDED: list[str] = []  # what the policy decided, shown once the run is back
 
 
-def policy(failed: FailedCall, error: Any) -> Continue:
+def policy(failed: CallAttempt, error: Any) -> ContinueRun:
     """Crashes become a short note for the model; reported errors go through as they are. (A
     policy decides and returns; it writes nothing, so a closed stdout cannot fail the run.)"""
     kind = f"crash ({error.reason})" if isinstance(error, ToolError) else "reported error"
     DECIDED.append(f"  policy   {failed.call.name:<8} {kind:<25} -> continue")
     if isinstance(error, ToolError):
-        return Continue(Err(f"{failed.call.name} is unavailable right now ({error.reason})"))
-    return Continue()
+        return ContinueRun(Err(f"{failed.call.name} is unavailable right now ({error.reason})"))
+    return ContinueRun()
 
 
 def show_events(events: list[dict[str, Any]]) -> None:
@@ -93,7 +93,7 @@ def show_events(events: list[dict[str, Any]]) -> None:
             lives.setdefault(event["tool_name"], []).append(step)
         elif name == "child_exited" and event.get("supervisor_id") == "tool_calls":
             exits.append(str(event["reason"]))
-    print("  each call ran in its own ToolCallActor under the ToolCallSupervisor:")
+    print("  each call ran in its own ToolCallActor under the DynamicSupervisor:")
     for tool_name, steps in lives.items():
         print(f"    {tool_name:<8} " + " -> ".join(steps))
     if exits and set(exits) == {"normal"}:

@@ -12,7 +12,7 @@ import sys
 import threading
 from typing import Any
 
-from toolvisor import Agent, Continue, Decision, FailedCall, ToolError, set_event_sink
+from toolvisor import Agent, CallAttempt, ContinueRun, Decision, ToolError, set_event_sink
 from toolvisor.mcp import McpToolProvider
 from toolvisor.testing import ScriptedModel, call, calls
 
@@ -33,10 +33,10 @@ class Restarts:
             self.connected.release()
 
 
-def on_tool_error(failed: FailedCall, error: Any) -> Decision:
+def on_tool_error(failed: CallAttempt, error: Any) -> Decision:
     kind = f"crash: {error.reason} ({error.code})" if isinstance(error, ToolError) else error
     print(f"  {failed.call.name} failed -> {kind}")
-    return Continue()
+    return ContinueRun()
 
 
 def main() -> None:

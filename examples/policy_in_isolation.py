@@ -7,26 +7,26 @@ from __future__ import annotations
 
 from typing import Any
 
-from toolvisor import Continue, Err, FailedCall, HaltRun, Ok, RetryAfter, Tool, ToolError
+from toolvisor import CallAttempt, ContinueRun, Err, HaltRun, Ok, RetryAfter, Tool, ToolError
 from toolvisor.testing import MachineConfig, call, calls, decide, drive
 
 
-def payments_policy(failed: FailedCall, error: Any) -> Continue | HaltRun | RetryAfter:
+def payments_policy(failed: CallAttempt, error: Any) -> ContinueRun | HaltRun | RetryAfter:
     """Retry timeouts of retryable tools once; halt on any crash of 'charge'; else continue."""
     if isinstance(error, ToolError) and error.reason == "timeout" and failed.retryable \
             and failed.attempt == 1:
         return RetryAfter(0.5)
     if failed.call.name == "charge" and isinstance(error, ToolError):
         return HaltRun()
-    return Continue()
+    return ContinueRun()
 
 
 def main() -> None:
     timeout = ToolError("timeout")
     assert decide(payments_policy, "lookup", timeout, retryable=True) == RetryAfter(0.5)
-    assert decide(payments_policy, "lookup", timeout, retryable=True, attempt=2) == Continue()
+    assert decide(payments_policy, "lookup", timeout, retryable=True, attempt=2) == ContinueRun()
     assert decide(payments_policy, "charge", ToolError("handler_raised")) == HaltRun()
-    assert decide(payments_policy, "charge", "card declined") == Continue()
+    assert decide(payments_policy, "charge", "card declined") == ContinueRun()
     print("decide(): four decisions checked")
 
     def charge(arguments: dict[str, Any]) -> Ok:

@@ -17,7 +17,7 @@ from typing import Any
 
 from tests import _handlers as h
 from toolvisor import Agent, CallContext, Pending, Tool, set_event_sink
-from toolvisor.machine import FailedCall, RetryAfter
+from toolvisor.machine import CallAttempt, RetryAfter
 from toolvisor.mcp import McpToolProvider
 from toolvisor.testing import ScriptedModel, call, calls
 
@@ -30,7 +30,7 @@ def parks(arguments: dict[str, Any], ctx: CallContext) -> Pending:
     return Pending(deadline=3600)
 
 
-def retry_in_an_hour(failed: FailedCall, error: Any) -> RetryAfter:
+def retry_in_an_hour(failed: CallAttempt, error: Any) -> RetryAfter:
     return RetryAfter(3600.0)
 
 

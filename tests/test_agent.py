@@ -26,7 +26,7 @@ from toolvisor import (
 )
 from toolvisor.call import OutputBudget, OutputProjection
 from toolvisor.contract import ModelRequest, ToolResultMessage
-from toolvisor.machine import Continue, RetryPolicy
+from toolvisor.machine import ContinueRun, RetryPolicy
 from toolvisor.testing import FunctionModel, ScriptedModel, call, calls
 
 
@@ -163,10 +163,10 @@ def test_a_flaky_tool_is_retried_in_a_fresh_actor_until_it_works() -> None:
 def test_a_policy_function_sees_crashes_and_reports_apart() -> None:
     seen: list[tuple[str, str]] = []
 
-    def policy(failed: Any, error: Any) -> Continue:
+    def policy(failed: Any, error: Any) -> ContinueRun:
         kind = f"crash:{error.reason}" if isinstance(error, ToolError) else f"reported:{error}"
         seen.append((failed.call.id, kind))
-        return Continue(Ok("replaced"))
+        return ContinueRun(Ok("replaced"))
 
     model = ScriptedModel([calls(call("crash", id="c"), call("report", id="r")), "fine"])
     with Agent(model, TOOLS, on_tool_error=policy) as agent:
@@ -191,7 +191,7 @@ def test_huge_outputs_are_bounded_by_the_output_budget() -> None:
     big = Tool(name="big", handler=lambda a: Ok("x" * 100_000))
     model = ScriptedModel([calls(call("big", id="b")), "ok"])
     budget = OutputProjection(OutputBudget(max_bytes=1024))
-    with Agent(model, [big], output_budget=budget) as agent:
+    with Agent(model, [big], output_projection=budget) as agent:
         agent.run("go")
     text = tool_texts(model.requests[1])["b"]
     assert len(text.encode()) <= 1024 and "bytes truncated" in text

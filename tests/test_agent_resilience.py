@@ -27,7 +27,7 @@ from toolvisor import (
     set_event_sink,
 )
 from toolvisor.contract import ModelRequest, ToolResultMessage
-from toolvisor.machine import Continue, FailedCall
+from toolvisor.machine import CallAttempt, ContinueRun
 from toolvisor.resilience import Breaker, Bulkhead, RateLimit, Resilience
 from toolvisor.testing import FakeClock, FunctionModel, call, calls
 
@@ -111,9 +111,9 @@ def test_the_breaker_opens_refuses_without_running_then_trials_and_closes(
     seen: list[Any] = []
     progress: list[tuple[str, dict[str, Any]]] = []
 
-    def policy(failed: FailedCall, error: Any) -> Continue:
+    def policy(failed: CallAttempt, error: Any) -> ContinueRun:
         seen.append(error)
-        return Continue()
+        return ContinueRun()
 
     with Agent(calling("search"), [Tool("search", handler=dep.handler)],
                on_tool_error=policy, resilience_clock=clock,

@@ -29,9 +29,9 @@ from toolvisor.contract import ModelResponse, ToolCall, ToolResultMessage
 from toolvisor.durable import SignatureError, SqliteSessionStore
 from toolvisor.machine import (
     QUESTION_EXPIRED_CODE,
+    CallAttempt,
     CallOutcome,
-    Continue,
-    FailedCall,
+    ContinueRun,
     LlmCall,
     LogEvent,
     MachineConfig,
@@ -214,10 +214,10 @@ class Seen:
         self.errors: list[Any] = []
         self.decided = threading.Event()
 
-    def __call__(self, call: FailedCall, error: Any) -> Continue:
+    def __call__(self, call: CallAttempt, error: Any) -> ContinueRun:
         self.errors.append(error)
         self.decided.set()
-        return Continue()
+        return ContinueRun()
 
 
 def expired_code(seen: Seen) -> str | None:

@@ -291,7 +291,7 @@ def test_every_tool_option_is_taken_as_tool_takes_it() -> None:
     fields = ("name", "timeout", "retryable", "scheduling", "isolation", "internal",
               "output_window", "on_cancel", "manual", "options")
     assert [getattr(built, f) for f in fields] == [getattr(reference, f) for f in fields]
-    with pytest.raises(ValueError, match="timeout must be a positive number"):
+    with pytest.raises(ValueError, match="timeout must be a positive, finite number"):
         function_tool(timeout=-1)(fetch)
     with pytest.raises(ValueError, match="isolation='thread' takes no options"):
         function_tool(options={"num_cpus": 1})(fetch)

@@ -14,7 +14,7 @@ from tests._runs import nested
 from toolvisor import Agent, AskUser, Completed, Ok, Suspended, tool
 from toolvisor.contract import ModelRequest, ModelResponse, ToolResultMessage, UserMessage
 from toolvisor.durable import SignatureError
-from toolvisor.machine import Continue, FailedCall
+from toolvisor.machine import CallAttempt, ContinueRun
 from toolvisor.testing import FunctionModel, call, calls
 
 HOSTILE = ("deep_args", "huge_args", "raising_policy", "invalid_return", "unencodable_result",
@@ -77,10 +77,10 @@ def respond(request: ModelRequest) -> ModelResponse:
     return calls(HOSTILE_CALLS[prompt.content])
 
 
-def policy(failed: FailedCall, error: Any) -> Continue:
+def policy(failed: CallAttempt, error: Any) -> ContinueRun:
     if failed.name == "crash":
         raise ValueError("a policy with a bug")
-    return Continue()
+    return ContinueRun()
 
 
 async def drive_all(agent: Agent, kind: str, normal: int) -> tuple[Any, list[Any]]:

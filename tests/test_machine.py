@@ -23,15 +23,15 @@ from toolvisor.contract import (
 from toolvisor.machine import (
     CallOutcome,
     Completed,
-    Continue,
+    ContinueRun,
     Done,
-    EffectFailed,
     Failed,
     Halted,
     LlmCall,
     LogEvent,
     MachineConfig,
     ModelReplied,
+    NotPerformed,
     Progress,
     ResponseRefused,
     RetryPolicy,
@@ -186,7 +186,7 @@ def test_effect_failed_fails_the_run_and_still_answers_every_call() -> None:
     machine, llm = started()
     tools = last(machine.send(ModelReplied(llm.id, asks(call("c1"), call("c2")))))
     machine.send(ToolResults(tools.id, (CallOutcome("c1", Ok(1), "1"),)))
-    done = last(machine.send(EffectFailed(tools.id, RuntimeError("pool gone"))))
+    done = last(machine.send(NotPerformed(tools.id, RuntimeError("pool gone"))))
     outcome = done.outcome
     assert isinstance(outcome, Failed)
     assert outcome.error == f"tool_calls effect {tools.id} failed: RuntimeError: pool gone"
@@ -197,7 +197,7 @@ def test_effect_failed_fails_the_run_and_still_answers_every_call() -> None:
 
 def test_a_model_failure_fails_the_run() -> None:
     machine, llm = started()
-    done = last(machine.send(EffectFailed(llm.id, "rate limited")))
+    done = last(machine.send(NotPerformed(llm.id, "rate limited")))
     assert done.outcome == Failed(error=f"llm_call effect {llm.id} failed: rate limited",
                                   messages=(UserMessage(content="hi"),), turns=1)
 
@@ -248,7 +248,7 @@ def test_a_reserved_halt_reason_is_an_invalid_return_through_the_policy(reason: 
 
     def policy(failed: Any, error: Any) -> Any:
         seen.append(error)
-        return Continue()
+        return ContinueRun()
 
     machine, llm = started(on_tool_error=policy)
     tools = last(machine.send(ModelReplied(llm.id, asks(call("c1")))))
@@ -390,7 +390,7 @@ def ended(how: str) -> TurnMachine:
     elif how == "halted":
         machine.send(ToolResults(tools.id, (CallOutcome("c1", Halt("enough")),)))
     elif how == "failed":
-        machine.send(EffectFailed(tools.id, "pool gone"))
+        machine.send(NotPerformed(tools.id, "pool gone"))
     elif how == "cancelled":
         machine.cancel()
     elif how == "suspended":

@@ -26,10 +26,10 @@ from toolvisor.machine import (
     CheckpointError,
     Done,
     Effect,
-    EffectFailed,
     LlmCall,
     MachineConfig,
     ModelReplied,
+    NotPerformed,
     RetryPolicy,
     Sleep,
     Slept,
@@ -102,7 +102,7 @@ def run(checkpoint_at: int | None = None) -> tuple[list[Effect], Any, list[str]]
                 continue
             return trace, effect.outcome, phases
         if isinstance(effect, LlmCall) and (effect.turn, effect.attempt) == (2, 1):
-            trace.extend(machine.send(EffectFailed(effect.id, ModelError("unavailable"))))
+            trace.extend(machine.send(NotPerformed(effect.id, ModelError("unavailable"))))
         elif isinstance(effect, LlmCall):
             trace.extend(machine.send(ModelReplied(effect.id, MODEL[effect.turn])))
         elif isinstance(effect, Sleep):
@@ -223,7 +223,7 @@ def test_a_version_3_run_sleeping_before_a_retry_reads_as_its_retry() -> None:
 def test_a_version_3_model_backoff_reads_as_version_4() -> None:
     machine = TurnMachine(CONFIG)
     llm = machine.start("begin")[-1]
-    sleep = machine.send(EffectFailed(llm.id, ModelError("unavailable")))[-1]
+    sleep = machine.send(NotPerformed(llm.id, ModelError("unavailable")))[-1]
     assert isinstance(sleep, Sleep)
     data = json.loads(machine.checkpoint().to_json())
     data["version"] = 3

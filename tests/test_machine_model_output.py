@@ -20,11 +20,11 @@ from toolvisor.contract import (
     Usage,
 )
 from toolvisor.machine import (
+    CallAttempt,
     Checkpoint,
     Completed,
-    Continue,
+    ContinueRun,
     Failed,
-    FailedCall,
     Halted,
     HaltRun,
     LogEvent,
@@ -56,11 +56,11 @@ def test_raw_arguments_are_parsed_and_kept_byte_for_byte() -> None:
 
 
 def test_arguments_that_are_no_object_fail_that_call_only_through_the_policy() -> None:
-    seen: list[tuple[FailedCall, Any]] = []
+    seen: list[tuple[CallAttempt, Any]] = []
 
-    def policy(failed: FailedCall, error: Any) -> Continue:
+    def policy(failed: CallAttempt, error: Any) -> ContinueRun:
         seen.append((failed, error))
-        return Continue()
+        return ContinueRun()
 
     config = MachineConfig(tools=[LOOKUP], on_tool_error=policy)
     result = drive(config, "go", model=[

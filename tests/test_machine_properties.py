@@ -26,8 +26,8 @@ from toolvisor.contract import (
 )
 from toolvisor.machine import (
     RESERVED_HALT_REASONS,
-    Continue,
-    FailedCall,
+    CallAttempt,
+    ContinueRun,
     HaltRun,
     LlmCall,
     MachineConfig,
@@ -45,7 +45,7 @@ RESULTS: list[HandlerResult] = [
 NAMES = ["par", "ser", "retry", "retry", "ghost"]  # ghost is not in the catalog
 BASE_POLICIES: list[Policy] = [
     "continue", "halt", RetryPolicy(max_attempts=3, base_delay=0, retry_reported=True),
-    lambda call, error: RetryAfter(0) if call.retryable and call.attempt < 4 else Continue(),
+    lambda call, error: RetryAfter(0) if call.retryable and call.attempt < 4 else ContinueRun(),
 ]
 
 
@@ -98,7 +98,7 @@ def build(scenario: dict[str, Any], counts: Counts) -> MachineConfig:
 
     base = scenario["policy"]
 
-    def policy(call: FailedCall, error: Any) -> Any:
+    def policy(call: CallAttempt, error: Any) -> Any:
         counts.consulted += 1
         return apply_policy(base, call, error)
 

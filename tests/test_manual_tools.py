@@ -17,7 +17,7 @@ from tests._manual_host import BATCH, SCRIPT, TOOLS, pick_file
 from toolvisor import Agent, Completed, Err, Halted, InvalidArguments, Ok, Suspended, Tool
 from toolvisor.call import execute
 from toolvisor.contract import ToolResultMessage
-from toolvisor.machine import Decision, FailedCall, HaltRun, MachineConfig, ManualCall
+from toolvisor.machine import CallAttempt, Decision, HaltRun, MachineConfig, ManualCall
 from toolvisor.testing import ScriptedModel, call, calls, drive
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -71,7 +71,7 @@ def test_arguments_that_fail_the_schema_never_reach_the_caller() -> None:
 def test_invalid_arguments_and_reported_errors_go_through_the_policy() -> None:
     seen: list[object] = []
 
-    def policy(failed: FailedCall, error: object) -> Decision:
+    def policy(failed: CallAttempt, error: object) -> Decision:
         seen.append(error)
         return HaltRun()
 

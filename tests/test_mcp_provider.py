@@ -25,7 +25,7 @@ from test_supervisor import Events
 
 from toolvisor import Agent, Completed, ToolError, function_tool
 from toolvisor.contract import ModelRequest, ModelResponse, ToolResultMessage
-from toolvisor.machine import Continue, Decision, FailedCall
+from toolvisor.machine import CallAttempt, ContinueRun, Decision
 from toolvisor.mcp import McpToolProvider
 from toolvisor.supervisors import ChildStartError
 from toolvisor.testing import FunctionModel, ScriptedModel, call, calls
@@ -77,9 +77,9 @@ class Recorder:
     def __init__(self) -> None:
         self.errors: dict[str, Any] = {}
 
-    def __call__(self, failed: FailedCall, error: Any) -> Decision:
+    def __call__(self, failed: CallAttempt, error: Any) -> Decision:
         self.errors[failed.call.id] = error
-        return Continue()
+        return ContinueRun()
 
 
 def results(outcome: Any) -> dict[str, ToolResultMessage]:

@@ -8,12 +8,12 @@ import pytest
 
 from toolvisor import Completed, Failed, ModelError, Ok, Tool
 from toolvisor.machine import (
-    EffectFailed,
+    BrokenPolicy,
     FailRun,
     LlmCall,
     MachineConfig,
     ModelRetryPolicy,
-    PolicyFailed,
+    NotPerformed,
     ResponseRefused,
     RetryAfter,
     Sleep,
@@ -76,9 +76,9 @@ def test_a_function_policy_that_fails_is_a_policy_failure() -> None:
     def boom(error: ModelError) -> FailRun:
         raise RuntimeError("bug")
 
-    assert isinstance(decide_model(boom, "timeout"), PolicyFailed)
-    assert isinstance(decide_model(lambda e: "retry", "timeout"), PolicyFailed)  # type: ignore[arg-type,return-value]
-    assert isinstance(decide_model(lambda e: RetryAfter(-1), "timeout"), PolicyFailed)
+    assert isinstance(decide_model(boom, "timeout"), BrokenPolicy)
+    assert isinstance(decide_model(lambda e: "retry", "timeout"), BrokenPolicy)  # type: ignore[arg-type,return-value]
+    assert isinstance(decide_model(lambda e: RetryAfter(-1), "timeout"), BrokenPolicy)
     assert decide_model(lambda e: RetryAfter(e.attempt), "timeout", attempt=2) == RetryAfter(2)
 
 
@@ -141,7 +141,7 @@ def test_a_failing_policy_function_fails_the_run_and_says_so() -> None:
 def test_other_effect_failures_still_fail_at_once() -> None:
     machine = TurnMachine(MachineConfig())
     ask = machine.start("hi")[-1]
-    done = machine.send(EffectFailed(ask.id, "the host broke"))[-1]
+    done = machine.send(NotPerformed(ask.id, "the host broke"))[-1]
     assert isinstance(done.outcome, Failed) and done.outcome.model_error is None  # type: ignore[union-attr]
 
 
@@ -149,7 +149,7 @@ def test_a_run_that_failed_on_its_model_can_try_again() -> None:
     config = MachineConfig(on_model_error="fail")
     machine = TurnMachine(config)
     ask = machine.start("hi")[-1]
-    machine.send(EffectFailed(ask.id, ModelError("unavailable", status=503)))
+    machine.send(NotPerformed(ask.id, ModelError("unavailable", status=503)))
     assert machine.status == "failed"
     restored = TurnMachine.restore(config, machine.checkpoint().to_json())
     again = restored.retry_model()[-1]

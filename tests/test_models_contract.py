@@ -16,7 +16,7 @@ from pydantic import BaseModel
 from tests._provider_server import ProviderServer
 from tests._provider_wire import KEY, WIRES, Call, Turn, Wire
 from toolvisor import Agent, Completed, Failed, InvalidArguments, ModelError, Ok, tool
-from toolvisor.machine import Continue, FailedCall, ModelRetryPolicy, RetryAfter
+from toolvisor.machine import CallAttempt, ContinueRun, ModelRetryPolicy, RetryAfter
 
 
 class City(BaseModel):
@@ -92,11 +92,11 @@ def test_arguments_that_are_no_object_fail_that_call_only(
     stream = wire.sends_objects  # Anthropic's JSON body always carries an object: stream it
     provider.script(answer(wire, Turn(calls=(PARIS, bad)), stream),
                     answer(wire, FINAL, stream))
-    decided: list[tuple[FailedCall, Any]] = []
+    decided: list[tuple[CallAttempt, Any]] = []
 
-    def policy(failed: FailedCall, error: Any) -> Continue:
+    def policy(failed: CallAttempt, error: Any) -> ContinueRun:
         decided.append((failed, error))
-        return Continue()
+        return ContinueRun()
 
     seen: list[str] = []
     outcome = run(provider, wire, stream=stream, seen=seen, on_tool_error=policy)

@@ -125,7 +125,7 @@ def test_a_run_is_one_trace_tree(spans: tuple[TracerProvider, InMemorySpanExport
             "run_suspended"} <= set(events)
     decisions = {(e.attributes or {}).get("tool_name"): (e.attributes or {}).get("decision")
                  for e in run1.events if e.name == "tool_failed"}
-    assert decisions == {"crash": "Continue", "slow": "Continue", "flaky": "RetryAfter"}
+    assert decisions == {"crash": "ContinueRun", "slow": "ContinueRun", "flaky": "RetryAfter"}
 
     def tool(name: str, attempt: int) -> ReadableSpan:
         return next(s for s in by_name[f"execute_tool {name}"]

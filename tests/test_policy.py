@@ -8,18 +8,18 @@ import pytest
 
 from toolvisor.contract import Err, ModelResponse, Ok, Tool, ToolCall, ToolError, ToolResultMessage
 from toolvisor.machine import (
-    Continue,
-    FailedCall,
+    BrokenPolicy,
+    CallAttempt,
+    ContinueRun,
     Halted,
     HaltRun,
     LogEvent,
     MachineConfig,
-    PolicyFailed,
     RetryAfter,
     RetryPolicy,
     ToolCalls,
 )
-from toolvisor.machine.policy import is_crash
+from toolvisor.machine._policy import is_crash
 from toolvisor.testing._drive import drive
 from toolvisor.testing._policy import decide
 
@@ -28,7 +28,7 @@ CRASH = ToolError("timeout")
 
 
 def test_continue_and_halt() -> None:
-    assert decide("continue", CALL, CRASH) == Continue()
+    assert decide("continue", CALL, CRASH) == ContinueRun()
     assert decide("halt", "fetch", Err("reported")) == HaltRun()
 
 
@@ -36,10 +36,10 @@ def test_retry_only_for_retryable_tools_chosen_reasons_and_attempts_left() -> No
     policy = RetryPolicy(max_attempts=3, base_delay=1, jitter=0)
     assert decide(policy, CALL, CRASH, retryable=True) == RetryAfter(1)
     assert decide(policy, CALL, CRASH, retryable=True, attempt=2) == RetryAfter(2)
-    assert decide(policy, CALL, CRASH, retryable=True, attempt=3) == Continue()
-    assert decide(policy, CALL, CRASH, retryable=False) == Continue()
-    assert decide(policy, CALL, ToolError("not_found"), retryable=True) == Continue()
-    assert decide(policy, CALL, "reported", retryable=True) == Continue()
+    assert decide(policy, CALL, CRASH, retryable=True, attempt=3) == ContinueRun()
+    assert decide(policy, CALL, CRASH, retryable=False) == ContinueRun()
+    assert decide(policy, CALL, ToolError("not_found"), retryable=True) == ContinueRun()
+    assert decide(policy, CALL, "reported", retryable=True) == ContinueRun()
     reported = RetryPolicy(retry_reported=True, jitter=0, otherwise="halt")
     assert decide(reported, CALL, Err("reported"), retryable=True) == RetryAfter(0.5)
     assert decide(reported, CALL, ToolError("invalid_return"), retryable=True) == HaltRun()
@@ -75,36 +75,36 @@ def test_a_bad_retry_policy_is_refused(kwargs: dict[str, Any], message: str) -> 
 
 
 def test_a_function_tells_crashes_from_reported_errors() -> None:
-    def policy(call: FailedCall, error: Any) -> Any:
+    def policy(call: CallAttempt, error: Any) -> Any:
         if is_crash(error):
             return RetryAfter(0) if call.retryable else HaltRun({"crashed": call.name})
-        return Continue(Ok(f"fallback for {call.id} after {error}"))
+        return ContinueRun(Ok(f"fallback for {call.id} after {error}"))
 
     assert decide(policy, CALL, CRASH, retryable=True) == RetryAfter(0)
     assert decide(policy, CALL, CRASH) == HaltRun({"crashed": "fetch"})
-    assert decide(policy, CALL, Err("nope")) == Continue(Ok("fallback for c1 after nope"))
+    assert decide(policy, CALL, Err("nope")) == ContinueRun(Ok("fallback for c1 after nope"))
 
 
 @pytest.mark.parametrize(("returned", "message"), [
     ("continue", "returned str"),
     (None, "returned NoneType"),
-    (Continue("text"), "must be Ok or Err"),  # type: ignore[arg-type]
+    (ContinueRun("text"), "must be Ok or Err"),  # type: ignore[arg-type]
     (RetryAfter(-1), "finite number"),
     (RetryAfter(float("nan")), "finite number"),
 ])
 def test_a_function_returning_a_non_decision_fails_the_policy(returned: Any,
                                                               message: str) -> None:
     decision = decide(lambda call, error: returned, CALL, CRASH, retryable=True)
-    assert isinstance(decision, PolicyFailed) and message in decision.detail
+    assert isinstance(decision, BrokenPolicy) and message in decision.detail
 
 
 def test_a_function_that_raises_or_retries_a_non_retryable_tool_fails_the_policy() -> None:
-    def boom(call: FailedCall, error: Any) -> Any:
+    def boom(call: CallAttempt, error: Any) -> Any:
         raise KeyError("x")
 
     assert "raised KeyError" in decide(boom, CALL, CRASH).detail  # type: ignore[union-attr]
     decision = decide(lambda c, e: RetryAfter(1), CALL, CRASH, retryable=False)
-    assert isinstance(decision, PolicyFailed) and "not declared retryable" in decision.detail
+    assert isinstance(decision, BrokenPolicy) and "not declared retryable" in decision.detail
 
 
 def test_decide_refuses_what_is_not_a_policy() -> None:
@@ -165,9 +165,9 @@ def test_per_tool_overrides_win_over_the_default() -> None:
 def test_a_policy_function_is_consulted_once_per_failure_and_can_replace_the_result() -> None:
     seen: list[tuple[str, int, Any]] = []
 
-    def policy(call: FailedCall, error: Any) -> Any:
+    def policy(call: CallAttempt, error: Any) -> Any:
         seen.append((call.id, call.attempt, error))
-        return RetryAfter(0) if call.attempt < 2 and call.retryable else Continue(Ok("spare"))
+        return RetryAfter(0) if call.attempt < 2 and call.retryable else ContinueRun(Ok("spare"))
 
     run = drive(MachineConfig(tools=[FETCH, SLOW], on_tool_error=policy), "go",
                 model=[TURN, "ok"], tools={"fetch": Err("a"), "slow": Err("b")})
@@ -188,9 +188,9 @@ def test_a_failing_policy_function_halts_with_invalid_return() -> None:
 def test_an_unknown_tool_goes_through_the_policy_as_not_found() -> None:
     errors: list[Any] = []
 
-    def policy(call: FailedCall, error: Any) -> Any:
+    def policy(call: CallAttempt, error: Any) -> Any:
         errors.append((call.known, error.reason))
-        return Continue()
+        return ContinueRun()
 
     turn = ModelResponse(tool_calls=(ToolCall(id="c1", name="nope"),
                                      ToolCall(id="c2", name="slow")))

@@ -58,7 +58,7 @@ def test_a_program_that_forgets_close_exits_and_no_toolvisor_thread_holds_it(
     assert report["outcomes"] == ["Completed", "Suspended"]
     assert report["non_daemon"] == []
     threads = " ".join(report["threads"])
-    for kind in ("Supervisor-", "ToolCallSupervisor-", "OrchestratorActor-", "McpConnection-",
+    for kind in ("Supervisor-", "DynamicSupervisor-", "OrchestratorActor-", "McpConnection-",
                  "mcp-mcp:local", "toolvisor-waits", "toolvisor-key-", "toolvisor-leases",
                  "toolvisor-process-pool", "toolvisor-worker-", "toolvisor-asyncio",
                  "toolvisor-deadlines", "toolvisor-actor-"):

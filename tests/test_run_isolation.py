@@ -8,7 +8,7 @@ from typing import Any
 from tests._runs import nested
 from toolvisor import Agent, Completed, Failed, Halted, Ok, function_tool, tool
 from toolvisor.contract import ModelRequest, UserMessage
-from toolvisor.machine import FailedCall
+from toolvisor.machine import CallAttempt
 from toolvisor.testing import FunctionModel, call, calls, capture_events
 
 
@@ -69,7 +69,7 @@ def test_a_policy_function_that_raises_halts_its_run_alone() -> None:
         """Crashes."""
         raise RuntimeError("boom")
 
-    def policy(failed: FailedCall, error: Any) -> Any:
+    def policy(failed: CallAttempt, error: Any) -> Any:
         raise ValueError("policy bug")
 
     def model(request: ModelRequest) -> Any:

@@ -15,9 +15,9 @@ from toolvisor.supervisors import (
     ChildSpec,
     ChildSpecError,
     ChildStartError,
+    DynamicSupervisor,
     SupervisedActor,
     Supervisor,
-    ToolCallSupervisor,
 )
 
 
@@ -152,7 +152,7 @@ def test_a_restart_whose_on_start_raises_counts_and_is_tried_again(events: Event
     assert supervisor.stop()
 
 
-def test_a_tool_call_supervisor_does_not_wait_for_on_start() -> None:
+def test_a_dynamic_supervisor_does_not_wait_for_on_start() -> None:
     """Its children are temporary and independent, and a call actor's ``on_start`` is the
     call: waiting would run a batch one call at a time."""
 
@@ -165,7 +165,7 @@ def test_a_tool_call_supervisor_does_not_wait_for_on_start() -> None:
             self.release.wait(WAIT)
             self.finished.set()
 
-    supervisor = ToolCallSupervisor.start()
+    supervisor = DynamicSupervisor.start()
     release, finished = threading.Event(), threading.Event()
     ref = supervisor.start_child(lambda: Blocks.start(release, finished))
     assert not finished.is_set()  # start_child returned while on_start still runs

@@ -1,4 +1,4 @@
-"""``ToolCallActor`` under a ``ToolCallSupervisor``, through ``ToolCallDispatcher``."""
+"""``ToolCallActor`` under a ``DynamicSupervisor``, through ``ToolCallDispatcher``."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from toolvisor._logging import set_event_sink
 from toolvisor.actors import CallReply, ToolCallActor, ToolCallDispatcher
 from toolvisor.contract import HandlerResult
 from toolvisor.executor import ToolRunner
-from toolvisor.supervisors import ToolCallSupervisor, ToolCallSupervisorRef
+from toolvisor.supervisors import DynamicSupervisor, DynamicSupervisorRef
 from toolvisor.testing import capture_events
 
 
@@ -27,14 +27,14 @@ def runner() -> Iterator[ToolRunner]:
 
 
 @pytest.fixture
-def supervisor() -> Iterator[ToolCallSupervisorRef]:
-    ref = ToolCallSupervisor.start(max_children=64, shutdown=1.0)
+def supervisor() -> Iterator[DynamicSupervisorRef]:
+    ref = DynamicSupervisor.start(max_children=64, shutdown=1.0)
     yield ref
     ref.stop()
 
 
 @pytest.fixture
-def dispatcher(supervisor: ToolCallSupervisorRef,
+def dispatcher(supervisor: DynamicSupervisorRef,
                runner: ToolRunner) -> Iterator[ToolCallDispatcher]:
     with ToolCallDispatcher(supervisor, runner) as d:
         yield d
@@ -99,7 +99,7 @@ def test_lifecycle_events_are_bound_to_the_call(dispatcher: ToolCallDispatcher) 
     assert timed_out["isolation"] == "thread" and timed_out["attempt"] == 1
 
 
-def test_every_actor_stops_after_replying(supervisor: ToolCallSupervisorRef,
+def test_every_actor_stops_after_replying(supervisor: DynamicSupervisorRef,
                                           runner: ToolRunner) -> None:
     with ToolCallDispatcher(supervisor, runner) as dispatcher:
         dispatcher.dispatch([call(Tool(name="ok", handler=h.ok_echo), str(i)) for i in range(20)])
@@ -111,7 +111,7 @@ def test_every_actor_stops_after_replying(supervisor: ToolCallSupervisorRef,
 def test_supervisor_shutdown_cancels_a_running_call_and_replies_once(
     runner: ToolRunner,
 ) -> None:
-    supervisor = ToolCallSupervisor.start(shutdown=1.0)
+    supervisor = DynamicSupervisor.start(shutdown=1.0)
     got: list[CallReply] = []
     replied = threading.Event()
     handler_running = threading.Event()
@@ -137,7 +137,7 @@ def test_supervisor_shutdown_cancels_a_running_call_and_replies_once(
 
 
 def test_a_full_supervisor_gives_not_started_outcomes(runner: ToolRunner) -> None:
-    supervisor = ToolCallSupervisor.start(max_children=1)
+    supervisor = DynamicSupervisor.start(max_children=1)
     release = threading.Event()
 
     def blocker(arguments: Any, ctx: CallContext) -> Ok:
@@ -204,7 +204,7 @@ def test_a_hung_thread_handler_times_out_and_frees_its_supervisor_slot_at_once(
 ) -> None:
     """The handler ignores its token: its thread is abandoned (counted, replaced), the actor
     ends at the deadline, and the next call gets the slot and a thread while it still hangs."""
-    supervisor = ToolCallSupervisor.start(max_children=1, shutdown=30.0)
+    supervisor = DynamicSupervisor.start(max_children=1, shutdown=30.0)
     release = threading.Event()
 
     def stubborn(arguments: Any) -> Ok:
@@ -236,7 +236,7 @@ def test_a_hung_thread_handler_times_out_and_frees_its_supervisor_slot_at_once(
 def test_shutdown_ends_a_call_whose_handler_ignores_its_token_without_waiting_the_grace(
     runner: ToolRunner, events: Events,
 ) -> None:
-    supervisor = ToolCallSupervisor.start(shutdown=30.0)
+    supervisor = DynamicSupervisor.start(shutdown=30.0)
     running, release = threading.Event(), threading.Event()
     got: list[CallReply] = []
 
@@ -262,7 +262,7 @@ def test_shutdown_ends_a_call_whose_handler_ignores_its_token_without_waiting_th
 
 
 def test_stopping_a_call_actor_while_its_handler_runs_cancels_the_call(
-    supervisor: ToolCallSupervisorRef, runner: ToolRunner,
+    supervisor: DynamicSupervisorRef, runner: ToolRunner,
 ) -> None:
     running, release = threading.Event(), threading.Event()
     got: list[CallReply] = []
@@ -287,7 +287,7 @@ def test_stopping_a_call_actor_while_its_handler_runs_cancels_the_call(
 
 @pytest.mark.parametrize("handler", [h.ok_echo, h.async_ok], ids=["thread", "asyncio"])
 def test_a_reply_to_a_dead_asker_is_logged_and_the_actor_still_ends(
-    supervisor: ToolCallSupervisorRef, runner: ToolRunner, events: Events, handler: Any,
+    supervisor: DynamicSupervisorRef, runner: ToolRunner, events: Events, handler: Any,
 ) -> None:
     def dead(outcome: CallReply) -> None:
         raise pykka.ActorDeadError("the orchestrator stopped")
@@ -304,7 +304,7 @@ def test_a_reply_to_a_dead_asker_is_logged_and_the_actor_still_ends(
 
 def test_a_not_started_reply_to_a_dead_asker_is_logged(runner: ToolRunner,
                                                        events: Events) -> None:
-    supervisor = ToolCallSupervisor.start()
+    supervisor = DynamicSupervisor.start()
     supervisor.stop()
 
     def dead(outcome: CallReply) -> None:
@@ -321,7 +321,7 @@ def test_a_not_started_reply_to_a_dead_asker_is_logged(runner: ToolRunner,
                          ids=["thread", "asyncio"])
 def test_shutdown_cancels_a_cooperative_call_in_each_isolation(runner: ToolRunner,
                                                                handler: Any) -> None:
-    supervisor = ToolCallSupervisor.start(shutdown=30.0)
+    supervisor = DynamicSupervisor.start(shutdown=30.0)
     with ToolCallDispatcher(supervisor, runner) as dispatcher:
         got: list[CallReply] = []
         replied = threading.Event()
@@ -338,7 +338,7 @@ def test_shutdown_cancels_a_cooperative_call_in_each_isolation(runner: ToolRunne
 
 
 def test_the_supervisor_can_be_a_function_returning_the_current_ref(runner: ToolRunner) -> None:
-    current = [ToolCallSupervisor.start()]
+    current = [DynamicSupervisor.start()]
     try:
         with ToolCallDispatcher(lambda: current[0], runner) as dispatcher:
             echo = Tool(name="echo", handler=h.ok_echo)
@@ -346,14 +346,14 @@ def test_the_supervisor_can_be_a_function_returning_the_current_ref(runner: Tool
             current[0].stop()
             [refused] = dispatcher.dispatch([call(echo, "2")])
             assert refused.result.reason.code == "not_started"  # type: ignore[union-attr]
-            current[0] = ToolCallSupervisor.start()  # "restarted": a new ref
+            current[0] = DynamicSupervisor.start()  # "restarted": a new ref
             assert dispatcher.dispatch([call(echo, "3", n=3)])[0].result == Ok({"n": 3})
     finally:
         current[0].stop()
 
 
 def test_a_supervisor_function_that_fails_gives_not_started(runner: ToolRunner) -> None:
-    def not_running() -> ToolCallSupervisorRef:
+    def not_running() -> DynamicSupervisorRef:
         raise RuntimeError("the tool-call supervisor is restarting")
 
     with ToolCallDispatcher(not_running, runner) as dispatcher:
@@ -363,19 +363,19 @@ def test_a_supervisor_function_that_fails_gives_not_started(runner: ToolRunner) 
     assert "restarting" in outcome.result.reason.message
     with ToolCallDispatcher(lambda: "nope", runner) as dispatcher:  # type: ignore[arg-type,return-value]
         [outcome] = dispatcher.dispatch([call(Tool(name="t", handler=h.ok_echo), "2")])
-    assert "not a ToolCallSupervisorRef" in outcome.result.reason.message  # type: ignore[union-attr]
+    assert "not a DynamicSupervisorRef" in outcome.result.reason.message  # type: ignore[union-attr]
 
 
 def test_a_bad_supervisor_or_runner_is_refused_clearly(runner: ToolRunner,
-                                                       supervisor: ToolCallSupervisorRef) -> None:
-    with pytest.raises(TypeError, match="ToolCallSupervisorRef"):
+                                                       supervisor: DynamicSupervisorRef) -> None:
+    with pytest.raises(TypeError, match="DynamicSupervisorRef"):
         ToolCallDispatcher("supervisor", runner)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="runner must be a ToolRunner"):
         ToolCallDispatcher(supervisor, object())  # type: ignore[arg-type]
 
 
 def test_a_waiting_asyncio_call_holds_no_actor_thread(runner: ToolRunner,
-                                                      supervisor: ToolCallSupervisorRef) -> None:
+                                                      supervisor: DynamicSupervisorRef) -> None:
     """A call actor parks while its call waits on the event loop: ten calls wait at once on
     two actor threads, and each still replies once it is released."""
     entered = threading.Semaphore(0)

@@ -20,7 +20,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from toolvisor.call import OutputProjection
-from toolvisor.contract import AsyncModel, Message, Model, Tool
+from toolvisor.contract import AsyncModel, Message, Model, Tool, check_seconds
 from toolvisor.durable import (
     UNSET,
     Durability,
@@ -139,7 +139,7 @@ class Agent:
         on_model_error: ModelPolicy = DEFAULT_MODEL_POLICY,
         tool_timeout: float = 30.0,
         model_timeout: float = 120.0,
-        output_budget: OutputProjection | None = None,
+        output_projection: OutputProjection | None = None,
         context: Any = None,
         on_progress: ProgressCallback | None = None,
         # the catalog and its guards
@@ -166,10 +166,7 @@ class Agent:
         if not isinstance(model, Model | AsyncModel):
             raise TypeError(f"model must have respond(request) -> ModelResponse or async "
                             f"arespond(request) -> ModelResponse, got {model!r}")
-        if isinstance(model_timeout, bool) or not isinstance(model_timeout, int | float) \
-                or not 0 < model_timeout < float("inf"):
-            raise ValueError(f"model_timeout must be a positive, finite number of seconds, "
-                             f"got {model_timeout!r}")
+        check_seconds("model_timeout", model_timeout, positive=True)
         durability = _durability(store, durability)
         self._registry = registry = _catalog(tools, registry, mcp)
         check_main_guard(registry.process_tools)
@@ -192,7 +189,7 @@ class Agent:
         on_event = None if tracing is None else tracing.supervisor_event
         settings = functools.partial(
             OrchestratorSettings, signer=self._signer, registry=registry,
-            projection=output_budget or OutputProjection(), context=context,
+            projection=output_projection or OutputProjection(), context=context,
             on_progress=on_progress, store=self._store, config=self._config,
             lease_ttl=durability.lease_ttl, gates=self._gates, tracing=tracing,
             clock=self._resumed.clock)

@@ -12,17 +12,17 @@ from pykka import ActorDeadError, ActorRef
 
 from toolvisor._logging import get_event_log
 from toolvisor.actors._pooled import ActorThreadPool
-from toolvisor.actors._tool_call import CallReply, ToolCallActor, reply_of
+from toolvisor.actors._tool_call import CallReply, call_actor_class, reply_of
 from toolvisor.contract import CallContext, Err, Tool, ToolCall, ToolError
 from toolvisor.executor import ToolRunner
-from toolvisor.supervisors import ToolCallSupervisorRef
+from toolvisor.supervisors import DynamicSupervisorRef
 
 _log = get_event_log("dispatcher")
 
 BatchCall = tuple[Tool, ToolCall, CallContext | None]
 """One call of a batch: the tool (already looked up), the model's call, the context."""
 
-SupervisorSource = ToolCallSupervisorRef | Callable[[], ToolCallSupervisorRef]
+SupervisorSource = DynamicSupervisorRef | Callable[[], DynamicSupervisorRef]
 """The supervisor, or a function returning its current incarnation (it has a new ref after
 its own supervisor restarted it)."""
 
@@ -30,7 +30,7 @@ its own supervisor restarted it)."""
 class ToolCallDispatcher:
     """Runs batches of tool calls, each in a ``ToolCallActor`` under ``supervisor``.
 
-    ``supervisor`` is a ``ToolCallSupervisorRef`` or a function returning the current one
+    ``supervisor`` is a ``DynamicSupervisorRef`` or a function returning the current one
     (read at every call: after a restart the supervisor has a new ref). Owns the thread pool
     its actors' loops (and their ``thread`` handlers) run on, closed by :meth:`close`; the
     supervisor and the runner belong to the caller. Safe to use from several threads at once.
@@ -44,9 +44,9 @@ class ToolCallDispatcher:
         max_actor_threads: int = 1024,
         idle_timeout: float = 30.0,
     ) -> None:
-        if not isinstance(supervisor, ToolCallSupervisorRef) and not callable(supervisor):
+        if not isinstance(supervisor, DynamicSupervisorRef) and not callable(supervisor):
             raise TypeError(
-                "supervisor must be a ToolCallSupervisorRef (from ToolCallSupervisor.start()) "
+                "supervisor must be a DynamicSupervisorRef (from DynamicSupervisor.start()) "
                 f"or a function returning the current one, got {supervisor!r}")
         if not isinstance(runner, ToolRunner):
             raise TypeError(f"runner must be a ToolRunner, got {type(runner).__name__}")
@@ -92,7 +92,8 @@ class ToolCallDispatcher:
         be started."""
         try:
             supervisor = self._current_supervisor()
-            return supervisor.start_child(lambda: ToolCallActor.start(
+            actor_class = call_actor_class(tool)
+            return supervisor.start_child(lambda: actor_class.start(
                 runner=self._runner, tool=tool, call=call, ctx=ctx, reply_to=reply_to,
                 thread_pool=self._pool,
             ))
@@ -112,14 +113,14 @@ class ToolCallDispatcher:
                           error=repr(dead))
             return None
 
-    def _current_supervisor(self) -> ToolCallSupervisorRef:
+    def _current_supervisor(self) -> DynamicSupervisorRef:
         source = self._supervisor
-        if isinstance(source, ToolCallSupervisorRef):
+        if isinstance(source, DynamicSupervisorRef):
             return source
         current = source()
-        if not isinstance(current, ToolCallSupervisorRef):
+        if not isinstance(current, DynamicSupervisorRef):
             raise TypeError(f"the supervisor function returned {current!r}, not a "
-                            "ToolCallSupervisorRef")
+                            "DynamicSupervisorRef")
         return current
 
     @property

@@ -1,4 +1,9 @@
-"""``ToolCallActor``: one supervised actor per tool call, replying exactly once."""
+"""``ToolCallActor``: one supervised actor per tool call, replying exactly once, in two kinds.
+
+An ``InlineCallActor`` runs the handler on its own pooled thread (``thread`` tools); a
+``ParkedCallActor`` starts the call elsewhere and parks, holding no thread, until the result
+comes back as a message (``process``, ``asyncio``, ``ray``). ``call_actor_class`` picks one.
+"""
 
 from __future__ import annotations
 
@@ -86,34 +91,18 @@ class _CallInbox(ParkingMailbox):
 
 
 class ToolCallActor(SupervisedActor, PooledThreadingActor):
-    """Runs one tool call through a :class:`ToolRunner` and replies once with a ``CallReply``.
-
-    ``thread`` tools (the common case) run on this actor's own pooled thread
-    (``ToolRunner.start_here``): ``on_start`` runs the handler, replies and stops the actor.
-    The runner still owns the timeout: at the deadline its timer thread replies ``timeout``,
-    sets the token and gives this actor up (:meth:`_give_up`): the pool thread is abandoned
-    and the actor ends at once (unregistered, its supervisor told), while the handler may
-    still be running; what it returns later is discarded and logged. A stop or shutdown
-    request arriving while the handler runs cancels the call from the requester's thread
-    (same give-up). Exactly one reply: the runner's claim picks the one result.
-
-    ``process``, ``asyncio`` and ``ray`` tools: ``on_start`` starts the call on the runner and
-    the actor parks (it holds no thread while the call waits); the result comes back as a
-    message; the actor replies and stops. Stopped before that (its supervisor
-    shutting down), it cancels the call and replies with the cancelled result.
+    """Runs one tool call through a :class:`ToolRunner` and replies once with a ``CallReply``:
+    what both kinds share (starting the call, the one reply, its events). Start one of its
+    two kinds, as ``call_actor_class(tool)`` picks.
 
     ``reply_to`` may raise (e.g. ``pykka.ActorDeadError``: whoever asked has died): that is
     logged (``reply_undeliverable`` / ``reply_failed``), never a crash of this actor.
 
-    State: ``_handle`` is written once by the actor's thread; ``_given_up`` only under the
-    call's lock by the thread that claims the call while the handler runs (read by the
-    actor's thread after ``run_here`` returns); ``_stop_pending`` by a stop requester (read
-    by the actor's thread once ``_handle`` is set). "The actor's thread" is whichever pool
-    thread runs its loop's current slice (one at a time). ``_replied`` belongs to it
-    (``process``/``asyncio``/``ray`` only); ``_result`` is written once by the runner thread that
-    delivers it, before ``_result_ready`` is set. Events (component ``tool_call``, bound
-    ``run_id``, ``turn``, ``tool_name``, ``tool_call_id``, ``attempt``, ``isolation``):
-    ``call_started``, ``call_finished`` (``outcome``, ``duration_ms``), ``call_abandoned``.
+    State: ``_handle`` is written once by the actor's thread. "The actor's thread" is
+    whichever pool thread runs its loop's current slice (one at a time). Events (component
+    ``tool_call``, bound ``run_id``, ``turn``, ``tool_name``, ``tool_call_id``, ``attempt``,
+    ``isolation``): ``call_started``, ``call_finished`` (``outcome``, ``duration_ms``),
+    ``call_abandoned``.
     """
 
     def __init__(
@@ -140,32 +129,14 @@ class ToolCallActor(SupervisedActor, PooledThreadingActor):
                                   tool_name=tool.name, tool_call_id=call.id,
                                   attempt=ctx.attempt, isolation=tool.isolation)
         self._started = 0.0
-        self._here = ToolRunner.runs_here(tool)
         self._handle: CallHandle | None = None
-        self._given_up = False
-        self._stop_pending = False
         self._replied = False
-        self._result: HandlerResult | None = None
-        self._result_ready: threading.Event | None = None
-        inbox = self.actor_inbox
-        assert isinstance(inbox, _CallInbox)
-        inbox.on_stop_request = self._stop_requested
-
-    @staticmethod
-    def _create_actor_inbox() -> Any:
-        return _CallInbox()
 
     def on_start(self) -> None:
         self._started = time.monotonic()
         self._log.info("call_started")
-        arguments = self._call.arguments
         try:
-            if self._here:
-                handle = self._runner.start_here(self._tool, arguments, self._ctx, self._reply,
-                                                 self._give_up)
-            else:
-                self._result_ready = threading.Event()
-                handle = self._runner.start(self._tool, arguments, self._ctx, self._on_done)
+            handle = self._start_call()
         except Exception as exc:
             self._reply(Err(ToolError(
                 "handler_exit",
@@ -177,86 +148,19 @@ class ToolCallActor(SupervisedActor, PooledThreadingActor):
             self._stop()
             return
         self._handle = handle
-        if not self._here:
-            return
-        if self._stop_pending:  # a stop request came before the handle existed
-            handle.cancel()
-        scope = self._ctx.trace_scope
-        if scope is None:
-            handle.run_here()
-        else:
-            with scope():
-                handle.run_here()
-        if not self._given_up:
-            self._stop()
+        self._call_started(handle)
 
-    # -- thread tools: the handler ran here -------------------------------------------------
+    def _start_call(self) -> CallHandle:
+        """Start the call on the runner (on the actor's thread); what raises is ``not_started``."""
+        raise NotImplementedError
 
-    def _give_up(self) -> None:
-        """The runner abandons this actor's thread (stuck in the handler): end the actor now.
-
-        Runs on the thread that claimed the call (the timer's at the deadline, a stop
-        requester's, the supervisor's on abandon) while it holds the call's lock.
-        """
-        self._given_up = True
-        self.abandon_thread()
-        ActorRegistry.unregister(self.actor_ref)
-        self.actor_stopped.set()
-        # Answer pending asks now, as the loop's teardown would. The actor's thread cannot
-        # drain the mailbox meanwhile: it needs the call's lock, held here, to get past the
-        # handler.
-        self._actor_loop_teardown()
-        self._report_exit()
-
-    def _stop_requested(self, shutdown: bool) -> bool:
-        """On the requester's thread: cancel a call whose handler runs on this actor's
-        thread; ``True`` if that ended the actor (see :class:`_CallInbox`)."""
-        if not self._here:
-            return False
-        if shutdown:
-            self._record_exit_reason("shutdown")
-        self._stop_pending = True
-        handle = self._handle
-        if handle is None:
-            return False
-        handle.cancel()
-        return self._given_up
-
-    # -- process and asyncio tools: the result comes back as a message -----------------------
-
-    def _on_done(self, result: HandlerResult) -> None:
-        """The runner's callback, on a runner thread: hand the result to the actor."""
-        self._result = result
-        assert self._result_ready is not None
-        self._result_ready.set()
-        try:
-            self.actor_ref.tell(_Finished(result))
-        except ActorDeadError:  # the actor replied (cancelled) and stopped meanwhile
-            self._log.info("late_result_discarded", result_type=type(result).__name__)
-
-    def on_receive(self, message: Any) -> Any:
-        if isinstance(message, _Finished):
-            self._reply(message.result)
-            self.stop()
-            return None
-        return super().on_receive(message)
-
-    def _finish_early(self) -> None:
-        """Stopping before the runner's result was handled: cancel the call, reply with the
-        result the runner delivered (the cancelled one, unless the real one won the race)."""
-        if self._here or self._replied:
-            return
-        if self._handle is not None:
-            self._handle.cancel()
-        ready = self._result_ready
-        if ready is not None and ready.wait(_RESULT_WAIT) and self._result is not None:
-            self._reply(self._result)
-
-    # -- both ---------------------------------------------------------------------------------
+    def _call_started(self, handle: CallHandle) -> None:
+        """What the actor does once the call has started (on the actor's thread)."""
+        raise NotImplementedError
 
     def _reply(self, result: HandlerResult) -> None:
-        """Encode and send the outcome; once per call (thread tools: on whichever thread the
-        runner delivers on; others: on the actor's thread)."""
+        """Encode and send the outcome; once per call (an inline call: on whichever thread the
+        runner delivers on; a parked one: on the actor's thread)."""
         if self._replied:
             self._log.info("late_result_discarded", result_type=type(result).__name__)
             return
@@ -283,15 +187,168 @@ class ToolCallActor(SupervisedActor, PooledThreadingActor):
         self._log.warning("call_finished", outcome=word, duration_ms=duration_ms,
                           error=error[:500])
 
-    def on_stop(self) -> None:
-        self._finish_early()
-
-    def on_failure(self, *exc_info: Any) -> None:
-        self._finish_early()
-
     def on_abandon(self) -> None:
         """Runs in the supervisor's thread when it gives up waiting for this actor."""
         if self._handle is not None:
             with contextlib.suppress(Exception):
                 self._handle.cancel()
         self._log.warning("call_abandoned")
+
+
+class InlineCallActor(ToolCallActor):
+    """A call whose handler runs on this actor's own pooled thread (``thread`` tools, the
+    common case; ``ToolRunner.start_here``): ``on_start`` runs the handler, replies and stops
+    the actor.
+
+    The runner still owns the timeout: at the deadline its timer thread replies ``timeout``,
+    sets the token and gives this actor up (:meth:`_give_up`): the pool thread is abandoned
+    and the actor ends at once (unregistered, its supervisor told), while the handler may
+    still be running; what it returns later is discarded and logged. A stop or shutdown
+    request arriving while the handler runs cancels the call from the requester's thread
+    (same give-up; see :class:`_CallInbox`). Exactly one reply: the runner's claim picks the
+    one result.
+
+    State: ``_given_up`` is written only under the call's lock by the thread that claims the
+    call while the handler runs (read by the actor's thread after ``run_here`` returns);
+    ``_stop_pending`` by a stop requester (read by the actor's thread once ``_handle`` is
+    set).
+    """
+
+    def __init__(
+        self,
+        *,
+        runner: ToolRunner,
+        tool: Tool,
+        call: ToolCall,
+        ctx: CallContext | None,
+        reply_to: Callable[[CallReply], None],
+        thread_pool: ActorThreadPool,
+    ) -> None:
+        super().__init__(runner=runner, tool=tool, call=call, ctx=ctx, reply_to=reply_to,
+                         thread_pool=thread_pool)
+        self._given_up = False
+        self._stop_pending = False
+        inbox = self.actor_inbox
+        assert isinstance(inbox, _CallInbox)
+        inbox.on_stop_request = self._stop_requested
+
+    @staticmethod
+    def _create_actor_inbox() -> Any:
+        return _CallInbox()
+
+    def _start_call(self) -> CallHandle:
+        return self._runner.start_here(self._tool, self._call.arguments, self._ctx,
+                                       self._reply, self._give_up)
+
+    def _call_started(self, handle: CallHandle) -> None:
+        if self._stop_pending:  # a stop request came before the handle existed
+            handle.cancel()
+        scope = self._ctx.trace_scope
+        if scope is None:
+            handle.run_here()
+        else:
+            with scope():
+                handle.run_here()
+        if not self._given_up:
+            self._stop()
+
+    def _give_up(self) -> None:
+        """The runner abandons this actor's thread (stuck in the handler): end the actor now.
+
+        Runs on the thread that claimed the call (the timer's at the deadline, a stop
+        requester's, the supervisor's on abandon) while it holds the call's lock.
+        """
+        self._given_up = True
+        self.abandon_thread()
+        ActorRegistry.unregister(self.actor_ref)
+        self.actor_stopped.set()
+        # Answer pending asks now, as the loop's teardown would. The actor's thread cannot
+        # drain the mailbox meanwhile: it needs the call's lock, held here, to get past the
+        # handler.
+        self._actor_loop_teardown()
+        self._report_exit()
+
+    def _stop_requested(self, shutdown: bool) -> bool:
+        """On the requester's thread: cancel the call whose handler runs on this actor's
+        thread; ``True`` if that ended the actor (see :class:`_CallInbox`)."""
+        if shutdown:
+            self._record_exit_reason("shutdown")
+        self._stop_pending = True
+        handle = self._handle
+        if handle is None:
+            return False
+        handle.cancel()
+        return self._given_up
+
+
+class ParkedCallActor(ToolCallActor):
+    """A call that runs elsewhere (``process``, ``asyncio`` and ``ray`` tools): ``on_start``
+    starts it on the runner and the actor parks (it holds no thread while the call waits);
+    the result comes back as a message; the actor replies and stops. Stopped before that (its
+    supervisor shutting down), it cancels the call and replies with the cancelled result.
+
+    State: ``_replied`` belongs to the actor's thread; ``_result`` is written once by the
+    runner thread that delivers it, before ``_result_ready`` is set.
+    """
+
+    def __init__(
+        self,
+        *,
+        runner: ToolRunner,
+        tool: Tool,
+        call: ToolCall,
+        ctx: CallContext | None,
+        reply_to: Callable[[CallReply], None],
+        thread_pool: ActorThreadPool,
+    ) -> None:
+        super().__init__(runner=runner, tool=tool, call=call, ctx=ctx, reply_to=reply_to,
+                         thread_pool=thread_pool)
+        self._result: HandlerResult | None = None
+        self._result_ready: threading.Event | None = None
+
+    def _start_call(self) -> CallHandle:
+        self._result_ready = threading.Event()
+        return self._runner.start(self._tool, self._call.arguments, self._ctx, self._on_done)
+
+    def _call_started(self, handle: CallHandle) -> None:
+        """Nothing to do: the actor parks until the runner's result arrives."""
+
+    def _on_done(self, result: HandlerResult) -> None:
+        """The runner's callback, on a runner thread: hand the result to the actor."""
+        self._result = result
+        assert self._result_ready is not None
+        self._result_ready.set()
+        try:
+            self.actor_ref.tell(_Finished(result))
+        except ActorDeadError:  # the actor replied (cancelled) and stopped meanwhile
+            self._log.info("late_result_discarded", result_type=type(result).__name__)
+
+    def on_receive(self, message: Any) -> Any:
+        if isinstance(message, _Finished):
+            self._reply(message.result)
+            self.stop()
+            return None
+        return super().on_receive(message)
+
+    def _finish_early(self) -> None:
+        """Stopping before the runner's result was handled: cancel the call, reply with the
+        result the runner delivered (the cancelled one, unless the real one won the race)."""
+        if self._replied:
+            return
+        if self._handle is not None:
+            self._handle.cancel()
+        ready = self._result_ready
+        if ready is not None and ready.wait(_RESULT_WAIT) and self._result is not None:
+            self._reply(self._result)
+
+    def on_stop(self) -> None:
+        self._finish_early()
+
+    def on_failure(self, *exc_info: Any) -> None:
+        self._finish_early()
+
+
+def call_actor_class(tool: Tool) -> type[ToolCallActor]:
+    """The kind of actor that runs ``tool``'s calls: inline when the runner runs its handler
+    on the calling thread (``ToolRunner.runs_here``), else parked."""
+    return InlineCallActor if ToolRunner.runs_here(tool) else ParkedCallActor

@@ -22,6 +22,7 @@ from toolvisor.contract._errors import (
     ToolvisorError,
     Violation,
 )
+from toolvisor.contract._frozen import FrozenModel
 from toolvisor.contract._function_tool import function_tool
 from toolvisor.contract._isolations import IsolationRules, register_isolation
 from toolvisor.contract._messages import (
@@ -62,6 +63,7 @@ from toolvisor.contract._results import (
     OnTimeout,
     Pending,
 )
+from toolvisor.contract._seconds import check_seconds, is_seconds
 from toolvisor.contract._tool import (
     CancelHook,
     Handler,
@@ -91,6 +93,7 @@ __all__ = [
     "DurableEffectsAccess",
     "Err",
     "FinishReason",
+    "FrozenModel",
     "Halt",
     "Handler",
     "HandlerResult",
@@ -126,8 +129,10 @@ __all__ = [
     "Usage",
     "UserMessage",
     "Violation",
+    "check_seconds",
     "function_tool",
     "handler_arity",
+    "is_seconds",
     "register_isolation",
     "report_model_progress",
     "reporting_model_progress",

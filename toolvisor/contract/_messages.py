@@ -8,13 +8,10 @@ from __future__ import annotations
 import json
 from typing import Annotated, Any, Literal, Protocol, TypeAlias, runtime_checkable
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
 from toolvisor.contract._errors import Violation
-
-
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+from toolvisor.contract._frozen import FrozenModel
 
 
 def _refuse_constant(name: str) -> Any:
@@ -28,7 +25,7 @@ def _load_arguments(text: str) -> Any:
     return json.loads(text, parse_constant=_refuse_constant)
 
 
-class ToolCall(_Frozen):
+class ToolCall(FrozenModel):
     """One tool call the model asked for: its id, the tool's name and the arguments object.
 
     ``raw_arguments`` is the model's own arguments text, kept byte for byte when its provider
@@ -84,7 +81,7 @@ _JSON_KINDS: dict[type, str] = {list: "an array", str: "a string", bool: "a bool
                                 type(None): "null"}
 
 
-class ToolSpec(_Frozen):
+class ToolSpec(FrozenModel):
     """What the model is told about a tool."""
 
     name: str
@@ -92,23 +89,23 @@ class ToolSpec(_Frozen):
     input_schema: dict[str, Any]
 
 
-class SystemMessage(_Frozen):
+class SystemMessage(FrozenModel):
     role: Literal["system"] = "system"
     content: str
 
 
-class UserMessage(_Frozen):
+class UserMessage(FrozenModel):
     role: Literal["user"] = "user"
     content: str
 
 
-class AssistantMessage(_Frozen):
+class AssistantMessage(FrozenModel):
     role: Literal["assistant"] = "assistant"
     content: str | None = None
     tool_calls: tuple[ToolCall, ...] = ()
 
 
-class ToolResultMessage(_Frozen):
+class ToolResultMessage(FrozenModel):
     """The result of one tool call, as text for the model; ``is_error`` marks failures."""
 
     role: Literal["tool"] = "tool"
@@ -124,7 +121,7 @@ Message: TypeAlias = Annotated[
 ]
 
 
-class ModelRequest(_Frozen):
+class ModelRequest(FrozenModel):
     """What the runtime asks a model: the conversation so far and the tools on offer.
 
     ``attempt`` is which try at this turn's answer the request is: 1, then 2 when a failed
@@ -142,7 +139,7 @@ FinishReason: TypeAlias = Literal["stop", "tool_calls", "length", "content_filte
 at the token limit (OpenAI's ``length``, Anthropic's ``max_tokens``)."""
 
 
-class Usage(_Frozen):
+class Usage(FrozenModel):
     """The tokens model calls used, as their provider reported them; ``+`` sums them.
 
     ``input_tokens`` counts every input token, cached ones included; ``cached_tokens`` those read
@@ -160,7 +157,7 @@ class Usage(_Frozen):
                      output_tokens=self.output_tokens + other.output_tokens, cached_tokens=cached)
 
 
-class ModelResponse(_Frozen):
+class ModelResponse(FrozenModel):
     """A model's answer: text, tool calls, or both. No tool calls means the turn is done.
 
     ``finish_reason`` says why it stopped (``length``: cut off, so its tool calls never run);

@@ -7,11 +7,11 @@ Provider adapters raise it with the reason they know (a 429 is ``rate_limited`` 
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from typing import Any, Literal, TypeAlias, get_args
 
 from toolvisor.contract._errors import ToolvisorError, _plain
+from toolvisor.contract._seconds import check_seconds
 
 ModelErrorReason: TypeAlias = Literal[
     "timeout",
@@ -53,11 +53,7 @@ class ModelError(ToolvisorError):
         if reason not in MODEL_ERROR_REASONS:
             raise ValueError(f"unknown ModelError reason {reason!r}; expected one of "
                              f"{sorted(MODEL_ERROR_REASONS)}")
-        if retry_after is not None and (
-                isinstance(retry_after, bool) or not isinstance(retry_after, int | float)
-                or not math.isfinite(retry_after) or retry_after < 0):
-            raise ValueError(f"ModelError.retry_after must be a finite number of seconds >= 0 "
-                             f"or None, got {retry_after!r}")
+        check_seconds("ModelError.retry_after", retry_after, optional=True)
         message = message or f"model error: {reason}"
         super().__init__(message)
         self.reason = reason

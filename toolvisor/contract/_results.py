@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias
 
+from toolvisor.contract._seconds import check_seconds
+
 OnTimeout: TypeAlias = Literal["error_as_result", "fail_turn"]
 OnCancel: TypeAlias = Literal["cancel_external_work", "ignore"]
 
@@ -57,11 +59,7 @@ class AskUser:
             if not self.options:
                 raise ValueError("AskUser.options is empty: no answer could be given; pass None "
                                  "for a free answer")
-        if self.expires_in is not None and (
-                isinstance(self.expires_in, bool) or not isinstance(self.expires_in, int | float)
-                or not 0 < self.expires_in < float("inf")):
-            raise ValueError(f"AskUser.expires_in must be a positive, finite number of seconds "
-                             f"or None, got {self.expires_in!r}")
+        check_seconds("AskUser.expires_in", self.expires_in, positive=True, optional=True)
         if self.default is not None:
             if self.expires_in is None:
                 raise ValueError("AskUser.default is the answer given when the question expires; "
@@ -98,13 +96,7 @@ class Pending:
     on_cancel: OnCancel = "ignore"
 
     def __post_init__(self) -> None:
-        if self.deadline is not None and (
-            isinstance(self.deadline, bool)
-            or not isinstance(self.deadline, int | float)
-            or self.deadline <= 0
-        ):
-            raise ValueError(f"Pending.deadline must be a positive number of seconds or None, "
-                             f"got {self.deadline!r}")
+        check_seconds("Pending.deadline", self.deadline, positive=True, optional=True)
         if self.on_timeout not in ("error_as_result", "fail_turn"):
             raise ValueError(f"Pending.on_timeout must be 'error_as_result' or 'fail_turn', "
                              f"got {self.on_timeout!r}")

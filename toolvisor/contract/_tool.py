@@ -26,6 +26,7 @@ from toolvisor.contract._handler_checks import (
 from toolvisor.contract._isolations import check_kind, default_isolation, isolation_rules
 from toolvisor.contract._messages import ToolCall, ToolSpec
 from toolvisor.contract._schema import check_input_schema
+from toolvisor.contract._seconds import check_seconds
 
 Scheduling: TypeAlias = Literal["parallel", "serial"]
 Isolation: TypeAlias = str
@@ -92,15 +93,8 @@ class Tool:
                 f"tool {self.name!r}: scheduling must be 'parallel' or 'serial', "
                 f"got {self.scheduling!r}"
             )
-        if self.timeout is not None and (
-            isinstance(self.timeout, bool)
-            or not isinstance(self.timeout, int | float)
-            or self.timeout <= 0
-        ):
-            raise ValueError(
-                f"tool {self.name!r}: timeout must be a positive number of seconds or None, "
-                f"got {self.timeout!r}"
-            )
+        check_seconds(f"tool {self.name!r}: timeout", self.timeout, positive=True,
+                      optional=True)
         rules = None if self.isolation is None else isolation_rules(self.isolation, self.name)
         if self.options is not None:
             if not isinstance(self.options, Mapping):

@@ -12,6 +12,7 @@ import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from toolvisor.contract import check_seconds
 from toolvisor.durable._signing import KeyRing, Signer
 from toolvisor.durable._store import SessionStore
 
@@ -39,11 +40,7 @@ class Durability:
                             f"got {type(store).__name__}")
         if self.signing_keys is not None:
             KeyRing(self.signing_keys)  # refuses bad keys now, naming what is wrong
-        seconds = self.lease_ttl
-        if isinstance(seconds, bool) or not isinstance(seconds, int | float) \
-                or not 0 < seconds < float("inf"):
-            raise ValueError(f"lease_ttl must be a positive, finite number of seconds, got "
-                             f"{seconds!r}")
+        check_seconds("lease_ttl", self.lease_ttl, positive=True)
 
     def signer(self, store: SessionStore | None) -> Signer:
         """What signs the agent's ``Suspended`` outcomes: its keys, else its (opened)

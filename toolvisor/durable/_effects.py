@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from toolvisor.contract import NEVER_CANCELLED, CancelToken
+from toolvisor.contract import NEVER_CANCELLED, CancelToken, check_seconds
 from toolvisor.durable import _json
 from toolvisor.durable._errors import DurableError
 from toolvisor.durable._records import Resolution
@@ -127,12 +127,7 @@ class DurableEffects:
                 "durable_effect_unknown_event_key",
                 "await_event_json takes a key this call made with external_event_key",
             )
-        if timeout is not None and (
-            isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0
-        ):
-            raise ValueError(
-                f"timeout must be a positive number of seconds or None, got {timeout!r}"
-            )
+        check_seconds("timeout", timeout, positive=True, optional=True)
         deadline_at = None if timeout is None else store.now() + timeout
         wait = store.park(key, deadline_at=deadline_at)
         resolution = wait.resolution

@@ -6,9 +6,9 @@ is the database and the store clock it is given.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 
+from toolvisor.contract import check_seconds
 from toolvisor.durable._records import Lease
 from toolvisor.durable._sql import SqlDatabase, require_run
 
@@ -26,8 +26,7 @@ class LeaseTable:
 
     def acquire_lease(self, run_id: str, holder: str, ttl: float, *,
                       replacing: str | None = None) -> Lease | None:
-        if not (isinstance(ttl, int | float) and 0 < ttl < math.inf):
-            raise ValueError(f"a lease ttl must be a positive, finite number, got {ttl!r}")
+        check_seconds("a lease ttl", ttl, positive=True)
         now = self._clock()
         with self._db.write() as tx:
             require_run(tx, run_id)

@@ -15,7 +15,7 @@ from types import TracebackType
 from typing import Any, Final
 
 from toolvisor._logging import get_event_log
-from toolvisor.contract import OnCancel, OnTimeout
+from toolvisor.contract import OnCancel, OnTimeout, check_seconds
 from toolvisor.durable._connection import SqliteConnection
 from toolvisor.durable._key_tables import KeyTables
 from toolvisor.durable._lease_table import LeaseTable
@@ -68,8 +68,7 @@ class SqliteSessionStore(SessionStore):
         busy_timeout: float = 5.0,
         poll_interval: float = POLL_INTERVAL,
     ) -> None:
-        if poll_interval <= 0:  # before the file is opened (or created)
-            raise ValueError(f"poll_interval must be positive, got {poll_interval!r}")
+        check_seconds("poll_interval", poll_interval, positive=True)  # before the file opens
         self._db = SqliteConnection(path, busy_timeout, create)
         self.path = self._db.path
         self._clock = clock

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import math
 import threading
 from collections.abc import Callable, Sequence
 from types import TracebackType
@@ -12,7 +11,7 @@ from typing import Any
 
 from toolvisor._logging import get_event_log
 from toolvisor.call import not_found
-from toolvisor.contract import CallContext, HandlerResult, Tool
+from toolvisor.contract import CallContext, HandlerResult, Tool, check_seconds
 from toolvisor.executor._calls import CallHandle
 from toolvisor.executor._deadlines import DeadlineTimer
 from toolvisor.executor._stats import Counters, RunnerStats
@@ -30,11 +29,6 @@ _log = get_event_log("tool_runner")
 
 OnDone = Callable[[HandlerResult], None]
 
-
-def _positive(name: str, value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0 \
-            or math.isinf(value):
-        raise ValueError(f"{name} must be a positive, finite number, got {value!r}")
 
 
 class ToolRunner:
@@ -77,8 +71,8 @@ class ToolRunner:
         close_grace: float = 1.0,
         mp_context: MpContext = "forkserver",
     ) -> None:
-        _positive("tool_timeout", tool_timeout)
-        _positive("thread_idle_timeout", thread_idle_timeout)
+        check_seconds("tool_timeout", tool_timeout, positive=True)
+        check_seconds("thread_idle_timeout", thread_idle_timeout, positive=True)
         if isinstance(close_grace, bool) or not isinstance(close_grace, int | float) \
                 or close_grace < 0:
             raise ValueError(f"close_grace must be a number of seconds >= 0, got {close_grace!r}")

@@ -1,5 +1,4 @@
-"""``CallStarter``: what the host hands the dispatcher for each call of a ``ToolCalls`` effect,
-and the request it sends the model.
+"""``CallStarter``: what the host hands the dispatcher for each call of a ``ToolCalls`` effect.
 
 Each planned call gets its context (ids, attempt, state view, catalog access, and in durable
 runs its completion keys, durable effects and cancel token) and is started in its own
@@ -27,18 +26,16 @@ from pykka import ActorDeadError, ActorRef
 
 from toolvisor._logging import get_event_log
 from toolvisor.actors import CallReply
-from toolvisor.call import OutputProjection
-from toolvisor.contract import CallContext, Err, ModelRequest, Tool, ToolCall, ToolResultMessage
+from toolvisor.contract import CallContext, Err, Tool, ToolCall
 from toolvisor.executor import Deadline, DeadlineTimer
 from toolvisor.host._commands import OrchestratorSettings
 from toolvisor.host._durable_waits import DurableWaits, interrupted_error
 from toolvisor.host._effect_messages import RetryDue
-from toolvisor.host._finished_calls import CallTarget, FinishedCalls, output_window, tell
+from toolvisor.host._finished_calls import CallTarget, FinishedCalls, tell
 from toolvisor.host._gates import GatedCall, GatedCalls, answer
 from toolvisor.host._observing import RunObserver
 from toolvisor.host._run import HostedRun
 from toolvisor.machine import CallOutcome, CallToRun, StateView, ToolCalls
-from toolvisor.registry import ToolRegistry
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,27 +69,6 @@ class RunCalls:
             retry.deadline.cancel()
         for token in self.tokens.values():
             token.set()
-
-
-def request_for_model(registry: ToolRegistry, projection: OutputProjection,
-                      request: ModelRequest, hidden: frozenset[str] = frozenset()
-                      ) -> ModelRequest:
-    """The catalog decides which tools the model sees, less the ``hidden`` ones (their
-    breaker is open); the budget may bound tool texts."""
-    messages = request.messages
-    if projection.applies_at("request"):
-        messages = tuple(
-            m.model_copy(update={"content": projection.project(
-                "request", m.content, window=output_window(registry, m.name),
-                is_error=m.is_error)})
-            if isinstance(m, ToolResultMessage) else m
-            for m in messages
-        )
-    # Every part is a validated model already: validating them again costs ~1 ms a turn.
-    specs = registry.specs()
-    if hidden:
-        specs = tuple(spec for spec in specs if spec.name not in hidden)
-    return ModelRequest.model_construct(messages=messages, tools=specs, attempt=request.attempt)
 
 
 class CallStarter:

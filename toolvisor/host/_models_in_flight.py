@@ -14,9 +14,9 @@ from typing import Any
 from pykka import ActorRef
 
 from toolvisor.executor import CallHandle
-from toolvisor.host._call_starter import request_for_model
 from toolvisor.host._commands import OrchestratorSettings
 from toolvisor.host._effect_messages import ModelAnswered, ModelProgress, tell_answer, tell_progress
+from toolvisor.host._model_request import request_for_model
 from toolvisor.host._observing import RunObserver
 from toolvisor.machine import LlmCall
 

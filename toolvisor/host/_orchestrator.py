@@ -60,11 +60,11 @@ from toolvisor.host._run import HostedRun, RunMessage
 from toolvisor.machine import (
     Done,
     Effect,
-    EffectFailed,
     Failed,
     LlmCall,
     LogEvent,
     ModelReplied,
+    NotPerformed,
     Progress,
     ResponseRefused,
     Sleep,
@@ -375,7 +375,7 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
                 return
             failing = None if self._waits is None else self._waits.failing(run_id)
             if failing is not None and isinstance(effect, LlmCall | ToolCalls | Sleep):
-                failed = run.machine.send(EffectFailed(effect.id, failing))
+                failed = run.machine.send(NotPerformed(effect.id, failing))
                 queue.extend(self._checkpointed(run, failed))
                 continue
             match effect:
@@ -409,7 +409,7 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
         run_id, effect_id, answer = message.run_id, message.effect_id, message.answer
         self._models.answered(message)
         if isinstance(answer, ModelError):
-            self._respond(run_id, lambda m: m.send(EffectFailed(effect_id, answer)))
+            self._respond(run_id, lambda m: m.send(NotPerformed(effect_id, answer)))
         else:
             self._respond(run_id, lambda m: m.send(ModelReplied(effect_id, answer)))
 

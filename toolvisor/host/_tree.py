@@ -1,11 +1,11 @@
 """``AgentTree``: the supervision tree that hosts an agent's runs, and what it runs on.
 
-A root ``Supervisor`` (``one_for_one``) over the ``ToolCallSupervisor`` (one temporary
+A root ``Supervisor`` (``one_for_one``) over the ``DynamicSupervisor`` (one temporary
 ``ToolCallActor`` per call), the agent's other children (its MCP connections) and the
 ``OrchestratorActor`` (hosts each run's ``TurnMachine``). The ``ToolRunner`` (thread pool,
 worker-process pool, event loop), the dispatcher's thread pool and the model's connections
 belong to the tree and are closed after it has stopped. Built and closed by the ``Agent`` on
-the caller's thread; the current ``ToolCallSupervisor`` is written by its start function (on the
+the caller's thread; the current ``DynamicSupervisor`` is written by its start function (on the
 root supervisor's thread) and read by the dispatcher.
 """
 
@@ -22,11 +22,11 @@ from toolvisor.host._model_calls import ModelCalls
 from toolvisor.host._orchestrator import OrchestratorActor
 from toolvisor.supervisors import (
     ChildSpec,
+    DynamicSupervisor,
+    DynamicSupervisorRef,
     Supervisor,
     SupervisorEventHook,
     SupervisorRef,
-    ToolCallSupervisor,
-    ToolCallSupervisorRef,
 )
 
 
@@ -45,13 +45,13 @@ class AgentTree:
                  children: Sequence[ChildSpec] = (),
                  on_event: SupervisorEventHook | None = None) -> None:
         self.runner = runner
-        self._tool_calls: ToolCallSupervisorRef | None = None  # the current incarnation
+        self._tool_calls: DynamicSupervisorRef | None = None  # the current incarnation
         self.dispatcher = ToolCallDispatcher(self._current_tool_calls, runner)
         self.models = ModelCalls(model, runner, float(model_timeout))
         orchestrator = settings(models=self.models, dispatcher=self.dispatcher)
 
-        def start_tool_calls() -> ToolCallSupervisorRef:
-            self._tool_calls = ToolCallSupervisor.start(
+        def start_tool_calls() -> DynamicSupervisorRef:
+            self._tool_calls = DynamicSupervisor.start(
                 max_children=max_concurrent_calls, name="tool_calls")
             return self._tool_calls
 
@@ -65,7 +65,7 @@ class AgentTree:
             self._release()
             raise
 
-    def _current_tool_calls(self) -> ToolCallSupervisorRef:
+    def _current_tool_calls(self) -> DynamicSupervisorRef:
         if self._tool_calls is None:
             raise RuntimeError("the agent's tool-call supervisor is not running")
         return self._tool_calls

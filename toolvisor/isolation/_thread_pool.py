@@ -12,6 +12,8 @@ import queue
 import threading
 from collections.abc import Callable
 
+from toolvisor.contract import check_seconds
+
 Task = Callable[["PoolThread"], None]
 
 
@@ -41,8 +43,7 @@ class ElasticThreadPool:
     def __init__(self, name: str, *, max_threads: int, idle_timeout: float) -> None:
         if max_threads < 1:
             raise ValueError(f"max_threads must be >= 1, got {max_threads!r}")
-        if idle_timeout <= 0:
-            raise ValueError(f"idle_timeout must be > 0 seconds, got {idle_timeout!r}")
+        check_seconds("idle_timeout", idle_timeout, positive=True)
         self._name = name
         self._max_threads = max_threads
         self._idle_timeout = idle_timeout

@@ -8,7 +8,6 @@ from toolvisor.machine._checkpoint import (
     Suspended,
 )
 from toolvisor.machine._config import MODES, MachineConfig
-from toolvisor.machine._done import Done, Effect, Outcome
 from toolvisor.machine._effects import (
     Backoff,
     CallToRun,
@@ -21,32 +20,7 @@ from toolvisor.machine._effects import (
     WaitingEffect,
 )
 from toolvisor.machine._machine import TurnMachine
-from toolvisor.machine._outcomes import (
-    QUESTION_EXPIRED_CODE,
-    Completed,
-    Failed,
-    Halted,
-    ManualCall,
-    ModelFailure,
-    PendingCall,
-    Question,
-    RunNotCompletedError,
-    RunStatus,
-    StateConflict,
-)
-from toolvisor.machine._response_checks import answers_for
-from toolvisor.machine._responses import (
-    CallOutcome,
-    EffectFailed,
-    ModelReplied,
-    Response,
-    ResponseRefused,
-    Slept,
-    ToolResults,
-)
-from toolvisor.machine._settling import RESERVED_HALT_REASONS
-from toolvisor.machine._state_view import StateView
-from toolvisor.machine.model_policy import (
+from toolvisor.machine._model_policy import (
     DEFAULT_MODEL_POLICY,
     FailRun,
     ModelDecision,
@@ -55,17 +29,44 @@ from toolvisor.machine.model_policy import (
     apply_model_policy,
     check_model_policy,
 )
-from toolvisor.machine.policy import (
-    Continue,
+from toolvisor.machine._outcomes import (
+    QUESTION_EXPIRED_CODE,
+    Completed,
+    Failed,
+    Halted,
+    ManualCall,
+    ModelErrorInfo,
+    PendingCall,
+    Question,
+    RunNotCompletedError,
+    RunStatus,
+    StateConflict,
+)
+from toolvisor.machine._policy import (
+    BrokenPolicy,
+    CallAttempt,
+    ContinueRun,
     Decision,
-    FailedCall,
     HaltRun,
     Policy,
-    PolicyFailed,
     RetryAfter,
     RetryPolicy,
     apply_policy,
+    check_policy,
 )
+from toolvisor.machine._response_checks import answers_for
+from toolvisor.machine._responses import (
+    CallOutcome,
+    ModelReplied,
+    NotPerformed,
+    Response,
+    ResponseRefused,
+    Slept,
+    ToolResults,
+)
+from toolvisor.machine._settling import RESERVED_HALT_REASONS
+from toolvisor.machine._state_view import StateView
+from toolvisor.machine._unions import Done, Effect, Outcome
 
 __all__ = [
     "CHECKPOINT_VERSION",
@@ -74,20 +75,20 @@ __all__ = [
     "QUESTION_EXPIRED_CODE",
     "RESERVED_HALT_REASONS",
     "Backoff",
+    "BrokenPolicy",
+    "CallAttempt",
     "CallOutcome",
     "CallToRun",
     "Checkpoint",
     "CheckpointError",
     "Completed",
-    "Continue",
+    "ContinueRun",
     "Decision",
     "Done",
     "Effect",
-    "EffectFailed",
     "EffectId",
     "FailRun",
     "Failed",
-    "FailedCall",
     "HaltRun",
     "Halted",
     "LlmCall",
@@ -96,14 +97,14 @@ __all__ = [
     "ManualCall",
     "Mode",
     "ModelDecision",
-    "ModelFailure",
+    "ModelErrorInfo",
     "ModelPolicy",
     "ModelReplied",
     "ModelRetryPolicy",
+    "NotPerformed",
     "Outcome",
     "PendingCall",
     "Policy",
-    "PolicyFailed",
     "Progress",
     "Question",
     "Response",
@@ -125,4 +126,5 @@ __all__ = [
     "apply_model_policy",
     "apply_policy",
     "check_model_policy",
+    "check_policy",
 ]

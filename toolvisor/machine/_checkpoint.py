@@ -25,7 +25,7 @@ from pydantic import (
     model_validator,
 )
 
-from toolvisor.contract import Message, ToolCall, ToolSpec, ToolvisorError, Usage
+from toolvisor.contract import FrozenModel, Message, ToolCall, ToolSpec, ToolvisorError, Usage
 from toolvisor.machine._effects import EffectId, Sleep, ToolCalls
 from toolvisor.machine._outcomes import (
     Completed,
@@ -151,14 +151,12 @@ class CheckpointError(ToolvisorError, ValueError):
     """A checkpoint that cannot be restored: unknown version, tampered shape, inconsistent."""
 
 
-class Checkpoint(BaseModel):
+class Checkpoint(FrozenModel):
     """A ``TurnMachine`` frozen at one point: ``to_json()`` and ``from_json()`` round-trip it.
 
     Restore it with ``TurnMachine.restore(config, checkpoint)``. The configuration (tools,
     policies) is not in it: handlers and policy functions are code, not data.
     """
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     version: Literal[4] = CHECKPOINT_VERSION
     run: RunState
@@ -217,7 +215,7 @@ def waiting_calls(run: RunState) -> dict[str, tuple[int, int]]:
     return {r.call.id: (run.turns, r.attempt) for r in run.calls if r.status == "suspended"}
 
 
-class Suspended(BaseModel):
+class Suspended(FrozenModel):
     """The run waits for answers (``questions``), the caller's results of ``manual`` tools
     (each call with its arguments), or deferred results (``pending``).
 
@@ -233,8 +231,6 @@ class Suspended(BaseModel):
     as the other outcomes do (``status``, ``usage``, ``messages``, ``turns``, ``state``); its
     ``text`` raises ``RunNotCompletedError`` saying what it waits for.
     """
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     kind: Literal["suspended"] = "suspended"
     checkpoint: Checkpoint

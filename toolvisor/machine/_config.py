@@ -8,12 +8,12 @@ from typing import Any, get_args
 
 from toolvisor.contract import Tool, ToolSpec
 from toolvisor.machine._checkpoint import Mode
-from toolvisor.machine.model_policy import (
+from toolvisor.machine._model_policy import (
     DEFAULT_MODEL_POLICY,
     ModelPolicy,
     check_model_policy,
 )
-from toolvisor.machine.policy import Policy, check_policy
+from toolvisor.machine._policy import Policy, check_policy
 
 MODES: frozenset[str] = frozenset(get_args(Mode))
 NAMES_SHOWN = 50  # an error lists at most this many tool names

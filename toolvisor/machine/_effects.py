@@ -9,18 +9,14 @@ from __future__ import annotations
 
 from typing import Any, Literal, TypeAlias
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
-from toolvisor.contract import ModelRequest, ToolCall
+from toolvisor.contract import FrozenModel, ModelRequest, ToolCall
 
 EffectId: TypeAlias = int
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class Backoff(_Frozen):
+class Backoff(FrozenModel):
     """How long a retry waits before it starts: ``seconds`` counted from when effect ``since``
     (the ``ToolCalls`` effect that first listed the retry, emitted as its previous attempt's
     failure was taken) was emitted. A host that restores the run waits only what is left."""
@@ -29,7 +25,7 @@ class Backoff(_Frozen):
     since: EffectId
 
 
-class CallToRun(_Frozen):
+class CallToRun(FrozenModel):
     """One call to run: the call, which attempt this is, and the state its ``ctx.state`` reads.
 
     ``turn`` is the turn whose model response asked for the call (a retry keeps it), so
@@ -46,8 +42,8 @@ class CallToRun(_Frozen):
     backoff: Backoff | None = None
 
 
-class LlmCall(_Frozen):
-    """Ask the model; answer with ``ModelReplied``, or ``EffectFailed`` with a ``ModelError``
+class LlmCall(FrozenModel):
+    """Ask the model; answer with ``ModelReplied``, or ``NotPerformed`` with a ``ModelError``
     (which goes to the ``on_model_error`` policy). ``attempt`` counts this turn's tries (the
     request carries it too)."""
 
@@ -58,7 +54,7 @@ class LlmCall(_Frozen):
     attempt: int = 1
 
 
-class ToolCalls(_Frozen):
+class ToolCalls(FrozenModel):
     """Run these calls (in parallel when there are several); answer with ``ToolResults``.
 
     The results may come back one by one or together. When a call fails and is retried while
@@ -74,7 +70,7 @@ class ToolCalls(_Frozen):
     calls: tuple[CallToRun, ...]
 
 
-class Sleep(_Frozen):
+class Sleep(FrozenModel):
     """Wait ``seconds`` before the model call's retry; answer with ``Slept``. (A tool call's
     retry waits on its own: its ``CallToRun.backoff``, so its siblings never wait for it.)"""
 
@@ -84,7 +80,7 @@ class Sleep(_Frozen):
     reason: Literal["model_retry"] = "model_retry"
 
 
-class Progress(_Frozen):
+class Progress(FrozenModel):
     """Something a user may want to see (``turn_started``, ``call_finished``, ...); no answer."""
 
     kind: Literal["progress"] = "progress"
@@ -93,7 +89,7 @@ class Progress(_Frozen):
     data: dict[str, Any] = Field(default_factory=dict)
 
 
-class LogEvent(_Frozen):
+class LogEvent(FrozenModel):
     """A lifecycle event for the host's event log (``get_event_log("machine")``); no answer."""
 
     kind: Literal["log"] = "log"

@@ -31,7 +31,6 @@ from toolvisor.machine._checkpoint import (
     check_restorable,
 )
 from toolvisor.machine._config import MachineConfig
-from toolvisor.machine._done import Effect
 from toolvisor.machine._effects import LlmCall, LogEvent, Progress, Sleep, ToolCalls
 from toolvisor.machine._model_turns import decide_model_failure, failure_text, model_failure
 from toolvisor.machine._outcomes import (
@@ -39,7 +38,7 @@ from toolvisor.machine._outcomes import (
     Failed,
     FinalOutcome,
     Halted,
-    ModelFailure,
+    ModelErrorInfo,
     Question,
 )
 from toolvisor.machine._planning import (
@@ -50,6 +49,14 @@ from toolvisor.machine._planning import (
     retries_beside_siblings,
     start_step,
 )
+from toolvisor.machine._policy import (
+    BrokenPolicy,
+    CallAttempt,
+    ContinueRun,
+    RetryAfter,
+    apply_policy,
+)
+from toolvisor.machine._read_side import MachineReadSide, copy_run
 from toolvisor.machine._response_checks import (
     check_answers,
     check_outcomes,
@@ -58,13 +65,12 @@ from toolvisor.machine._response_checks import (
 )
 from toolvisor.machine._responses import (
     CallOutcome,
-    EffectFailed,
     ModelReplied,
+    NotPerformed,
     Response,
     ResponseRefused,
     ToolResults,
 )
-from toolvisor.machine._run_view import RunView, copy_run
 from toolvisor.machine._settling import (
     call_status,
     carry_out,
@@ -74,10 +80,10 @@ from toolvisor.machine._settling import (
     refusal,
 )
 from toolvisor.machine._state_view import json_value
-from toolvisor.machine.policy import Continue, FailedCall, PolicyFailed, RetryAfter, apply_policy
+from toolvisor.machine._unions import Effect
 
 
-class TurnMachine(RunView):
+class TurnMachine(MachineReadSide):
     """The sans-IO agent loop: ``start`` / ``send`` / ``resume`` / ``cancel`` return new effects.
 
     Each call returns the effects it emitted, in id order; the last one is the effect now waiting
@@ -137,10 +143,10 @@ class TurnMachine(RunView):
         check_response(run, response)
         prepared = check_outcomes(response, self._running()) \
             if isinstance(response, ToolResults) else []
-        if isinstance(response, EffectFailed) and isinstance(response.error, ModelError) \
+        if isinstance(response, NotPerformed) and isinstance(response.error, ModelError) \
                 and isinstance(run.outstanding, ModelCallRecord):
             self._on_model_error(response.error)
-        elif isinstance(response, EffectFailed):
+        elif isinstance(response, NotPerformed):
             error = response.error
             text = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
             kind = run.outstanding.kind if run.outstanding else "effect"
@@ -350,7 +356,7 @@ class TurnMachine(RunView):
     def _on_failure(self, record: CallRecord, error: Any, text: str, *, answered: bool) -> None:
         """Consult the call's policy exactly once and carry out its decision."""
         call = record.call
-        failed = FailedCall(call=call, attempt=record.attempt, retryable=record.retryable,
+        failed = CallAttempt(call=call, attempt=record.attempt, retryable=record.retryable,
                             known=record.known)
         decision = apply_policy(self._config.policy_for(call.name), failed, error,
                                           seed=self._run.seed)
@@ -360,13 +366,13 @@ class TurnMachine(RunView):
                 if record.step < 0 else "max_call_attempts reached"
             self._log("info", "retry_not_possible", turn=self._run.turns,
                       tool_name=call.name, tool_call_id=call.id, attempt=record.attempt, why=why)
-            decision = Continue()
+            decision = ContinueRun()
         self._log("info", "tool_failed", turn=self._run.turns, tool_name=call.name,
                   tool_call_id=call.id, attempt=record.attempt,
                   crashed=isinstance(error, ToolError),
                   reason=error.reason if isinstance(error, ToolError) else None,
                   decision=type(decision).__name__)
-        if isinstance(decision, PolicyFailed):
+        if isinstance(decision, BrokenPolicy):
             self._log("error", "policy_failed", turn=self._run.turns, tool_name=call.name,
                       tool_call_id=call.id, attempt=record.attempt, detail=decision.detail)
         carry_out(record, decision, error, text)
@@ -395,7 +401,7 @@ class TurnMachine(RunView):
                             turns=run.turns, state=run.state,
                             state_conflicts=tuple(run.conflicts)))
 
-    def _fail(self, error: str, *, model_error: ModelFailure | None = None) -> None:
+    def _fail(self, error: str, *, model_error: ModelErrorInfo | None = None) -> None:
         run = self._run
         run.outstanding = None
         self._commit_current()

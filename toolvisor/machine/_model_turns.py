@@ -8,9 +8,9 @@ from __future__ import annotations
 from toolvisor.contract import ModelError
 from toolvisor.machine._checkpoint import RunState
 from toolvisor.machine._config import MachineConfig
-from toolvisor.machine._outcomes import ModelFailure
-from toolvisor.machine.model_policy import FailRun, ModelDecision, apply_model_policy
-from toolvisor.machine.policy import PolicyFailed, RetryAfter
+from toolvisor.machine._model_policy import FailRun, ModelDecision, apply_model_policy
+from toolvisor.machine._outcomes import ModelErrorInfo
+from toolvisor.machine._policy import BrokenPolicy, RetryAfter
 
 
 def decide_model_failure(config: MachineConfig, run: RunState,
@@ -24,18 +24,18 @@ def decide_model_failure(config: MachineConfig, run: RunState,
     return error, decision
 
 
-def model_failure(error: ModelError, decision: ModelDecision) -> ModelFailure:
+def model_failure(error: ModelError, decision: ModelDecision) -> ModelErrorInfo:
     """The record a ``Failed`` outcome keeps of the last model error."""
     data = error.to_dict()
-    return ModelFailure(reason=error.reason, message=error.message, attempts=error.attempt,
+    return ModelErrorInfo(reason=error.reason, message=error.message, attempts=error.attempt,
                         retry_after=error.retry_after, status=error.status, cause=data["cause"],
-                        policy=decision.detail if isinstance(decision, PolicyFailed) else None)
+                        policy=decision.detail if isinstance(decision, BrokenPolicy) else None)
 
 
 def failure_text(error: ModelError, decision: ModelDecision) -> str:
     """The ``Failed.error`` line for a run that failed on its model."""
     text = (f"the model call failed ({error.reason}) after {error.attempt} "
             f"attempt{'s' if error.attempt > 1 else ''}: {error.message}")
-    if isinstance(decision, PolicyFailed):
+    if isinstance(decision, BrokenPolicy):
         text += f"; the on_model_error policy failed: {decision.detail}"
     return text

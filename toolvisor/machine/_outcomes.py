@@ -19,10 +19,11 @@ from __future__ import annotations
 import json
 from typing import Any, Literal, NoReturn
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
 from toolvisor.contract import (
     FinishReason,
+    FrozenModel,
     Message,
     ModelErrorReason,
     OnCancel,
@@ -57,15 +58,11 @@ class RunNotCompletedError(ToolvisorError, RuntimeError):
         return type(self), (self.outcome, self.standing)
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
 QUESTION_EXPIRED_CODE = "question_expired"
 """The ``ToolError`` code of a question denied because it expired unanswered."""
 
 
-class Question(_Frozen):
+class Question(FrozenModel):
     """A call that returned ``AskUser``: the answer given to ``resume`` becomes its result.
 
     ``expires_in`` and ``default`` are the ``AskUser``'s; ``expires_at`` is its deadline on the
@@ -100,7 +97,7 @@ class Question(_Frozen):
                 f"one of its options {list(self.options)}")
 
 
-class ManualCall(_Frozen):
+class ManualCall(FrozenModel):
     """A call of a ``manual=True`` tool, for the caller to run: its arguments passed the
     tool's schema, and the result given to ``resume`` becomes the call's result."""
 
@@ -109,7 +106,7 @@ class ManualCall(_Frozen):
     arguments: dict[str, Any]
 
 
-class PendingCall(_Frozen):
+class PendingCall(FrozenModel):
     """A call that returned ``Pending``: the host resolves it later with a result.
 
     ``turn`` and ``attempt`` are those of the ``CallToRun`` that returned it.
@@ -124,7 +121,7 @@ class PendingCall(_Frozen):
     on_cancel: OnCancel = "ignore"
 
 
-class StateConflict(_Frozen):
+class StateConflict(FrozenModel):
     """Two calls of one parallel step wrote ``key``: the first in call order kept it."""
 
     key: str
@@ -133,7 +130,7 @@ class StateConflict(_Frozen):
     turn: int
 
 
-class Completed(_Frozen):
+class Completed(FrozenModel):
     """The model answered without asking for tools: ``text`` is its final answer.
 
     ``finish_reason`` is that answer's (``length``: the text was cut off at the token limit);
@@ -156,7 +153,7 @@ class Completed(_Frozen):
         return "completed"
 
 
-class Halted(_Frozen):
+class Halted(FrozenModel):
     """The run stopped early: a handler's ``Halt``, ``tool_error``, ``max_turns``, ...
 
     ``messages`` gives every tool call a result (calls that never ran say so). A cancelled
@@ -188,7 +185,7 @@ class Halted(_Frozen):
                   f"{'s' if self.turns != 1 else ''}, so it has no text: {_halt_detail(self)}")
 
 
-class ModelFailure(_Frozen):
+class ModelErrorInfo(FrozenModel):
     """Why the model call that failed a run failed: the last ``ModelError`` as JSON data.
 
     ``attempts`` is how many times that turn's model call was tried; ``cause`` the error's
@@ -205,7 +202,7 @@ class ModelFailure(_Frozen):
     policy: str | None = None
 
 
-class Failed(_Frozen):
+class Failed(FrozenModel):
     """The run could not go on: the model call or the host failed (``error`` says how).
 
     ``model_error`` says why, when the model failed; ``messages`` keeps the transcript and
@@ -215,7 +212,7 @@ class Failed(_Frozen):
     kind: Literal["failed"] = "failed"
     run_id: str = ""
     error: str
-    model_error: ModelFailure | None = None
+    model_error: ModelErrorInfo | None = None
     messages: tuple[Message, ...]
     turns: int
     state: dict[str, Any] = Field(default_factory=dict)

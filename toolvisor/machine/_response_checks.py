@@ -29,8 +29,8 @@ from toolvisor.contract import (
 from toolvisor.machine._checkpoint import CallRecord, Mode, RunState, Suspended
 from toolvisor.machine._responses import (
     CallOutcome,
-    EffectFailed,
     ModelReplied,
+    NotPerformed,
     ResponseRefused,
     Slept,
     ToolResults,
@@ -62,9 +62,9 @@ def first_messages(prompt: str | Sequence[Message], system_prompt: str | None) -
 
 def check_response(run: RunState, response: object) -> None:
     """Refuse a response that is not for the waiting effect or not of its type."""
-    if not isinstance(response, ModelReplied | ToolResults | Slept | EffectFailed):
+    if not isinstance(response, ModelReplied | ToolResults | Slept | NotPerformed):
         raise ResponseRefused(f"send() takes ModelReplied, ToolResults, Slept or "
-                              f"EffectFailed, got {type(response).__name__}")
+                              f"NotPerformed, got {type(response).__name__}")
     if run.phase == "new":
         raise ResponseRefused("the run has not started: call start(prompt) first")
     if run.phase == "suspended":
@@ -79,9 +79,9 @@ def check_response(run: RunState, response: object) -> None:
         raise ResponseRefused(f"{known} effect id {response.effect_id}: the machine waits "
                               f"for effect {effect.id} ({effect.kind})")
     expected = _EXPECTED[effect.kind]
-    if not isinstance(response, expected | EffectFailed):
+    if not isinstance(response, expected | NotPerformed):
         raise ResponseRefused(f"effect {effect.id} is a {effect.kind}; answer it with "
-                              f"{expected.__name__} or EffectFailed, not "
+                              f"{expected.__name__} or NotPerformed, not "
                               f"{type(response).__name__}")
     if isinstance(response, ModelReplied) and not isinstance(response.response, ModelResponse):
         raise ResponseRefused(f"ModelReplied.response must be a ModelResponse, got "

@@ -56,14 +56,14 @@ class Slept:
 
 
 @dataclass(frozen=True, slots=True)
-class EffectFailed:
+class NotPerformed:
     """The host could not perform effect ``effect_id`` (the model call raised, ...): run fails."""
 
     effect_id: EffectId
     error: BaseException | str
 
 
-Response: TypeAlias = ModelReplied | ToolResults | Slept | EffectFailed
+Response: TypeAlias = ModelReplied | ToolResults | Slept | NotPerformed
 
 
 class ResponseRefused(ToolvisorError, ValueError):

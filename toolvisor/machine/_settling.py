@@ -26,7 +26,7 @@ from toolvisor.contract import (
 from toolvisor.machine._checkpoint import CallRecord, HaltRecord, RunState
 from toolvisor.machine._config import MachineConfig, shown
 from toolvisor.machine._outcomes import QUESTION_EXPIRED_CODE, PendingCall, Question
-from toolvisor.machine.policy import Continue, Decision, HaltRun, PolicyFailed, RetryAfter
+from toolvisor.machine._policy import BrokenPolicy, ContinueRun, Decision, HaltRun, RetryAfter
 
 RESERVED_HALT_REASONS: frozenset[str] = frozenset(
     {"ask_user", "max_turns", "tool_error", "cancelled", "completed", "invalid_return"}
@@ -118,9 +118,9 @@ def carry_out(record: CallRecord, decision: Decision, error: Any, text: str) -> 
     """Set a failed call's record as the policy decided; ``text`` is its error for the model."""
     call = record.call
     match decision:
-        case Continue(None):
+        case ContinueRun(None):
             _resolve(record, text, is_error=True)
-        case Continue(Ok() | Err() as replacement):
+        case ContinueRun(Ok() | Err() as replacement):
             result, replaced = encode_checked(replacement, tool_name=call.name,
                                               tool_call_id=call.id)
             _resolve(record, replaced, is_error=isinstance(result, Err))
@@ -136,7 +136,7 @@ def carry_out(record: CallRecord, decision: Decision, error: Any, text: str) -> 
             record.is_error = True
             record.retry_delay = float(delay)
             record.writes = {}
-        case PolicyFailed(detail):
+        case BrokenPolicy(detail):
             _resolve(record, text, is_error=True)
             record.halt = HaltRecord(reason="invalid_return", result={
                 "tool_call_id": call.id, "tool": call.name, "detail": detail})

@@ -1,6 +1,6 @@
 """``ToolServer``: toolvisor tools served over MCP, with toolvisor's supervision behind each call.
 
-Each ``tools/call`` runs in its own ``ToolCallActor`` under a ``ToolCallSupervisor``, through a
+Each ``tools/call`` runs in its own ``ToolCallActor`` under a ``DynamicSupervisor``, through a
 ``ToolRunner``: the tool's isolation and timeout apply (a hung ``process`` tool is killed at its
 deadline), and whatever goes wrong is one reason of the closed set, sent as an ``isError``
 result whose text says it. A client's cancellation stops the call's actor. So any MCP client
@@ -25,7 +25,7 @@ from toolvisor.actors import CallReply, ToolCallDispatcher
 from toolvisor.call import encode
 from toolvisor.contract import CallContext, Err, Ok, Tool, ToolCall, ToolError
 from toolvisor.executor import ToolRunner
-from toolvisor.supervisors import ToolCallSupervisor
+from toolvisor.supervisors import DynamicSupervisor
 
 
 class ToolServer:
@@ -40,7 +40,7 @@ class ToolServer:
                  max_concurrent_calls: int = 1024) -> None:
         self._tools = {t.name: t for t in tools if t.handler is not None and not t.internal}
         self._runner = ToolRunner(tool_timeout=tool_timeout, process_workers=process_workers)
-        self._calls = ToolCallSupervisor.start(max_children=max_concurrent_calls,
+        self._calls = DynamicSupervisor.start(max_children=max_concurrent_calls,
                                                name="mcp_calls")
         self._dispatcher = ToolCallDispatcher(self._calls, self._runner)
         self.server: Server[Any] = Server(name, on_list_tools=self._list_tools,

@@ -24,7 +24,8 @@ from typing import Any
 
 from toolvisor._logging import get_event_log
 from toolvisor.contract import CallContext, CatalogAccess, Err, HandlerResult, Tool, ToolSpec
-from toolvisor.registry._book import CatalogBook, LiveSource, View
+from toolvisor.registry._catalog_book import CatalogBook
+from toolvisor.registry._live_source import LiveSource
 from toolvisor.registry._local import StaticToolProvider
 from toolvisor.registry._provider import PreparedCall, ToolManifest, ToolProvider, tool_not_found
 from toolvisor.registry._state import (
@@ -34,6 +35,7 @@ from toolvisor.registry._state import (
     UnknownSourceError,
     UnknownToolError,
 )
+from toolvisor.registry._view import View
 
 _NAMES_SHOWN = 50
 

@@ -2,28 +2,24 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
-from toolvisor.contract import ToolvisorError
+from toolvisor.contract import FrozenModel, ToolvisorError
 
 
-class SourceState(BaseModel):
+class SourceState(FrozenModel):
     """One source as a snapshot saw it: every tool it provided, and those in the catalog."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     tools: tuple[str, ...] = ()
     members: tuple[str, ...] = ()
 
 
-class ToolState(BaseModel):
+class ToolState(FrozenModel):
     """A JSON snapshot of a registry's catalog, taken at one ``generation``.
 
     ``sources`` are the live sources; ``orphans`` are sources the snapshot knew but that were
     missing: their member tools are kept outside the catalog until the source comes back.
     """
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     generation: int = Field(ge=0)
     sources: dict[str, SourceState] = Field(default_factory=dict)
@@ -34,14 +30,12 @@ class ToolState(BaseModel):
         return frozenset(name for source in self.sources.values() for name in source.members)
 
 
-class RestoreReport(BaseModel):
+class RestoreReport(FrozenModel):
     """What ``restore_state`` did: the catalog it rebuilt, what it orphaned, what it dropped.
 
     ``orphans`` maps a missing source to its member tools kept outside the catalog;
     ``dropped`` maps a live source to member tools it no longer provides.
     """
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     members: tuple[str, ...]
     orphans: dict[str, tuple[str, ...]]

@@ -24,8 +24,9 @@ from toolvisor.contract import (
     InvalidArguments,
     ToolError,
     ToolErrorReason,
+    check_seconds,
 )
-from toolvisor.resilience._checks import check_clock, check_count, check_seconds, is_number
+from toolvisor.resilience._checks import check_clock, check_count, is_number
 from toolvisor.resilience._state import BreakerState, BreakerStatus
 
 Verdict: TypeAlias = Literal["success", "failure", "ignored"]

@@ -10,7 +10,8 @@ from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import Literal
 
-from toolvisor.resilience._checks import check_count, check_seconds
+from toolvisor.contract import check_seconds
+from toolvisor.resilience._checks import check_count
 from toolvisor.resilience._state import BulkheadState
 
 

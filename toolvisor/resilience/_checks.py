@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 
 
@@ -16,18 +15,6 @@ def check_count(name: str, value: object, *, optional: bool = False) -> None:
         return
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ValueError(f"{name} must be an int >= 1{' or None' if optional else ''}, "
-                         f"got {value!r}")
-
-
-def check_seconds(name: str, value: object, *, optional: bool = False,
-                  positive: bool = False) -> None:
-    """``value`` must be a finite number of seconds, > 0 if ``positive`` else >= 0."""
-    if optional and value is None:
-        return
-    if not isinstance(value, int | float) or isinstance(value, bool) \
-            or not math.isfinite(value) or (value <= 0 if positive else value < 0):
-        raise ValueError(f"{name} must be a finite number of seconds "
-                         f"{'> 0' if positive else '>= 0'}{' or None' if optional else ''}, "
                          f"got {value!r}")
 
 

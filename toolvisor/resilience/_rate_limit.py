@@ -11,7 +11,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from toolvisor.resilience._checks import check_clock, check_count, check_seconds
+from toolvisor.contract import check_seconds
+from toolvisor.resilience._checks import check_clock, check_count
 from toolvisor.resilience._state import RateLimitState
 
 

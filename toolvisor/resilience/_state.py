@@ -4,16 +4,14 @@ from __future__ import annotations
 
 from typing import Literal, TypeAlias
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from toolvisor.contract import FrozenModel
 
 BreakerStatus: TypeAlias = Literal["closed", "open", "half_open"]
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class BreakerState(_Frozen):
+class BreakerState(FrozenModel):
     """A circuit breaker as it stands.
 
     ``retry_in``: seconds until an open breaker lets trial calls through (``None`` unless
@@ -32,7 +30,7 @@ class BreakerState(_Frozen):
     why: str | None = None
 
 
-class BulkheadState(_Frozen):
+class BulkheadState(FrozenModel):
     """A bulkhead as it stands: calls running and waiting, and how many were refused."""
 
     max_concurrent: int
@@ -42,7 +40,7 @@ class BulkheadState(_Frozen):
     refused: int = 0
 
 
-class RateLimitState(_Frozen):
+class RateLimitState(FrozenModel):
     """A token bucket as it stands: ``tokens`` may be negative while calls wait their turn."""
 
     calls: int
@@ -52,7 +50,7 @@ class RateLimitState(_Frozen):
     refused: int = 0
 
 
-class GateState(_Frozen):
+class GateState(FrozenModel):
     """One tool's breaker, bulkhead and rate limit (``None`` where not configured)."""
 
     breaker: BreakerState | None = None
@@ -60,7 +58,7 @@ class GateState(_Frozen):
     rate_limit: RateLimitState | None = None
 
 
-class ResilienceState(_Frozen):
+class ResilienceState(FrozenModel):
     """Every guarded tool's gate, by tool name (a tool appears once it has been called)."""
 
     tools: dict[str, GateState] = Field(default_factory=dict)

@@ -1,6 +1,6 @@
 """OTP supervision on pykka: supervised actors, child specs, supervisors, dynamic supervisors."""
 
-from toolvisor.supervisors._dynamic import ToolCallSupervisor, ToolCallSupervisorRef
+from toolvisor.supervisors._dynamic import DynamicSupervisor, DynamicSupervisorRef
 from toolvisor.supervisors._errors import (
     ChildRestartingError,
     ChildRunningError,
@@ -44,6 +44,8 @@ __all__ = [
     "ChildType",
     "Clock",
     "DuplicateChildError",
+    "DynamicSupervisor",
+    "DynamicSupervisorRef",
     "ExitReason",
     "Restart",
     "Shutdown",
@@ -54,7 +56,5 @@ __all__ = [
     "SupervisorEventHook",
     "SupervisorRef",
     "TooManyChildrenError",
-    "ToolCallSupervisor",
-    "ToolCallSupervisorRef",
     "UnknownChildError",
 ]

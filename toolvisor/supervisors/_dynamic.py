@@ -1,6 +1,7 @@
-"""``ToolCallSupervisor``: a dynamic supervisor of temporary children, one per tool call.
+"""``DynamicSupervisor``: a supervisor of temporary children started on demand (in toolvisor,
+one per tool call).
 
-OTP's ``simple_one_for_one`` / Elixir's ``DynamicSupervisor``, shaped for a hot path: a child
+OTP's ``simple_one_for_one``, named as Elixir names it, shaped for a hot path: a child
 is started in the CALLER's thread and admitted through a lock-guarded table, with no round trip
 through the supervisor's mailbox. Its children are never restarted, so the supervisor's own
 thread has only one job: stopping the live children when it stops.
@@ -35,7 +36,7 @@ from toolvisor.supervisors._supervised import (
 
 
 class _ChildTable:
-    """The live children of one ``ToolCallSupervisor``, shared by three kinds of thread:
+    """The live children of one ``DynamicSupervisor``, shared by three kinds of thread:
 
     starters (``start_child`` callers) reserve a slot, then fill it with the ref; each child's
     own thread removes its slot when it exits (possibly before the ref was filled in); the
@@ -53,10 +54,10 @@ class _ChildTable:
     def reserve(self, link: ChildLink) -> None:
         with self._lock:
             if self._closed:
-                raise ActorDeadError("the ToolCallSupervisor has stopped: no new children")
+                raise ActorDeadError("the DynamicSupervisor has stopped: no new children")
             if len(self._slots) >= self.max_children:
                 raise TooManyChildrenError(
-                    f"the ToolCallSupervisor already has max_children={self.max_children} "
+                    f"the DynamicSupervisor already has max_children={self.max_children} "
                     f"children: wait for some to finish, or start it with a larger max_children"
                 )
             self._slots[link] = None
@@ -112,15 +113,15 @@ class _ChildTable:
             return [ref for ref in self._slots.values() if ref is not None]
 
 
-class ToolCallSupervisorRef(ActorRef["ToolCallSupervisor"]):
-    """The handle of a running :class:`ToolCallSupervisor`.
+class DynamicSupervisorRef(ActorRef["DynamicSupervisor"]):
+    """The handle of a running :class:`DynamicSupervisor`.
 
     ``start_child``, ``count_children`` and ``which_children`` run in the caller's thread
     against the supervisor's child table (thread-safe, no mailbox round trip). ``stop()``
     stops the live children (all at once, each within the grace) before it returns.
     """
 
-    def __init__(self, actor: ToolCallSupervisor) -> None:
+    def __init__(self, actor: DynamicSupervisor) -> None:
         super().__init__(actor)
         self._table = actor.child_table
         self._shutdown = actor.child_shutdown
@@ -149,7 +150,7 @@ class ToolCallSupervisorRef(ActorRef["ToolCallSupervisor"]):
             request_shutdown(ref)
             if not await_exit(link, self._shutdown):
                 abandon(link, self._table.log, None, ref)
-            raise ActorDeadError("the ToolCallSupervisor stopped while the child was starting")
+            raise ActorDeadError("the DynamicSupervisor stopped while the child was starting")
         self._table.log.debug("child_started", child_urn=ref.actor_urn)
         return ref
 
@@ -163,10 +164,10 @@ class ToolCallSupervisorRef(ActorRef["ToolCallSupervisor"]):
         return [ChildInfo(None, ref, "worker", "temporary") for ref in self._table.refs()]
 
 
-class ToolCallSupervisor(SupervisedActor, pykka.ThreadingActor):
+class DynamicSupervisor(SupervisedActor, pykka.ThreadingActor):
     """A dynamic supervisor: ``temporary`` children started on demand, at most
     ``max_children`` at a time. Start it with :meth:`start`; it is a ``SupervisedActor``, so
-    ``ChildSpec("tool_calls", lambda: ToolCallSupervisor.start(...), type="supervisor")``
+    ``ChildSpec("tool_calls", lambda: DynamicSupervisor.start(...), type="supervisor")``
     places it in a supervision tree.
 
     When it stops (``stop()``, its supervisor, a failure), it refuses new children, asks every
@@ -185,7 +186,7 @@ class ToolCallSupervisor(SupervisedActor, pykka.ThreadingActor):
         self._log = get_event_log("supervisor", supervisor_id=self._name)
         self.child_table = _ChildTable(max_children, self._log)
         self.child_shutdown: Shutdown = shutdown
-        self._actor_ref = ToolCallSupervisorRef(self)
+        self._actor_ref = DynamicSupervisorRef(self)
 
     @classmethod
     def start(  # a richer ref than pykka's
@@ -194,10 +195,10 @@ class ToolCallSupervisor(SupervisedActor, pykka.ThreadingActor):
         max_children: int = 1024,
         shutdown: Shutdown = 5.0,
         name: str | None = None,
-    ) -> ToolCallSupervisorRef:
+    ) -> DynamicSupervisorRef:
         """Start an empty dynamic supervisor; ``shutdown`` is the grace of every child."""
         ref = super().start(max_children=max_children, shutdown=shutdown, name=name)
-        assert isinstance(ref, ToolCallSupervisorRef)
+        assert isinstance(ref, DynamicSupervisorRef)
         return ref
 
     def on_stop(self) -> None:

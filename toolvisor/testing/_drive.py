@@ -32,11 +32,11 @@ from toolvisor.machine import (
     CallToRun,
     Done,
     Effect,
-    EffectFailed,
     LlmCall,
     MachineConfig,
     ManualCall,
     ModelReplied,
+    NotPerformed,
     Outcome,
     PendingCall,
     Question,
@@ -228,7 +228,7 @@ class _Driver:
             elif isinstance(waiting, LlmCall):
                 response = self.scripts.next_response()
                 self.record(self.machine.send(
-                    EffectFailed(waiting.id, response) if isinstance(response, ModelError)
+                    NotPerformed(waiting.id, response) if isinstance(response, ModelError)
                     else ModelReplied(waiting.id, response)))
             elif isinstance(waiting, Sleep):
                 self.record(self.machine.send(Slept(waiting.id)))

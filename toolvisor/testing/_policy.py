@@ -6,18 +6,22 @@ from __future__ import annotations
 from typing import Any
 
 from toolvisor.contract import Err, ModelError, ModelErrorReason, ToolCall
-from toolvisor.machine.model_policy import (
+from toolvisor.machine import (
+    CallAttempt,
+    Decision,
     ModelDecision,
     ModelPolicy,
+    Policy,
     apply_model_policy,
+    apply_policy,
     check_model_policy,
+    check_policy,
 )
-from toolvisor.machine.policy import Decision, FailedCall, Policy, apply_policy, check_policy
 
 
 def decide(
     policy: Policy,
-    call: ToolCall | FailedCall | str,
+    call: ToolCall | CallAttempt | str,
     error: Any,
     *,
     attempt: int = 1,
@@ -27,7 +31,7 @@ def decide(
 ) -> Decision:
     """What ``policy`` decides about one failure, exactly as the ``TurnMachine`` would ask.
 
-    ``call`` is a ``ToolCall``, a ``FailedCall`` (then ``attempt``, ``retryable`` and ``known``
+    ``call`` is a ``ToolCall``, a ``CallAttempt`` (then ``attempt``, ``retryable`` and ``known``
     are its own) or a tool name. ``error`` is the failure: an ``Err`` (its reason is used) or
     the reason itself, a ``ToolError`` for a crash. No threads, no model, no machine.
     """
@@ -36,7 +40,7 @@ def decide(
         error = error.reason
     if isinstance(call, str):
         call = ToolCall(id="call_1", name=call)
-    failed = call if isinstance(call, FailedCall) else FailedCall(
+    failed = call if isinstance(call, CallAttempt) else CallAttempt(
         call=call, attempt=attempt, retryable=retryable, known=known)
     return apply_policy(policy, failed, error, seed=seed)
 

@@ -3,12 +3,11 @@ driven through a script of call outcomes, as ``decide`` does for a failure polic
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
-from toolvisor.contract import LEGAL_RESULT_TYPES, HandlerResult
+from toolvisor.contract import LEGAL_RESULT_TYPES, HandlerResult, is_seconds
 from toolvisor.resilience import (
     Breaker,
     BreakerStatus,
@@ -31,8 +30,7 @@ class FakeClock:
 
     def advance(self, seconds: float) -> float:
         """Move forward ``seconds`` (>= 0); returns the new time."""
-        if isinstance(seconds, bool) or not isinstance(seconds, int | float) \
-                or not math.isfinite(seconds) or seconds < 0:
+        if not is_seconds(seconds):
             raise ValueError(f"a clock only moves forward: got {seconds!r} seconds")
         self.now += seconds
         return self.now

@@ -1,4 +1,4 @@
-"""ToolCallSupervisor: temporary children started in the caller's thread, a hard bound,
+"""DynamicSupervisor: temporary children started in the caller's thread, a hard bound,
 shutdown of the live children, and a place in a supervision tree."""
 
 from __future__ import annotations
@@ -14,11 +14,11 @@ from toolvisor.supervisors import (
     ChildSpec,
     ChildSpecError,
     ChildStartError,
+    DynamicSupervisor,
+    DynamicSupervisorRef,
     SupervisedActor,
     Supervisor,
     SupervisorRef,
-    ToolCallSupervisor,
-    ToolCallSupervisorRef,
     TooManyChildrenError,
 )
 
@@ -29,7 +29,7 @@ class DiesAtOnce(SupervisedActor, pykka.ThreadingActor):
 
 
 def test_children_are_temporary_and_counted_until_they_exit(events: Events) -> None:
-    supervisor = ToolCallSupervisor.start(max_children=3, name="calls")
+    supervisor = DynamicSupervisor.start(max_children=3, name="calls")
     children = [supervisor.start_child(lambda: Worker.start("call")) for _ in range(3)]
     assert supervisor.count_children() == {
         "specs": 3, "active": 3, "supervisors": 0, "workers": 3, "abandoned": 0
@@ -45,7 +45,7 @@ def test_children_are_temporary_and_counted_until_they_exit(events: Events) -> N
 
 
 def test_past_max_children_a_start_is_refused_at_once(events: Events) -> None:
-    supervisor = ToolCallSupervisor.start(max_children=2)
+    supervisor = DynamicSupervisor.start(max_children=2)
     first = supervisor.start_child(lambda: Worker.start("one"))
     supervisor.start_child(lambda: Worker.start("two"))
     starts: list[str] = []
@@ -65,7 +65,7 @@ def test_past_max_children_a_start_is_refused_at_once(events: Events) -> None:
 
 
 def test_a_child_that_dies_while_starting_is_not_counted(events: Events) -> None:
-    supervisor = ToolCallSupervisor.start(max_children=1)
+    supervisor = DynamicSupervisor.start(max_children=1)
     ref = supervisor.start_child(DiesAtOnce.start)
     assert events.wait_for("child_exited", child_urn=ref.actor_urn)["reason"] == (
         "RuntimeError('dead on arrival')"
@@ -75,7 +75,7 @@ def test_a_child_that_dies_while_starting_is_not_counted(events: Events) -> None
 
 
 def test_a_failing_start_releases_its_slot() -> None:
-    supervisor = ToolCallSupervisor.start(max_children=1)
+    supervisor = DynamicSupervisor.start(max_children=1)
 
     def broken() -> pykka.ActorRef[Any]:
         raise OSError("no handler")
@@ -88,14 +88,14 @@ def test_a_failing_start_releases_its_slot() -> None:
 
 
 def test_after_stop_no_child_starts() -> None:
-    supervisor = ToolCallSupervisor.start()
+    supervisor = DynamicSupervisor.start()
     assert supervisor.stop()
     with pytest.raises(pykka.ActorDeadError):
         supervisor.start_child(lambda: Worker.start("late"))
 
 
 def test_children_that_ignore_stop_are_abandoned_after_the_grace(events: Events) -> None:
-    supervisor = ToolCallSupervisor.start(shutdown=0.05, name="hung")
+    supervisor = DynamicSupervisor.start(shutdown=0.05, name="hung")
     stuck = supervisor.start_child(lambda: Worker.start("stuck"))
     quick = supervisor.start_child(lambda: Worker.start("quick"))
     entered, release = threading.Event(), threading.Event()
@@ -114,19 +114,19 @@ def test_children_that_ignore_stop_are_abandoned_after_the_grace(events: Events)
 
 def test_it_runs_under_a_supervisor_and_is_replaced_when_it_crashes(events: Events) -> None:
     tree = Supervisor.start(
-        [ChildSpec("calls", lambda: ToolCallSupervisor.start(max_children=4),
+        [ChildSpec("calls", lambda: DynamicSupervisor.start(max_children=4),
                    type="supervisor")],
         name="tree",
     )
     calls = refs(tree)["calls"]
-    assert isinstance(calls, ToolCallSupervisorRef)
+    assert isinstance(calls, DynamicSupervisorRef)
     child = calls.start_child(lambda: Worker.start("call"))
     calls.tell("unexpected message")  # logged and ignored by pykka: no crash
     calls.stop()
     events.wait_for("child_exited", supervisor_id="tree", child_id="calls")
     assert not child.is_alive()
     replacement = refs(tree)["calls"]
-    assert isinstance(replacement, ToolCallSupervisorRef) and replacement != calls
+    assert isinstance(replacement, DynamicSupervisorRef) and replacement != calls
     assert tree.stop()
 
 
@@ -142,4 +142,4 @@ def test_nested_supervisor_ref_type_is_kept() -> None:
 )
 def test_invalid_settings_are_refused(settings: dict[str, Any], message: str) -> None:
     with pytest.raises(ChildSpecError, match=message):
-        ToolCallSupervisor.start(**settings)
+        DynamicSupervisor.start(**settings)

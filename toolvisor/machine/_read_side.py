@@ -1,4 +1,4 @@
-"""``RunView``: what a host reads of a ``TurnMachine`` without driving it.
+"""``MachineReadSide``: what a host reads of a ``TurnMachine`` without driving it.
 
 The machine's state is one ``RunState`` owned by the machine; these read it without copying
 it (``checkpoint`` and ``state`` return copies), so a host never digs into a checkpoint to learn
@@ -19,10 +19,10 @@ from toolvisor.machine._checkpoint import (
     waiting_calls,
 )
 from toolvisor.machine._config import MachineConfig
-from toolvisor.machine._done import Done, Effect
 from toolvisor.machine._effects import LlmCall, ToolCalls
 from toolvisor.machine._outcomes import RunStatus
 from toolvisor.machine._planning import still_running
+from toolvisor.machine._unions import Done, Effect
 
 
 def copy_run(run: RunState) -> RunState:
@@ -31,7 +31,7 @@ def copy_run(run: RunState) -> RunState:
     return copy.deepcopy(run, memo)
 
 
-class RunView:
+class MachineReadSide:
     """The read-only side of a ``TurnMachine``."""
 
     _config: MachineConfig

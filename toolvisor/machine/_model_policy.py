@@ -3,12 +3,11 @@
 A policy is ``"fail"``, a :class:`ModelRetryPolicy` (the default), or a function
 ``(ModelError) -> RetryAfter | FailRun``; ``error.attempt`` says which attempt of the turn's
 model call failed. :func:`apply_model_policy` never raises: a function that raises or returns
-anything else is a :class:`PolicyFailed`, which fails the run.
+anything else is a :class:`BrokenPolicy`, which fails the run.
 """
 
 from __future__ import annotations
 
-import math
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -19,8 +18,10 @@ from toolvisor.contract import (
     RETRYABLE_MODEL_ERRORS,
     ModelError,
     ModelErrorReason,
+    check_seconds,
+    is_seconds,
 )
-from toolvisor.machine.policy import PolicyFailed, RetryAfter, _check_seconds, _is_number
+from toolvisor.machine._policy import BrokenPolicy, RetryAfter, _is_number
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,7 +29,7 @@ class FailRun:
     """Give up: the run ends ``Failed`` with the model error (its transcript kept)."""
 
 
-ModelDecision: TypeAlias = RetryAfter | FailRun | PolicyFailed
+ModelDecision: TypeAlias = RetryAfter | FailRun | BrokenPolicy
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,7 +59,7 @@ class ModelRetryPolicy:
             raise ValueError(f"ModelRetryPolicy.max_attempts must be an int >= 1, "
                              f"got {self.max_attempts!r}")
         for name in ("base_delay", "max_delay", "max_retry_after"):
-            _check_seconds(f"ModelRetryPolicy.{name}", getattr(self, name))
+            check_seconds(f"ModelRetryPolicy.{name}", getattr(self, name))
         if not _is_number(self.multiplier) or self.multiplier < 1:
             raise ValueError(f"ModelRetryPolicy.multiplier must be a number >= 1, "
                              f"got {self.multiplier!r}")
@@ -107,19 +108,19 @@ def apply_model_policy(policy: ModelPolicy, error: ModelError, *, seed: int,
     if isinstance(policy, ModelRetryPolicy):
         return policy.decide(error, seed=seed, turn=turn)
     if isinstance(policy, str):
-        return PolicyFailed(f"unknown model policy {policy!r}")
+        return BrokenPolicy(f"unknown model policy {policy!r}")
     name = getattr(policy, "__qualname__", type(policy).__name__)
     try:
         decision: object = policy(error)
     except Exception as exc:
-        return PolicyFailed(f"model policy {name} raised {type(exc).__name__}: {exc}")
+        return BrokenPolicy(f"model policy {name} raised {type(exc).__name__}: {exc}")
     if isinstance(decision, FailRun):
         return decision
     if isinstance(decision, RetryAfter):
         delay = decision.delay
-        if not _is_number(delay) or not math.isfinite(delay) or delay < 0:
-            return PolicyFailed(f"model policy {name} returned RetryAfter({delay!r}); the "
+        if not is_seconds(delay):
+            return BrokenPolicy(f"model policy {name} returned RetryAfter({delay!r}); the "
                                 "delay must be a finite number of seconds >= 0")
         return decision
-    return PolicyFailed(f"model policy {name} returned {type(decision).__name__}, expected "
+    return BrokenPolicy(f"model policy {name} returned {type(decision).__name__}, expected "
                         "RetryAfter or FailRun")

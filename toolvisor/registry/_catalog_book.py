@@ -1,59 +1,19 @@
 """``CatalogBook``: a registry's mutable catalog and its rules (ownership, membership,
-generation), and the immutable ``View`` it publishes.
+generation); ``commit`` builds the ``View`` it publishes.
 
-The book belongs to whichever thread holds the registry's lock; a ``View`` never changes once
-built, so tool-call threads read it without locking.
+The book belongs to whichever thread holds the registry's lock.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
 from toolvisor._logging import EventLog
-from toolvisor.registry._provider import ToolManifest, ToolProvider
+from toolvisor.registry._live_source import LiveSource, read_source
+from toolvisor.registry._provider import ToolManifest
 from toolvisor.registry._state import SourceState, ToolState
-
-
-class LiveSource:
-    """One live source as last read."""
-
-    __slots__ = ("join_catalog", "manifests", "provider", "version")
-
-    def __init__(self, provider: ToolProvider, join_catalog: bool) -> None:
-        self.provider = provider
-        self.join_catalog = join_catalog
-        self.version, self.manifests = _read(provider)
-
-
-@dataclass(frozen=True, slots=True)
-class View:
-    """What readers see: an immutable snapshot published by each write."""
-
-    state: ToolState
-    providers: Mapping[str, ToolProvider]
-    owners: Mapping[str, str]
-    manifests: Mapping[str, ToolManifest]
-    catalog: tuple[ToolManifest, ...]
-    members: frozenset[str]
-    versions: tuple[tuple[ToolProvider, int], ...]
-
-
-def _read(provider: ToolProvider) -> tuple[int, dict[str, ToolManifest]]:
-    """The provider's version and manifests, in that order (a change in between only costs
-    one extra re-read later)."""
-    version = provider.version
-    manifests: dict[str, ToolManifest] = {}
-    for manifest in provider.manifests():
-        if not isinstance(manifest, ToolManifest):
-            raise TypeError(f"{provider!r}.manifests() must yield ToolManifest objects, "
-                            f"got {type(manifest).__name__}")
-        if manifest.name in manifests:
-            raise ValueError(f"{provider!r} lists two tools named {manifest.name!r}")
-        manifests[manifest.name] = manifest
-    return version, manifests
+from toolvisor.registry._view import View
 
 
 class CatalogBook:
@@ -77,7 +37,7 @@ class CatalogBook:
         for name, source in self.sources.items():
             if source.provider.version != source.version:
                 changed[name] = self.source_state(name)
-                source.version, source.manifests = _read(source.provider)
+                source.version, source.manifests = read_source(source.provider)
         if not changed:
             return
         self.reindex()

@@ -1,8 +1,8 @@
 """``on_tool_error`` policies and the decisions they make: pure, importable and testable alone.
 
 A policy is ``"continue"``, ``"halt"``, a :class:`RetryPolicy`, or a function
-``(FailedCall, error) -> Decision``. :func:`apply_policy` applies one to one failure and never
-raises: a function that raises or returns something else becomes :class:`PolicyFailed`, which
+``(CallAttempt, error) -> Decision``. :func:`apply_policy` applies one to one failure and never
+raises: a function that raises or returns something else becomes :class:`BrokenPolicy`, which
 halts the run with ``invalid_return``. ``error`` is what the ``Err`` carried: a
 :class:`ToolError` when the call crashed, anything else when the handler reported the failure
 itself.
@@ -10,7 +10,6 @@ itself.
 
 from __future__ import annotations
 
-import math
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -23,6 +22,8 @@ from toolvisor.contract import (
     ToolCall,
     ToolError,
     ToolErrorReason,
+    check_seconds,
+    is_seconds,
 )
 
 PolicyName: TypeAlias = Literal["continue", "halt"]
@@ -34,7 +35,7 @@ _DEFAULT_RETRY_REASONS: frozenset[ToolErrorReason] = frozenset(
 
 
 @dataclass(frozen=True, slots=True)
-class FailedCall:
+class CallAttempt:
     """The failed call a policy is asked about.
 
     ``attempt`` counts from 1; ``retryable`` is the tool's ``retryable`` flag (``False`` for a
@@ -65,7 +66,7 @@ def is_crash(error: Any) -> bool:
 
 
 @dataclass(frozen=True, slots=True)
-class Continue:
+class ContinueRun:
     """Give the model a result and go on: the encoded error, or ``result`` instead of it."""
 
     result: Ok | Err | None = None
@@ -90,14 +91,14 @@ class RetryAfter:
 
 
 @dataclass(frozen=True, slots=True)
-class PolicyFailed:
+class BrokenPolicy:
     """The policy itself failed (raised, or returned a non-decision): halts with invalid_return."""
 
     detail: str
 
 
-Decision: TypeAlias = Continue | HaltRun | RetryAfter | PolicyFailed
-PolicyFunction: TypeAlias = Callable[[FailedCall, Any], Decision]
+Decision: TypeAlias = ContinueRun | HaltRun | RetryAfter | BrokenPolicy
+PolicyFunction: TypeAlias = Callable[[CallAttempt, Any], Decision]
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,7 +127,7 @@ class RetryPolicy:
             raise ValueError(f"RetryPolicy.max_attempts must be an int >= 1, "
                              f"got {self.max_attempts!r}")
         for name in ("base_delay", "max_delay"):
-            _check_seconds(f"RetryPolicy.{name}", getattr(self, name))
+            check_seconds(f"RetryPolicy.{name}", getattr(self, name))
         if not _is_number(self.multiplier) or self.multiplier < 1:
             raise ValueError(f"RetryPolicy.multiplier must be a number >= 1, "
                              f"got {self.multiplier!r}")
@@ -172,53 +173,48 @@ def check_policy(policy: object, where: str) -> None:
                     f"(call, error) -> decision, got {type(policy).__name__}")
 
 
-def apply_policy(policy: Policy, failed: FailedCall, error: Any, *, seed: int = 0) -> Decision:
+def apply_policy(policy: Policy, failed: CallAttempt, error: Any, *, seed: int = 0) -> Decision:
     """What to do about one failure. Pure, and never raises for a policy function's sake."""
     if policy == "continue":
-        return Continue()
+        return ContinueRun()
     if policy == "halt":
         return HaltRun()
     if isinstance(policy, RetryPolicy):
         if failed.retryable and failed.attempt < policy.max_attempts \
                 and policy.wants_retry(error):
             return RetryAfter(policy.delay(failed.attempt, seed=seed, call_id=failed.id))
-        return Continue() if policy.otherwise == "continue" else HaltRun()
+        return ContinueRun() if policy.otherwise == "continue" else HaltRun()
     if isinstance(policy, str):
-        return PolicyFailed(f"unknown policy {policy!r}")
+        return BrokenPolicy(f"unknown policy {policy!r}")
     return _ask_function(policy, failed, error)
 
 
-def _ask_function(policy: PolicyFunction, failed: FailedCall, error: Any) -> Decision:
+def _ask_function(policy: PolicyFunction, failed: CallAttempt, error: Any) -> Decision:
     name = getattr(policy, "__qualname__", type(policy).__name__)
     try:
         decision: object = policy(failed, error)
     except Exception as exc:
-        return PolicyFailed(f"policy {name} raised {type(exc).__name__}: {exc}")
-    if isinstance(decision, Continue):
+        return BrokenPolicy(f"policy {name} raised {type(exc).__name__}: {exc}")
+    if isinstance(decision, ContinueRun):
         if decision.result is not None and not isinstance(decision.result, Ok | Err):
-            return PolicyFailed(f"policy {name} returned Continue with a "
+            return BrokenPolicy(f"policy {name} returned ContinueRun with a "
                                 f"{type(decision.result).__name__}; the replacement result "
                                 "must be Ok or Err")
         return decision
     if isinstance(decision, RetryAfter):
-        if not _is_number(decision.delay) or not math.isfinite(decision.delay) \
-                or decision.delay < 0:
-            return PolicyFailed(f"policy {name} returned RetryAfter({decision.delay!r}); "
+        if not is_seconds(decision.delay):
+            return BrokenPolicy(f"policy {name} returned RetryAfter({decision.delay!r}); "
                                 "the delay must be a finite number of seconds >= 0")
         if not failed.retryable:
-            return PolicyFailed(f"policy {name} asked to retry tool {failed.name!r}, which "
+            return BrokenPolicy(f"policy {name} asked to retry tool {failed.name!r}, which "
                                 "is not declared retryable=True")
         return decision
-    if isinstance(decision, HaltRun | PolicyFailed):
+    if isinstance(decision, HaltRun | BrokenPolicy):
         return decision
-    return PolicyFailed(f"policy {name} returned {type(decision).__name__}, expected "
-                        "Continue, HaltRun or RetryAfter")
+    return BrokenPolicy(f"policy {name} returned {type(decision).__name__}, expected "
+                        "ContinueRun, HaltRun or RetryAfter")
 
 
 def _is_number(value: object) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
-
-def _check_seconds(name: str, value: object) -> None:
-    if not _is_number(value) or not math.isfinite(value) or value < 0:  # type: ignore[arg-type,operator]
-        raise ValueError(f"{name} must be a finite number of seconds >= 0, got {value!r}")
