@@ -13,6 +13,7 @@ and the model reads that.
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import subprocess
 import sys
@@ -76,8 +77,9 @@ def main() -> None:
         run_id = line.split()[-1]
         child.send_signal(signal.SIGKILL)
     print(f"host killed (exit {child.returncode}) while charge_card ran in run {run_id}")
+    sys.stdout.flush()  # the CLI writes to the same stdout
     subprocess.run([sys.executable, "-m", "toolvisor.cli", "runs", "--store", str(store)],
-                   check=True)
+                   check=False)
     with agent(store) as a:
         outcome = a.resume_run(run_id)
     print(f"{outcome.status}: {outcome.text}")
@@ -93,4 +95,8 @@ if __name__ == "__main__":
     if arguments.host is not None:
         host(arguments.host)
     else:
-        main()
+        try:
+            main()
+        except BrokenPipeError:  # `| head -3`: the reader has all it wanted
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            sys.exit(141)
