@@ -13,7 +13,6 @@ and the model reads that.
 from __future__ import annotations
 
 import argparse
-import os
 import signal
 import subprocess
 import sys
@@ -21,6 +20,7 @@ import tempfile
 import threading
 from pathlib import Path
 
+from examples._reader import until_the_reader_leaves
 from toolvisor import Agent, CallContext, function_tool
 from toolvisor.testing import ScriptedModel, call, calls
 
@@ -95,8 +95,4 @@ if __name__ == "__main__":
     if arguments.host is not None:
         host(arguments.host)
     else:
-        try:
-            main()
-        except BrokenPipeError:  # `| head -3`: the reader has all it wanted
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-            sys.exit(141)
+        until_the_reader_leaves(main)

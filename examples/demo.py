@@ -15,11 +15,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import sys
 from pathlib import Path
 from typing import Any
 
+from examples._reader import until_the_reader_leaves
 from toolvisor import (
     Agent,
     AskUser,
@@ -148,8 +147,4 @@ if __name__ == "__main__":
     parser.add_argument("--timeline", type=Path,
                         help="also write the run as a Mermaid timeline into this file")
     arguments = parser.parse_args()
-    try:
-        main(arguments.svg, arguments.timeline)
-    except BrokenPipeError:  # `make demo | head -3`: the reader has all it wanted
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        sys.exit(141)
+    until_the_reader_leaves(lambda: main(arguments.svg, arguments.timeline))
