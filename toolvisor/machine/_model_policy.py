@@ -8,7 +8,6 @@ anything else is a :class:`BrokenPolicy`, which fails the run.
 
 from __future__ import annotations
 
-import random
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal, TypeAlias
@@ -21,7 +20,7 @@ from toolvisor.contract import (
     check_seconds,
     is_seconds,
 )
-from toolvisor.machine._policy import BrokenPolicy, RetryAfter, _is_number
+from toolvisor.machine._policy import BrokenPolicy, RetryAfter, backoff_delay, check_backoff
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,18 +53,8 @@ class ModelRetryPolicy:
     reasons: frozenset[ModelErrorReason] = RETRYABLE_MODEL_ERRORS  # type: ignore[assignment]
 
     def __post_init__(self) -> None:
-        if isinstance(self.max_attempts, bool) or not isinstance(self.max_attempts, int) \
-                or self.max_attempts < 1:
-            raise ValueError(f"ModelRetryPolicy.max_attempts must be an int >= 1, "
-                             f"got {self.max_attempts!r}")
-        for name in ("base_delay", "max_delay", "max_retry_after"):
-            check_seconds(f"ModelRetryPolicy.{name}", getattr(self, name))
-        if not _is_number(self.multiplier) or self.multiplier < 1:
-            raise ValueError(f"ModelRetryPolicy.multiplier must be a number >= 1, "
-                             f"got {self.multiplier!r}")
-        if not _is_number(self.jitter) or not 0 <= self.jitter <= 1:
-            raise ValueError(f"ModelRetryPolicy.jitter must be a fraction in [0, 1], "
-                             f"got {self.jitter!r}")
+        check_backoff(self, "ModelRetryPolicy")
+        check_seconds("ModelRetryPolicy.max_retry_after", self.max_retry_after)
         reasons = frozenset(self.reasons)
         if isinstance(self.reasons, str) or reasons - MODEL_ERROR_REASONS:
             raise ValueError(f"ModelRetryPolicy.reasons must be ModelError reasons from "
@@ -78,9 +67,8 @@ class ModelRetryPolicy:
             return FailRun()
         if error.retry_after is not None and error.retry_after > self.max_retry_after:
             return FailRun()
-        raw = min(self.max_delay, self.base_delay * self.multiplier ** (error.attempt - 1))
-        draw = random.Random(f"{seed}:model:{turn}:{error.attempt}").random()
-        return RetryAfter(max(raw * (1 - self.jitter * draw), error.retry_after or 0.0))
+        delay = backoff_delay(self, error.attempt, f"{seed}:model:{turn}:{error.attempt}")
+        return RetryAfter(max(delay, error.retry_after or 0.0))
 
 
 DEFAULT_MODEL_POLICY = ModelRetryPolicy()

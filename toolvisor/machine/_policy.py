@@ -13,7 +13,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal, TypeAlias, get_args
+from typing import Any, Literal, Protocol, TypeAlias, get_args
 
 from toolvisor.contract import (
     TOOL_ERROR_REASONS,
@@ -101,6 +101,45 @@ Decision: TypeAlias = ContinueRun | HaltRun | RetryAfter | BrokenPolicy
 PolicyFunction: TypeAlias = Callable[[CallAttempt, Any], Decision]
 
 
+class Backoff(Protocol):
+    """What a policy that retries with capped exponential backoff and jitter is set with."""
+
+    @property
+    def max_attempts(self) -> int: ...
+    @property
+    def base_delay(self) -> float: ...
+    @property
+    def multiplier(self) -> float: ...
+    @property
+    def max_delay(self) -> float: ...
+    @property
+    def jitter(self) -> float: ...
+
+
+def check_backoff(policy: Backoff, owner: str) -> None:
+    """Refuse backoff settings out of range, each error naming ``owner.setting``."""
+    if isinstance(policy.max_attempts, bool) or not isinstance(policy.max_attempts, int) \
+            or policy.max_attempts < 1:
+        raise ValueError(f"{owner}.max_attempts must be an int >= 1, "
+                         f"got {policy.max_attempts!r}")
+    for name in ("base_delay", "max_delay"):
+        check_seconds(f"{owner}.{name}", getattr(policy, name))
+    if not _is_number(policy.multiplier) or policy.multiplier < 1:
+        raise ValueError(f"{owner}.multiplier must be a number >= 1, "
+                         f"got {policy.multiplier!r}")
+    if not _is_number(policy.jitter) or not 0 <= policy.jitter <= 1:
+        raise ValueError(f"{owner}.jitter must be a fraction in [0, 1], "
+                         f"got {policy.jitter!r}")
+
+
+def backoff_delay(policy: Backoff, attempt: int, draw_from: str) -> float:
+    """The wait after failed attempt ``attempt``: ``min(max_delay, base_delay * multiplier **
+    (attempt - 1))`` scaled down by up to ``jitter``, drawn from ``draw_from`` (the same
+    inputs wait the same, so a replay does)."""
+    raw = min(policy.max_delay, policy.base_delay * policy.multiplier ** (attempt - 1))
+    return raw * (1 - policy.jitter * random.Random(draw_from).random())
+
+
 @dataclass(frozen=True, slots=True)
 class RetryPolicy:
     """Retry crashes of ``retryable=True`` tools with capped exponential backoff and jitter.
@@ -122,18 +161,7 @@ class RetryPolicy:
     otherwise: PolicyName = "continue"
 
     def __post_init__(self) -> None:
-        if isinstance(self.max_attempts, bool) or not isinstance(self.max_attempts, int) \
-                or self.max_attempts < 1:
-            raise ValueError(f"RetryPolicy.max_attempts must be an int >= 1, "
-                             f"got {self.max_attempts!r}")
-        for name in ("base_delay", "max_delay"):
-            check_seconds(f"RetryPolicy.{name}", getattr(self, name))
-        if not _is_number(self.multiplier) or self.multiplier < 1:
-            raise ValueError(f"RetryPolicy.multiplier must be a number >= 1, "
-                             f"got {self.multiplier!r}")
-        if not _is_number(self.jitter) or not 0 <= self.jitter <= 1:
-            raise ValueError(f"RetryPolicy.jitter must be a fraction in [0, 1], "
-                             f"got {self.jitter!r}")
+        check_backoff(self, "RetryPolicy")
         reasons = frozenset(self.reasons)
         unknown = reasons - TOOL_ERROR_REASONS
         if isinstance(self.reasons, str) or unknown:
@@ -146,9 +174,7 @@ class RetryPolicy:
 
     def delay(self, attempt: int, *, seed: int, call_id: str) -> float:
         """Seconds to wait before running attempt ``attempt + 1``; the same for the same inputs."""
-        raw = min(self.max_delay, self.base_delay * self.multiplier ** (attempt - 1))
-        draw = random.Random(f"{seed}:{call_id}:{attempt}").random()
-        return raw * (1 - self.jitter * draw)
+        return backoff_delay(self, attempt, f"{seed}:{call_id}:{attempt}")
 
     def wants_retry(self, error: Any) -> bool:
         """Whether ``error`` is a failure this policy retries (attempts and tool aside)."""
