@@ -33,6 +33,7 @@ from toolvisor.durable import (
 )
 from toolvisor.executor import ToolRunner
 from toolvisor.host import (
+    AgentSessionHost,
     AgentTree,
     AnswerRun,
     AttachRun,
@@ -41,8 +42,10 @@ from toolvisor.host import (
     ProgressCallback,
     ResilienceConfig,
     ResumedSuspensions,
+    SessionLimits,
     StartRun,
     ToolGates,
+    agent_tool,
     reply_future,
     tracing_for,
 )
@@ -102,7 +105,8 @@ class Agent:
     agent closes, on the event loop its calls ran on, where its HTTP connections live.
 
     The keywords come in groups: the loop (``system_prompt`` to ``on_progress``), the catalog
-    and its guards, sizing, durability, tracing, and determinism for tests.
+    and its guards, sizing, child sessions (``ctx.sessions``, :meth:`as_tool`: how deep they
+    nest, how many runs one call starts), durability, tracing, and determinism for tests.
 
     ``store`` (a :class:`~toolvisor.durable.SessionStore`, or a path to a SQLite file the agent
     opens and closes) makes runs durable: every run gets a ``run_id`` in the store and a
@@ -149,6 +153,9 @@ class Agent:
         # sizing
         process_workers: int = 2,
         max_concurrent_calls: int = 1024,
+        # child sessions
+        max_session_depth: int = 3,
+        max_child_sessions: int = 16,
         # durability
         store: SessionStore | str | os.PathLike[str] | None = None,
         durability: Durability | None = None,
@@ -167,7 +174,7 @@ class Agent:
             raise TypeError(f"model must have respond(request) -> ModelResponse or async "
                             f"arespond(request) -> ModelResponse, got {model!r}")
         check_seconds("model_timeout", model_timeout, positive=True)
-        durability = _durability(store, durability)
+        durability = Durability.given(store, durability)
         self._registry = registry = _catalog(tools, registry, mcp)
         check_main_guard(registry.process_tools)
         self._gates = ToolGates(resilience, clock=resilience_clock)
@@ -184,6 +191,11 @@ class Agent:
         self._signer: Signer = durability.signer(self._store)
         self._resumed = ResumedSuspensions(
             self._config, clock if self._store is None else self._store.now)
+        self._closed = False
+        self._session_host = AgentSessionHost(
+            name, model, config=self._config, store=self._store, closed=lambda: self._closed,
+            orchestrator=self._orchestrator,
+            limits=SessionLimits(max_session_depth, max_child_sessions))
         tracing = tracing_for(model, tracer_provider, agent_name=name,
                               record_content=trace_content)
         on_event = None if tracing is None else tracing.supervisor_event
@@ -192,7 +204,7 @@ class Agent:
             projection=output_projection or OutputProjection(), context=context,
             on_progress=on_progress, store=self._store, config=self._config,
             lease_ttl=durability.lease_ttl, gates=self._gates, tracing=tracing,
-            clock=self._resumed.clock)
+            clock=self._resumed.clock, sessions=self._session_host)
         try:
             self._tree = AgentTree(
                 model, ToolRunner(tool_timeout=tool_timeout, process_workers=process_workers),
@@ -203,7 +215,6 @@ class Agent:
         except BaseException:
             self._close_store()
             raise
-        self._closed = False
 
     def _orphan(self, source: str) -> None:
         """A supervised source gave up: its tools leave the catalog, kept as orphans."""
@@ -214,6 +225,16 @@ class Agent:
         """The machine's view of the catalog: members only, whichever source provides them."""
         found = self._registry.resolve(name)
         return found if isinstance(found, Tool) else None
+
+    @property
+    def session_host(self) -> AgentSessionHost:
+        """This agent as a host of child sessions (``ctx.sessions``, :meth:`as_tool`)."""
+        return self._session_host
+
+    def as_tool(self, *, name: str, description: str, timeout: float | None = None) -> Tool:
+        """A tool that runs this agent as a child session of the calling run: it takes
+        ``{"prompt": str}`` and returns the child's final text (else an ``Err`` saying why)."""
+        return agent_tool(self, name=name, description=description, timeout=timeout)
 
     @property
     def registry(self) -> ToolRegistry:
@@ -457,19 +478,6 @@ class Agent:
                  tb: TracebackType | None) -> None:
         self.close()
 
-
-
-def _durability(store: SessionStore | str | os.PathLike[str] | None,
-                durability: Durability | None) -> Durability:
-    """``durability``, or ``store=`` as its shorthand (not both)."""
-    if durability is None:
-        return Durability(store=store)
-    if not isinstance(durability, Durability):
-        raise TypeError(f"durability must be a Durability, got {type(durability).__name__}")
-    if store is not None:
-        raise TypeError("give the store once: Agent(store=...) is short for "
-                        "Agent(durability=Durability(store=...)); pass it in the Durability")
-    return durability
 
 
 def _catalog(tools: Sequence[Tool], registry: ToolRegistry | None,

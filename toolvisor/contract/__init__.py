@@ -6,7 +6,6 @@ from toolvisor.contract._context import (
     CallContext,
     CancelToken,
     CapabilityError,
-    CatalogAccess,
     CompletionKeys,
     DurableEffectsAccess,
     StateAccess,
@@ -64,6 +63,12 @@ from toolvisor.contract._results import (
     Pending,
 )
 from toolvisor.contract._seconds import check_seconds, is_seconds
+from toolvisor.contract._sessions import (
+    CatalogEntry,
+    ModelInfo,
+    SessionsAccess,
+    SessionSnapshot,
+)
 from toolvisor.contract._tool import (
     CancelHook,
     Handler,
@@ -88,7 +93,7 @@ __all__ = [
     "CancelHook",
     "CancelToken",
     "CapabilityError",
-    "CatalogAccess",
+    "CatalogEntry",
     "CompletionKeys",
     "DurableEffectsAccess",
     "Err",
@@ -105,6 +110,7 @@ __all__ = [
     "Model",
     "ModelError",
     "ModelErrorReason",
+    "ModelInfo",
     "ModelProgressSink",
     "ModelRequest",
     "ModelResponse",
@@ -115,6 +121,8 @@ __all__ = [
     "OutputWindow",
     "Pending",
     "Scheduling",
+    "SessionSnapshot",
+    "SessionsAccess",
     "StateAccess",
     "SystemMessage",
     "Tool",

@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from toolvisor.actors import ToolCallDispatcher
 from toolvisor.call import OutputProjection
@@ -23,6 +23,9 @@ from toolvisor.host._run import RunMessage
 from toolvisor.host._tracing import Tracing
 from toolvisor.machine import Effect, MachineConfig, ResponseRefused, Suspended, TurnMachine
 from toolvisor.registry import ToolRegistry
+
+if TYPE_CHECKING:
+    from toolvisor.host._child_sessions import AgentSessionHost
 
 ProgressCallback = Callable[[str, str, dict[str, Any]], None]
 """``(run_id, event, data)``: called on the orchestrator's thread; keep it quick."""
@@ -93,7 +96,8 @@ class OrchestratorSettings:
     ``clock`` dates the questions' deadlines (the store's clock, with a store);
     ``lease_ttl`` is how long a run's lease outlives this host's last renewal; ``gates`` are
     the tools' breakers, bulkheads and rate limits (owned by the agent, which reads them);
-    ``tracing`` makes the runs' spans (``None``: the agent does not trace).
+    ``tracing`` makes the runs' spans (``None``: the agent does not trace); ``sessions``
+    is the agent as a host of child sessions (each call's ``ctx.sessions`` is built on it).
     """
 
     models: ModelCalls
@@ -110,3 +114,4 @@ class OrchestratorSettings:
     gates: ToolGates = field(default_factory=ToolGates)
     tracing: Tracing | None = None
     clock: Callable[[], float] = time.time
+    sessions: AgentSessionHost | None = None

@@ -39,6 +39,7 @@ from toolvisor.contract import ModelError
 from toolvisor.durable import UnknownRunError
 from toolvisor.executor import DeadlineTimer
 from toolvisor.host._call_starter import CallStarter
+from toolvisor.host._child_sessions import SnapshotRun, answer_snapshot
 from toolvisor.host._commands import (
     AnswerRun,
     AttachRun,
@@ -121,8 +122,8 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
                 try:
                     self._handle(message)
                 except Exception as exc:  # one run's failure ends that run, never the host
-                    reply = message.reply if isinstance(
-                        message, StartRun | AnswerRun | AttachRun | CancelRun) else None
+                    reply = message.reply if isinstance(message, StartRun | AnswerRun | AttachRun
+                                                        | CancelRun | SnapshotRun) else None
                     self._crash(run_id, exc, reply)
             case _:
                 return super().on_receive(message)
@@ -164,6 +165,8 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
                 self._questions_due(run_id)
             case CancelRun(run_id, reply):
                 self._cancel(run_id, reply)
+            case SnapshotRun(run_id):
+                answer_snapshot(message, self._runs.get(run_id), self._settings)
 
     def _crash(self, run_id: str, exc: Exception, reply: Future[Any] | None = None) -> None:
         """End run ``run_id`` alone, ``Failed`` with what went wrong (logged with its traceback):

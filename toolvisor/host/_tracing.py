@@ -29,6 +29,7 @@ from toolvisor.contract import (
     ToolError,
     result_outcome,
 )
+from toolvisor.host._model_info import model_info
 from toolvisor.host._remote_spans import RemoteSpans
 
 if TYPE_CHECKING:
@@ -61,12 +62,9 @@ def tracing_for(model: Any, provider: TracerProvider | None, *, agent_name: str,
     provider = tracer_provider_in_use(provider)
     if provider is None:
         return None
-    module = type(model).__module__
-    provider_name = "anthropic" if module.endswith("_anthropic") \
-        else "openai" if module.startswith("toolvisor.models") else type(model).__name__
-    model_name = str(getattr(model, "model", None) or type(model).__name__)
-    return Tracing(provider, agent_name=agent_name, model_name=model_name,
-                   provider_name=provider_name, record_content=record_content)
+    info = model_info(model)
+    return Tracing(provider, agent_name=agent_name, model_name=info.name,
+                   provider_name=info.provider, record_content=record_content)
 
 
 def _clip(value: Any) -> str:
