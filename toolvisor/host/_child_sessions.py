@@ -27,6 +27,7 @@ from typing import Any
 
 from pykka import ActorDeadError, ActorRef
 
+from toolvisor._logging import get_event_log
 from toolvisor.contract import (
     CapabilityError,
     CatalogEntry,
@@ -50,6 +51,8 @@ from toolvisor.host._model_info import model_info
 from toolvisor.host._run import HostedRun, RunMessage
 from toolvisor.machine import MachineConfig, TurnMachine
 from toolvisor.registry import ToolRegistry
+
+_log = get_event_log("sessions")
 
 CHILD_STEP = "toolvisor.child_session"
 """The journal step (``<CHILD_STEP>.<n>``) that keeps the run id of a call's n-th child."""
@@ -105,11 +108,11 @@ class SessionLimits:
     """How deep child sessions may nest (a top-level run is depth 0) and how many one call
     may start; each is refused past its limit with a ``CapabilityError``."""
 
-    max_depth: int = 3
-    max_children: int = 16
+    max_session_depth: int = 3
+    max_child_sessions: int = 16
 
     def __post_init__(self) -> None:
-        for name in ("max_depth", "max_children"):
+        for name in ("max_session_depth", "max_child_sessions"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise ValueError(f"{name} must be an int >= 0, got {value!r}")
@@ -301,13 +304,13 @@ class CallSessions:
         with self._lock:
             self._check_live()
             limits = self._host.limits
-            if self._depth + 1 > limits.max_depth:
+            if self._depth + 1 > limits.max_session_depth:
                 raise CapabilityError(
                     "session_depth_exceeded",
                     f"a child session here would be {self._depth + 1} levels deep, past the "
-                    f"limit of {limits.max_depth}; raise Agent(max_session_depth=...) or start "
-                    "it from a shallower run")
-            if self._children.started >= limits.max_children:
+                    f"limit of {limits.max_session_depth}; raise Agent(max_session_depth=...) "
+                    "or start it from a shallower run")
+            if self._children.started >= limits.max_child_sessions:
                 raise CapabilityError(
                     "too_many_child_sessions",
                     f"call {self._call_id!r} already started {self._children.started} child "
@@ -318,6 +321,8 @@ class CallSessions:
         child = self._child_run_id(ordinal)
         host = opened.host
         link = ChildLink(self._run_id, self._call_id, self._depth + 1, self._trace_headers())
+        _log.info("child_session_started", run_id=child, parent_run_id=self._run_id,
+                  parent_call_id=self._call_id, agent=host.agent_name, depth=link.depth)
         future = host.start_child(child, request, opened.state, link)
         with self._lock:
             self._children.live[child] = host
