@@ -28,7 +28,6 @@ from toolvisor.durable import (
     ResolveOutcome,
     SessionStore,
     Signer,
-    SqliteSessionStore,
     require_signed,
 )
 from toolvisor.executor import ToolRunner
@@ -184,17 +183,14 @@ class Agent:
             on_model_error=on_model_error, catalog=self._catalog_member,
             catalog_names=registry.members,
         )
-        opened = durability.store
-        self._owns_store = isinstance(opened, str | os.PathLike)
-        self._store: SessionStore | None = (
-            SqliteSessionStore(opened) if isinstance(opened, str | os.PathLike) else opened)
+        self._store, self._owns_store = durability.opened()
         self._signer: Signer = durability.signer(self._store)
         self._resumed = ResumedSuspensions(
             self._config, clock if self._store is None else self._store.now)
         self._closed = False
         self._session_host = AgentSessionHost(
             name, model, config=self._config, store=self._store, closed=lambda: self._closed,
-            orchestrator=self._orchestrator,
+            orchestrator=self._orchestrator, resume=self._continue,
             limits=SessionLimits(max_session_depth, max_child_sessions))
         tracing = tracing_for(model, tracer_provider, agent_name=name,
                               record_content=trace_content)
@@ -315,19 +311,24 @@ class Agent:
         return self._submit(machine, machine.start(prompt, state=state))
 
     def _continue(self, suspended: Suspended, answer: Any) -> tuple[str, Future[Any]]:
-        """The run keeps its id: resumed from the store, or without one from ``suspended``."""
+        """Check ``suspended`` and the answers; a relayed question's answer goes to its child."""
         if not isinstance(suspended, Suspended):
             raise TypeError(f"resume() takes the Suspended outcome a run returned, got "
                             f"{type(suspended).__name__}")
         check_main_guard(self._registry.process_tools)
         require_signed(self._signer, suspended.signed_text(), suspended.signature)
         answers = answers_for(suspended, answer, self._config.mode)
+        return suspended.run_id, self._session_host.relays.answer(  # relayed ones: children
+            suspended.run_id, dict(answers), functools.partial(self._answered, suspended))
+
+    def _answered(self, suspended: Suspended, answers: dict[str, Any]) -> Future[Any]:
+        """The run keeps its id: resumed from the store, or without one from ``suspended``."""
         run_id = suspended.run_id
         if self._store is not None and run_id and self._store.get_run(run_id) is not None:
             future = reply_future()
-            self._orchestrator().tell(AnswerRun(run_id, dict(answers), future, suspended))
-            return run_id, future
-        return self._submit(*self._resumed.resume(suspended, answers))
+            self._orchestrator().tell(AnswerRun(run_id, answers, future, suspended))
+            return future
+        return self._submit(*self._resumed.resume(suspended, answers))[1]
 
     # --- durable runs -----------------------------------------------------------------------
 

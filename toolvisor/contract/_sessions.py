@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from toolvisor.contract._messages import Message, ToolSpec, Usage
+from toolvisor.contract._results import AskUser
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,7 +63,8 @@ class SessionsAccess(Protocol):
     ``model``, ``snapshot_current``, ``tool_catalog`` and ``set_tool_membership`` are the
     run's own view; ``snapshot(run_id)`` reads a run the host grants (a child this call
     started). ``create_session`` / ``start_turn`` / ``close_session`` run child sessions, as
-    linked children of this call.
+    linked children of this call; ``relay(outcome)`` asks a suspended child's question as
+    this call's own (return it), so resuming the parent answers the child.
     """
 
     def model(self) -> ModelInfo: ...
@@ -80,5 +82,7 @@ class SessionsAccess(Protocol):
 
     def start_turn(self, prompt: str | Sequence[Message], *, session: str | None = None,
                    agent: Any = None, state: Mapping[str, Any] | None = None) -> Any: ...
+
+    def relay(self, outcome: Any) -> AskUser: ...
 
     def close_session(self, session: str) -> None: ...

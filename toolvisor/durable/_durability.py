@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from toolvisor.contract import check_seconds
 from toolvisor.durable._signing import KeyRing, Signer
+from toolvisor.durable._sqlite import SqliteSessionStore
 from toolvisor.durable._store import SessionStore
 
 
@@ -54,6 +55,12 @@ class Durability:
             raise TypeError("give the store once: Agent(store=...) is short for "
                             "Agent(durability=Durability(store=...)); pass it in the Durability")
         return durability
+
+    def opened(self) -> tuple[SessionStore | None, bool]:
+        """The store runs use, and whether the agent opened it (from a path: it closes it)."""
+        if isinstance(self.store, str | os.PathLike):
+            return SqliteSessionStore(self.store), True
+        return self.store, False
 
     def signer(self, store: SessionStore | None) -> Signer:
         """What signs the agent's ``Suspended`` outcomes: its keys, else its (opened)

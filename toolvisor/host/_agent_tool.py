@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from toolvisor.contract import CallContext, CapabilityError, Err, Ok, Tool, ToolError
+from toolvisor.contract import AskUser, CallContext, CapabilityError, Err, Ok, Tool, ToolError
 from toolvisor.machine import Completed, Failed, Halted, Suspended
 
 _PROMPT_SCHEMA = {
@@ -17,13 +17,18 @@ _PROMPT_SCHEMA = {
 
 def agent_tool(agent: Any, *, name: str, description: str,
                timeout: float | None = None) -> Tool:
-    """The ``Tool`` of ``Agent.as_tool``: ``{"prompt": str}`` in, the child's text out."""
+    """The ``Tool`` of ``Agent.as_tool``: ``{"prompt": str}`` in, the child's text out; a
+    child's question is asked through the calling run (``ctx.sessions.relay``)."""
 
-    def handler(arguments: dict[str, Any], ctx: CallContext) -> Ok | Err:
+    def handler(arguments: dict[str, Any], ctx: CallContext) -> Ok | Err | AskUser:
         if ctx.sessions is None:
             raise CapabilityError("sessions_unavailable", f"tool {name!r} runs an agent as a "
                                   "child session: call it from an Agent's run")
-        return outcome_result(ctx.sessions.start_turn(arguments["prompt"], agent=agent), name)
+        outcome = ctx.sessions.start_turn(arguments["prompt"], agent=agent)
+        if isinstance(outcome, Suspended) and len(outcome.questions) == 1 \
+                and not outcome.keys:
+            return ctx.sessions.relay(outcome)
+        return outcome_result(outcome, name)
 
     return Tool(name=name, description=description, input_schema=_PROMPT_SCHEMA,
                 handler=handler, timeout=timeout)

@@ -29,6 +29,7 @@ from pykka import ActorDeadError, ActorRef
 
 from toolvisor._logging import get_event_log
 from toolvisor.contract import (
+    AskUser,
     CapabilityError,
     CatalogEntry,
     DurableEffectsAccess,
@@ -48,6 +49,7 @@ from toolvisor.host._commands import (
     reply_future,
 )
 from toolvisor.host._model_info import model_info
+from toolvisor.host._relays import Relay, Relays, Resume, relayed_question
 from toolvisor.host._run import HostedRun, RunMessage
 from toolvisor.machine import MachineConfig, TurnMachine
 from toolvisor.registry import ToolRegistry
@@ -123,7 +125,7 @@ class AgentSessionHost:
 
     def __init__(self, agent_name: str, model: Any, *, config: MachineConfig,
                  store: SessionStore | None, orchestrator: Callable[[], ActorRef[Any]],
-                 closed: Callable[[], bool], limits: SessionLimits) -> None:
+                 closed: Callable[[], bool], limits: SessionLimits, resume: Resume) -> None:
         self._agent_name = agent_name
         self._model = model_info(model)
         self._config = config
@@ -131,6 +133,8 @@ class AgentSessionHost:
         self._orchestrator = orchestrator
         self._closed = closed
         self.limits = limits
+        self.resume = resume  # the agent's resume: a relayed answer reaches a child through it
+        self.relays = Relays()  # the questions its runs' calls ask for their children
         self._lock = threading.Lock()
         self._links: dict[str, ChildLink] = {}  # live child runs hosted here
 
@@ -351,6 +355,21 @@ class CallSessions:
                 usage=outcome.usage, turns=int(getattr(outcome, "turns", 0)),
                 parent_run_id=self._run_id)
         return outcome
+
+    def relay(self, outcome: Any) -> AskUser:
+        """The question of a child this call started, suspended on it, as this call's own
+        ``AskUser`` (return it): the parent run suspends on it, and resuming the parent with
+        an answer gives the answer to the child, whose result becomes this call's."""
+        run_id = getattr(outcome, "run_id", None)
+        with self._lock:
+            host = self._children.granted.get(run_id) if isinstance(run_id, str) else None
+        if host is None:
+            raise CapabilityError("relay_unsupported", f"run {run_id!r} is not a child session "
+                                  "this call started; only its own children's questions relay")
+        question = relayed_question(host.agent_name, outcome)
+        self._host.relays.add(self._run_id, self._call_id,
+                              Relay(host.agent_name, host.resume, outcome))
+        return question
 
     def close_session(self, session: str) -> None:
         """Close ``session``: no more turns; a turn under way is cancelled."""

@@ -27,6 +27,7 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from toolvisor.contract import (
+    AskUser,
     CallContext,
     CapabilityError,
     CatalogEntry,
@@ -43,7 +44,7 @@ SERVED: Mapping[str, frozenset[str]] = {
     "state": frozenset({"get", "set"}),
     "sessions": frozenset({"model", "snapshot_current", "snapshot", "tool_catalog",
                            "set_tool_membership", "create_session", "start_turn",
-                           "close_session"}),
+                           "relay", "close_session"}),
     "completion_keys": frozenset({"issue"}),
     "durable": frozenset({"run_json", "external_event_key", "await_event_json",
                           "emit_process_event"}),
@@ -233,6 +234,10 @@ class _RemoteSessions(_Asker):
                    agent: Any = None, state: Mapping[str, Any] | None = None) -> Any:
         _local(agent)
         return self._ask("sessions", "start_turn", prompt, session, None, state)
+
+    def relay(self, outcome: Any) -> AskUser:
+        question: AskUser = self._ask("sessions", "relay", outcome)
+        return question
 
     def close_session(self, session: str) -> None:
         self._ask("sessions", "close_session", session)
