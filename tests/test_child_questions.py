@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from toolvisor import Agent, AskUser, CallContext, Completed, Suspended, Tool
+from toolvisor import Agent, AskUser, CallContext, Completed, Halted, Pending, Suspended, Tool
 from toolvisor.contract import ModelRequest, ModelResponse, ToolResultMessage
 from toolvisor.testing import FunctionModel, ScriptedModel, call, calls
 
@@ -108,3 +108,47 @@ def test_a_handler_relays_its_childs_question_itself() -> None:
         assert isinstance(suspended, Suspended)
         outcome = writer.resume(suspended, "2025")
     assert isinstance(outcome, Completed) and outcome.text == "wrote: report for 2025"
+
+
+def test_a_child_waiting_on_a_key_suspends_the_parent_showing_the_childs_key(
+        tmp_path: Path) -> None:
+    def hook(arguments: dict[str, Any], ctx: CallContext) -> Pending:
+        ctx.completion_key()
+        return Pending()
+
+    store = tmp_path / "runs.sqlite"
+    hooked = ScriptedModel([calls(call("hook", id="h")),
+                            lambda request: f"hook said {answered(request)[0]}"])
+    with Agent(hooked, [Tool(name="hook", handler=hook)], name="researcher",
+               store=store) as researcher, \
+            Agent(writer_model(), [researcher.as_tool(name="research", description="dig")],
+                  store=store) as writer:
+        suspended = writer.run("write")
+        assert isinstance(suspended, Suspended) and list(suspended.keys) == ["r"]
+        child_key = suspended.keys["r"]
+        (child,) = [r.run_id for r in writer.store.runs()  # type: ignore[union-attr]
+                    if r.run_id != suspended.run_id]
+        assert [w.key for w in writer.store.open_waits(child)] == [child_key]  # type: ignore[union-attr]
+        assert writer.resolve(child_key, ok="pong") == "accepted"
+        outcome = writer.resume_run(suspended.run_id, timeout=30)
+    assert isinstance(outcome, Completed) and outcome.text == "wrote: hook said pong"
+
+
+def test_cancelling_the_parent_cancels_the_child_whose_key_it_relays(tmp_path: Path) -> None:
+    def hook(arguments: dict[str, Any], ctx: CallContext) -> Pending:
+        ctx.completion_key()
+        return Pending()
+
+    store = tmp_path / "runs.sqlite"
+    with Agent(ScriptedModel([calls(call("hook", id="h"))]), [Tool(name="hook", handler=hook)],
+               name="researcher", store=store) as researcher, \
+            Agent(ScriptedModel([calls(call("research", {"prompt": "dig"}, id="r"))]),
+                  [researcher.as_tool(name="research", description="dig")],
+                  store=store) as writer:
+        suspended = writer.run("write")
+        assert isinstance(suspended, Suspended)
+        (child,) = [r.run_id for r in writer.store.runs()  # type: ignore[union-attr]
+                    if r.run_id != suspended.run_id]
+        writer.cancel_run(suspended.run_id)
+        outcome = researcher.resume_run(child, timeout=30)
+    assert isinstance(outcome, Halted) and outcome.reason == "cancelled"

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from toolvisor.contract._messages import Message, ToolSpec, Usage
-from toolvisor.contract._results import AskUser
+from toolvisor.contract._results import AskUser, Pending
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,7 +64,8 @@ class SessionsAccess(Protocol):
     run's own view; ``snapshot(run_id)`` reads a run the host grants (a child this call
     started). ``create_session`` / ``start_turn`` / ``close_session`` run child sessions, as
     linked children of this call; ``relay(outcome)`` asks a suspended child's question as
-    this call's own (return it), so resuming the parent answers the child.
+    this call's own (return it), so resuming the parent answers the child (a question), or
+    resolving the key the parent shows resumes the child (one completion key).
     """
 
     def model(self) -> ModelInfo: ...
@@ -83,6 +84,6 @@ class SessionsAccess(Protocol):
     def start_turn(self, prompt: str | Sequence[Message], *, session: str | None = None,
                    agent: Any = None, state: Mapping[str, Any] | None = None) -> Any: ...
 
-    def relay(self, outcome: Any) -> AskUser: ...
+    def relay(self, outcome: Any) -> AskUser | Pending: ...
 
     def close_session(self, session: str) -> None: ...

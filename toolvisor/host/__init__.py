@@ -6,7 +6,7 @@ the orchestrator stops before the run ends, and a resume with ``AlreadyResumedEr
 """
 
 from toolvisor.host._agent_tool import agent_tool
-from toolvisor.host._child_sessions import AgentSessionHost, CallSessions, SessionLimits
+from toolvisor.host._child_sessions import CallSessions
 from toolvisor.host._commands import (
     AlreadyResumedError,
     AnswerRun,
@@ -25,6 +25,7 @@ from toolvisor.host._model_calls import ModelAnswer, ModelCalls
 from toolvisor.host._model_info import model_info
 from toolvisor.host._orchestrator import OrchestratorActor
 from toolvisor.host._resumed import ResumedSuspensions
+from toolvisor.host._session_host import AgentSessionHost, SessionLimits
 from toolvisor.host._tracing import SEMCONV_VERSION, Tracing, tracing_for
 from toolvisor.host._tree import AgentTree
 

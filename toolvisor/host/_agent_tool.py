@@ -4,7 +4,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from toolvisor.contract import AskUser, CallContext, CapabilityError, Err, Ok, Tool, ToolError
+from toolvisor.contract import (
+    AskUser,
+    CallContext,
+    CapabilityError,
+    Err,
+    Ok,
+    Pending,
+    Tool,
+    ToolError,
+)
 from toolvisor.machine import Completed, Failed, Halted, Suspended
 
 _PROMPT_SCHEMA = {
@@ -20,13 +29,13 @@ def agent_tool(agent: Any, *, name: str, description: str,
     """The ``Tool`` of ``Agent.as_tool``: ``{"prompt": str}`` in, the child's text out; a
     child's question is asked through the calling run (``ctx.sessions.relay``)."""
 
-    def handler(arguments: dict[str, Any], ctx: CallContext) -> Ok | Err | AskUser:
+    def handler(arguments: dict[str, Any], ctx: CallContext) -> Ok | Err | AskUser | Pending:
         if ctx.sessions is None:
             raise CapabilityError("sessions_unavailable", f"tool {name!r} runs an agent as a "
                                   "child session: call it from an Agent's run")
         outcome = ctx.sessions.start_turn(arguments["prompt"], agent=agent)
-        if isinstance(outcome, Suspended) and len(outcome.questions) == 1 \
-                and not outcome.keys:
+        if isinstance(outcome, Suspended) and len(outcome.call_ids) == 1 \
+                and (outcome.questions or (outcome.keys and ctx.completion_keys is not None)):
             return ctx.sessions.relay(outcome)
         return outcome_result(outcome, name)
 

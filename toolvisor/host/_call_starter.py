@@ -73,7 +73,7 @@ class RunCalls:
         for token in self.tokens.values():
             token.set()
         for sessions in self.sessions.values():
-            sessions.end()
+            sessions.end(released=True)
 
 
 class CallStarter:
@@ -164,8 +164,10 @@ class CallStarter:
                 calls.handed.pop(call_id, None)
                 calls.tokens.pop(call_id, None)
                 calls.actors.pop(call_id, None)
-                if (sessions := calls.sessions.pop(call_id, None)) is not None:
-                    sessions.end()  # the call ended: so do the children it left running
+                if (sessions := calls.sessions.pop(call_id, None)) is not None \
+                        and sessions.end():  # the call ended: so do the children it left
+                    calls.sessions[call_id] = sessions  # but one whose key it relays: that
+                    # child is linked until the run is released
             if done.run_id in hosted and self._waits is not None:
                 try:
                     self._waits.settle_key(done.run_id, done.outcome, done.key)
@@ -185,7 +187,7 @@ class CallStarter:
             self._runs.setdefault(run.run_id, RunCalls()).tokens[planned.call.id] = token
         sessions = None if settings.sessions is None else CallSessions(
             run_id=run.run_id, call_id=planned.call.id, host=settings.sessions,
-            registry=registry, durable=durable)
+            registry=registry, durable=durable, keys=keys)
         ctx = CallContext(
             session_id=run.run_id,
             request_id=f"{run.run_id}/{planned.call.id}/{planned.attempt}",

@@ -1,10 +1,5 @@
 """Child sessions: runs started by a call, linked to it as an OTP process to its parent.
 
-``AgentSessionHost`` is one agent's side: it starts (or, when its store already holds the run,
-re-attaches to) a child run on its orchestrator, cancels one, snapshots one, and remembers
-each live child's ``ChildLink`` (its parent run and call, its depth, its trace parent) under a
-lock, since the calls of any agent's runs reach it from their own threads.
-
 ``CallSessions`` is one call's ``ctx.sessions``: the run's own view (model, snapshot, catalog)
 and the children this call started. The ``CallStarter`` that built it owns its end: when the
 call's reply is taken (a result, a timeout, a cancellation) or its run is released, it calls
@@ -16,7 +11,6 @@ State here is read and written by the handler's threads and by the orchestrator'
 
 from __future__ import annotations
 
-import contextlib
 import threading
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -25,174 +19,32 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
-from pykka import ActorDeadError, ActorRef
-
 from toolvisor._logging import get_event_log
 from toolvisor.contract import (
     AskUser,
     CapabilityError,
     CatalogEntry,
+    CompletionKeys,
     DurableEffectsAccess,
+    Err,
     Message,
     ModelInfo,
+    Ok,
+    Pending,
     SessionSnapshot,
     SystemMessage,
     ToolError,
     UserMessage,
 )
-from toolvisor.durable import SessionStore
-from toolvisor.host._commands import (
-    AttachRun,
-    CancelRun,
-    OrchestratorSettings,
-    StartRun,
-    reply_future,
-)
-from toolvisor.host._model_info import model_info
-from toolvisor.host._relays import Relay, Relays, Resume, relayed_question
-from toolvisor.host._run import HostedRun, RunMessage
-from toolvisor.machine import MachineConfig, TurnMachine
+from toolvisor.host._agent_tool import outcome_result
+from toolvisor.host._relays import Relay, relayed_question, waits_on_one_key
+from toolvisor.host._session_host import AgentSessionHost, ChildLink
 from toolvisor.registry import ToolRegistry
 
 _log = get_event_log("sessions")
 
 CHILD_STEP = "toolvisor.child_session"
 """The journal step (``<CHILD_STEP>.<n>``) that keeps the run id of a call's n-th child."""
-
-
-@dataclass(frozen=True, slots=True)
-class SnapshotRun(RunMessage):
-    """Reply with a :class:`SessionSnapshot` of the run (hosted here, else from the store)."""
-
-    reply: Future[Any]
-
-
-def answer_snapshot(message: SnapshotRun, run: HostedRun | None,
-                    settings: OrchestratorSettings) -> None:
-    """Answer a snapshot on the orchestrator's thread: of a run hosted there, else from the
-    store's latest checkpoint."""
-    run_id, reply, store = message.run_id, message.reply, settings.store
-    machine = None if run is None else run.machine
-    link = None if settings.sessions is None else settings.sessions.link_of(run_id)
-    saved = None if machine is not None or store is None else store.latest_checkpoint(run_id)
-    if machine is None and (saved is None or settings.config is None):
-        reply.set_exception(LookupError(f"run {run_id!r} is not hosted here and no store "
-                                        "holds it"))
-        return
-    if machine is None:
-        assert saved is not None and settings.config is not None
-        machine = TurnMachine.restore(settings.config, saved.data)
-    reply.set_result(snapshot_of(run_id, machine, link))
-
-
-def snapshot_of(run_id: str, machine: TurnMachine, link: ChildLink | None) -> SessionSnapshot:
-    """The snapshot of a run as its machine stands (on the orchestrator's thread)."""
-    run = machine.checkpoint().run
-    return SessionSnapshot(run_id=run_id, status=machine.status, messages=tuple(run.messages),
-                           state=dict(machine.state), usage=run.usage, turns=machine.turn,
-                           parent_run_id=None if link is None else link.parent_run_id)
-
-
-@dataclass(frozen=True, slots=True)
-class ChildLink:
-    """What a child run knows of its parent: the run and the call that started it, how deep
-    it is (a child of a top-level run is 1), and the W3C trace headers of the parent call's
-    span (its ``invoke_agent`` span is made under it)."""
-
-    parent_run_id: str
-    parent_call_id: str
-    depth: int
-    trace: Mapping[str, str] | None = field(default=None, compare=False)
-
-
-@dataclass(frozen=True, slots=True)
-class SessionLimits:
-    """How deep child sessions may nest (a top-level run is depth 0) and how many one call
-    may start; each is refused past its limit with a ``CapabilityError``."""
-
-    max_session_depth: int = 3
-    max_child_sessions: int = 16
-
-    def __post_init__(self) -> None:
-        for name in ("max_session_depth", "max_child_sessions"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise ValueError(f"{name} must be an int >= 0, got {value!r}")
-
-
-class AgentSessionHost:
-    """One agent as a host of child sessions (and of its runs' own view). Thread-safe."""
-
-    def __init__(self, agent_name: str, model: Any, *, config: MachineConfig,
-                 store: SessionStore | None, orchestrator: Callable[[], ActorRef[Any]],
-                 closed: Callable[[], bool], limits: SessionLimits, resume: Resume) -> None:
-        self._agent_name = agent_name
-        self._model = model_info(model)
-        self._config = config
-        self._store = store
-        self._orchestrator = orchestrator
-        self._closed = closed
-        self.limits = limits
-        self.resume = resume  # the agent's resume: a relayed answer reaches a child through it
-        self.relays = Relays()  # the questions its runs' calls ask for their children
-        self._lock = threading.Lock()
-        self._links: dict[str, ChildLink] = {}  # live child runs hosted here
-
-    @property
-    def agent_name(self) -> str:
-        return self._agent_name
-
-    def model_info(self) -> ModelInfo:
-        return self._model
-
-    def start_child(self, run_id: str, prompt: str | Sequence[Message],
-                    state: Mapping[str, Any] | None, link: ChildLink) -> Future[Any]:
-        self._check_open()
-        future = reply_future()
-        with self._lock:
-            self._links[run_id] = link
-        try:
-            if self._store is not None and self._store.get_run(run_id) is not None:
-                self._tell(AttachRun(run_id, future))  # a parent resumed: the same child
-            else:
-                machine = TurnMachine(self._config)
-                self._tell(StartRun(run_id, machine, machine.start(prompt, state=state),
-                                    future))
-        except BaseException:
-            self.forget(run_id)
-            raise
-        return future
-
-    def cancel_child(self, run_id: str) -> None:
-        with contextlib.suppress(ActorDeadError, CapabilityError):
-            self._tell(CancelRun(run_id))
-
-    def snapshot(self, run_id: str) -> SessionSnapshot:
-        future: Future[Any] = reply_future()
-        self._tell(SnapshotRun(run_id, future))
-        snapshot: SessionSnapshot = future.result()
-        return snapshot
-
-    def link_of(self, run_id: str) -> ChildLink | None:
-        with self._lock:
-            return self._links.get(run_id)
-
-    def forget(self, run_id: str) -> None:
-        with self._lock:
-            self._links.pop(run_id, None)
-
-    def _check_open(self) -> None:
-        if self._closed():
-            raise CapabilityError("agent_closed", f"agent {self._agent_name!r} is closed: it "
-                                  "hosts no more sessions; start children on an open Agent")
-
-    def _tell(self, message: Any) -> None:
-        self._check_open()
-        try:
-            self._orchestrator().tell(message)
-        except ActorDeadError as exc:
-            raise CapabilityError("agent_closed", f"agent {self._agent_name!r} is stopping: "
-                                  "it hosts no more sessions") from exc
 
 
 @dataclass(eq=False)
@@ -214,6 +66,8 @@ class _Children:
     live: dict[str, AgentSessionHost] = field(default_factory=dict)  # child run -> its host
     granted: dict[str, AgentSessionHost] = field(default_factory=dict)  # may be snapshot
     finished: dict[str, SessionSnapshot] = field(default_factory=dict)
+    relaying: dict[str, AgentSessionHost] = field(default_factory=dict)  # children whose key
+    # this call's Pending waits on
     started: int = 0
 
 
@@ -221,12 +75,14 @@ class CallSessions:
     """``ctx.sessions`` for one call of run ``run_id`` (see the module's docstring)."""
 
     def __init__(self, *, run_id: str, call_id: str, host: AgentSessionHost,
-                 registry: ToolRegistry, durable: DurableEffectsAccess | None) -> None:
+                 registry: ToolRegistry, durable: DurableEffectsAccess | None,
+                 keys: CompletionKeys | None) -> None:
         self._run_id = run_id
         self._call_id = call_id
         self._host = host
         self._registry = registry
         self._durable = durable
+        self._keys = keys
         link = host.link_of(run_id)
         self._depth = 0 if link is None else link.depth
         self._lock = threading.Lock()
@@ -356,20 +212,47 @@ class CallSessions:
                 parent_run_id=self._run_id)
         return outcome
 
-    def relay(self, outcome: Any) -> AskUser:
-        """The question of a child this call started, suspended on it, as this call's own
-        ``AskUser`` (return it): the parent run suspends on it, and resuming the parent with
-        an answer gives the answer to the child, whose result becomes this call's."""
+    def relay(self, outcome: Any) -> AskUser | Pending:
+        """What a child this call started is suspended on, as this call's own result (return
+        it). A question: an ``AskUser`` the parent run suspends on; resuming the parent gives
+        the answer to the child, whose result becomes this call's. One completion key (with a
+        store): a ``Pending`` the parent waits on, whose suspension shows the child's key;
+        resolving it resumes the child, whose outcome then resolves this call."""
         run_id = getattr(outcome, "run_id", None)
         with self._lock:
             host = self._children.granted.get(run_id) if isinstance(run_id, str) else None
         if host is None:
             raise CapabilityError("relay_unsupported", f"run {run_id!r} is not a child session "
                                   "this call started; only its own children's questions relay")
+        child_key = waits_on_one_key(outcome)
+        if child_key is not None and self._keys is not None and self._host.store is not None:
+            return self._relay_key(host, outcome.run_id, child_key)
         question = relayed_question(host.agent_name, outcome)
         self._host.relays.add(self._run_id, self._call_id,
                               Relay(host.agent_name, host.resume, outcome))
         return question
+
+    def _relay_key(self, host: AgentSessionHost, child: str, child_key: str) -> Pending:
+        """Wait on the child's key through this call's own: the child stays linked (cancelled
+        with the run), and its next outcome resolves this call's key."""
+        assert self._keys is not None and self._host.store is not None
+        key, store = self._keys.issue(), self._host.store
+        with self._lock:
+            self._children.relaying[child] = host
+        self._host.relays.add_key(self._run_id, self._call_id, child_key)
+
+        def child_back(done: Future[Any]) -> None:
+            with self._lock:
+                self._children.relaying.pop(child, None)
+            error = done.exception()
+            result = outcome_result(done.result(), host.agent_name) if error is None \
+                else Err(f"child session {child} on agent {host.agent_name!r} crashed: {error}")
+            if isinstance(result, Ok):
+                store.resolve(key, ok=result.value)
+            else:
+                store.resolve(key, error=str(result.reason))
+        host.attach(child).add_done_callback(child_back)
+        return Pending()
 
     def close_session(self, session: str) -> None:
         """Close ``session``: no more turns; a turn under way is cancelled."""
@@ -382,16 +265,23 @@ class CallSessions:
 
     # --- the link ---------------------------------------------------------------------------
 
-    def end(self) -> None:
-        """The call ended (or its run was released): refuse later children and cancel every
-        live one (each cancels its own, so the cascade reaches every level). Idempotent."""
+    def end(self, *, released: bool = False) -> bool:
+        """The call ended (or its run was ``released``): refuse later children and cancel every
+        live one (each cancels its own, so the cascade reaches every level); a child whose key
+        this call relays is cancelled only with the run. Whether such a child still waits."""
         with self._lock:
             self._ended = True
             live = list(self._children.live.items())
+            if released:
+                live += list(self._children.relaying.items())
             for opened in self._children.sessions.values():
                 opened.closed = True
+            relaying = bool(self._children.relaying) and not released
+        if released:
+            self._host.relays.forget(self._run_id, self._call_id)
         for run_id, host in live:
             host.cancel_child(run_id)
+        return relaying
 
     def _check_live(self) -> None:
         if self._ended:

@@ -25,7 +25,7 @@ from toolvisor.machine import Effect, MachineConfig, ResponseRefused, Suspended,
 from toolvisor.registry import ToolRegistry
 
 if TYPE_CHECKING:
-    from toolvisor.host._child_sessions import AgentSessionHost
+    from toolvisor.host._session_host import AgentSessionHost
 
 ProgressCallback = Callable[[str, str, dict[str, Any]], None]
 """``(run_id, event, data)``: called on the orchestrator's thread; keep it quick."""

@@ -22,7 +22,7 @@ from toolvisor.machine import CallToRun, Effect, LlmCall
 if TYPE_CHECKING:
     from opentelemetry.trace import Span
 
-    from toolvisor.host._child_sessions import AgentSessionHost
+    from toolvisor.host._session_host import AgentSessionHost
 
 
 @dataclass(eq=False, slots=True)

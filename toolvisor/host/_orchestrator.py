@@ -39,7 +39,6 @@ from toolvisor.contract import ModelError
 from toolvisor.durable import UnknownRunError
 from toolvisor.executor import DeadlineTimer
 from toolvisor.host._call_starter import CallStarter
-from toolvisor.host._child_sessions import SnapshotRun, answer_snapshot
 from toolvisor.host._commands import (
     AnswerRun,
     AttachRun,
@@ -58,6 +57,7 @@ from toolvisor.host._observing import RunObserver
 from toolvisor.host._question_timer import QuestionsDue
 from toolvisor.host._questions import Questions, suspended_now
 from toolvisor.host._run import HostedRun, RunMessage
+from toolvisor.host._session_host import SnapshotRun, answer_snapshot
 from toolvisor.machine import (
     Done,
     Effect,
@@ -91,7 +91,7 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
         me: ActorRef[Any] = self.actor_ref
         self._waits = None if settings.store is None else DurableWaits(
             settings.store, settings.registry, settings.key_poll_interval,
-            functools.partial(tell, me))
+            functools.partial(tell, me), settings.sessions)
         self._observe = RunObserver(settings.tracing, settings.on_progress, settings.sessions)
         self._timer = DeadlineTimer("toolvisor-waits")  # its thread starts on the first wait
         self._calls = CallStarter(settings, self._waits, self._finished, me, self._observe,

@@ -56,16 +56,43 @@ def relayed_question(agent_name: str, suspended: Any) -> AskUser:
     return AskUser(f"{agent_name} > {question.question}", question.options)
 
 
+def waits_on_one_key(suspended: Any) -> str | None:
+    """The key a child suspended on exactly one completion key (and nothing else) waits on."""
+    if isinstance(suspended, Suspended) and len(suspended.keys) == 1 \
+            and len(suspended.call_ids) == 1:
+        return next(iter(suspended.keys.values()))
+    return None
+
+
 class Relays:
     """The relays of one agent's runs, by (parent run, parent call). Thread-safe."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._relays: dict[tuple[str, str], Relay] = {}
+        self._keys: dict[tuple[str, str], str] = {}  # a parent call's Pending shows its
+        # child's key: resolving it resumes the child, whose outcome resolves the parent's
 
     def add(self, run_id: str, call_id: str, relay: Relay) -> None:
         with self._lock:
             self._relays[(run_id, call_id)] = relay
+
+    def add_key(self, run_id: str, call_id: str, child_key: str) -> None:
+        with self._lock:
+            self._keys[(run_id, call_id)] = child_key
+
+    def forget(self, run_id: str, call_id: str) -> None:
+        """The parent call's run was released: its relays go with it."""
+        with self._lock:
+            self._relays.pop((run_id, call_id), None)
+            self._keys.pop((run_id, call_id), None)
+
+    def shown_keys(self, run_id: str, keys: dict[str, str]) -> dict[str, str]:
+        """The keys a suspended run shows, by call id: a call relaying its child's wait shows
+        the child's key (the one to resolve), the chain's last."""
+        with self._lock:
+            return {call_id: self._keys.get((run_id, call_id), key)
+                    for call_id, key in keys.items()}
 
     def answer(self, run_id: str, answers: dict[str, Any],
                proceed: Callable[[dict[str, Any]], Future[Any]]) -> Future[Any]:

@@ -33,6 +33,7 @@ from toolvisor.contract import (
     CatalogEntry,
     Message,
     ModelInfo,
+    Pending,
     SessionSnapshot,
     ToolCall,
 )
@@ -203,6 +204,10 @@ class _RemoteSessions(_Asker):
     """The run's own view and its child sessions, served by the agent. An ``Agent`` object
     cannot cross to a worker: children here run on the calling agent (``agent=None``)."""
 
+    def __init__(self, link: ContextLink, tag: int, keys: _RemoteKeys | None) -> None:
+        super().__init__(link, tag)
+        self.keys = keys
+
     def model(self) -> ModelInfo:
         info: ModelInfo = self._ask("sessions", "model")
         return info
@@ -235,9 +240,11 @@ class _RemoteSessions(_Asker):
         _local(agent)
         return self._ask("sessions", "start_turn", prompt, session, None, state)
 
-    def relay(self, outcome: Any) -> AskUser:
-        question: AskUser = self._ask("sessions", "relay", outcome)
-        return question
+    def relay(self, outcome: Any) -> AskUser | Pending:
+        if getattr(outcome, "keys", None) and self.keys is not None:
+            self.keys.issue()  # the agent relays the key through this call's: take it here too
+        relayed: AskUser | Pending = self._ask("sessions", "relay", outcome)
+        return relayed
 
     def close_session(self, session: str) -> None:
         self._ask("sessions", "close_session", session)
@@ -313,12 +320,13 @@ class _RemoteToken(_Asker):
 def remote_context(call: RemoteCall, link: ContextLink) -> CallContext:
     """The context a worker's handler gets for ``call``: capabilities served over ``link``."""
     has, tag = call.capabilities, call.tag
+    keys = _RemoteKeys(link, tag) if "completion_keys" in has else None
     return CallContext(
         session_id=call.session_id, request_id=call.request_id, tool_call=call.tool_call,
         attempt=call.attempt, turn=call.turn, cancelled=_RemoteToken(link, tag),
         state=_RemoteState(link, tag) if "state" in has else None,
-        sessions=_RemoteSessions(link, tag) if "sessions" in has else None,
-        completion_keys=_RemoteKeys(link, tag) if "completion_keys" in has else None,
+        sessions=_RemoteSessions(link, tag, keys) if "sessions" in has else None,
+        completion_keys=keys,
         durable=_RemoteDurable(link, tag) if "durable" in has else None,
     )
 
