@@ -27,6 +27,7 @@ from toolvisor.adapters._journal import CallJournal
 from toolvisor.adapters._tracing import CallSpan, CallTracing
 from toolvisor.call import encode_checked
 from toolvisor.contract import (
+    AskUser,
     CallContext,
     Err,
     HandlerResult,
@@ -145,12 +146,20 @@ class SupervisedCalls:
                 actor.stop(block=False)
             raise
 
+    def answer(self, tool_name: str, tool_call_id: str, answer: Ok | Err) -> Finished:
+        """The result of a call that asked a question, given its ``answer`` (recorded for
+        replay, with a store)."""
+        checked, text = encode_checked(answer, tool_name=tool_name, tool_call_id=tool_call_id)
+        if self._journal is not None:
+            self._journal.record(tool_call_id, tool_name, {"answer": True}, checked, text)
+        return Finished(tool_call_id, tool_name, checked, text)
+
     def settle(self, tool_name: str, tool_call_id: str, key: str) -> Finished | None:
         """The result of a ``Pending`` call once its completion key is resolved (recorded
         for replay), or ``None`` while it waits; past its deadline, ``timeout``."""
         journal = self._require_journal("settle a pending call")
         replayed = journal.replay(tool_call_id)
-        if replayed is not None:
+        if replayed is not None and isinstance(replayed.result, Ok | Err):
             return Finished(tool_call_id, tool_name, replayed.result, replayed.text,
                             replayed=True)
         result = journal.settled(tool_call_id, key)
@@ -195,7 +204,7 @@ class SupervisedCalls:
                 _log.info("call_replayed", tool_name=tool_name, tool_call_id=tool_call_id,
                           run_id=self._journal.run_id)
                 return Finished(tool_call_id, tool_name, recorded.result, recorded.text,
-                                replayed=True)
+                                completion_key=recorded.completion_key, replayed=True)
         return None
 
     def _done(self, tool_name: str, tool_call_id: str, result: HandlerResult) -> Finished:
@@ -237,6 +246,11 @@ class SupervisedCalls:
                 key = ctx.completion_keys.issued
                 if key is not None:
                     journal.park(key, result)
+                    journal.record_waiting(call.id, tool.name, call.arguments, result,
+                                           outcome.text, key=key)
+            elif isinstance(result, AskUser):
+                journal.record_waiting(call.id, tool.name, call.arguments, result,
+                                       outcome.text)
             elif isinstance(result, Ok | Err):
                 journal.record(call.id, tool.name, call.arguments, result, outcome.text)
         return Finished(call.id, tool.name, result, outcome.text, completion_key=key)

@@ -13,19 +13,22 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from toolvisor.contract import Err, HandlerResult, Ok, Pending, ToolError
+from toolvisor.contract import AskUser, Err, HandlerResult, Ok, Pending, ToolError
 from toolvisor.durable import CompletionKeyIssuer, SessionStore
 
 RESULT_STEP = "toolvisor.adapter.result"
 """The journal step under which an adapter call's result is recorded."""
+WAITING_STEP = "toolvisor.adapter.waiting"
+"""The journal step under which a call that asked or returned ``Pending`` is recorded."""
 
 
 @dataclass(frozen=True, slots=True)
 class Recorded:
-    """A finished call as the journal holds it."""
+    """A call as the journal holds it: finished, or waiting (with its completion key)."""
 
-    result: Ok | Err
+    result: HandlerResult
     text: str
+    completion_key: str | None = None
 
 
 class CallJournal:
@@ -45,14 +48,40 @@ class CallJournal:
         return CompletionKeyIssuer(self.store, self.run_id, tool_call_id)
 
     def replay(self, tool_call_id: str) -> Recorded | None:
-        """The recorded result of the call, or ``None`` if it never finished."""
-        record = self.store.journal_record(self.run_id, tool_call_id, RESULT_STEP)
+        """The call as recorded: its result, else what it waits for; ``None`` if it never
+        ran to either."""
+        record = self.store.journal_record(self.run_id, tool_call_id, RESULT_STEP) \
+            or self.store.journal_record(self.run_id, tool_call_id, WAITING_STEP)
         if record is None:
             return None
         data = json.loads(record.output)
-        result: Ok | Err = Ok(data["value"]) if data["kind"] == "ok" \
-            else Err(_error_from_json(data["value"]))
-        return Recorded(result, data["text"])
+        kind, value = data["kind"], data["value"]
+        if kind == "ask_user":
+            return Recorded(AskUser(**value), data["text"])
+        if kind == "pending":
+            key = value.pop("completion_key")
+            return Recorded(Pending(**value), data["text"], key)
+        return Recorded(Ok(value) if kind == "ok" else Err(_error_from_json(value)),
+                        data["text"])
+
+    def record_waiting(self, tool_call_id: str, tool_name: str, arguments: Any,
+                       result: AskUser | Pending, text: str, *, key: str | None = None
+                       ) -> None:
+        """Record a call that asked a question or waits on ``key``: replayed as such until
+        its result is recorded."""
+        if isinstance(result, AskUser):
+            kind = "ask_user"
+            value: dict[str, Any] = {"question": result.question, "options": result.options,
+                                     "expires_in": result.expires_in,
+                                     "default": result.default}
+        else:
+            kind = "pending"
+            value = {"completion_key": key, "deadline": result.deadline,
+                     "on_timeout": result.on_timeout, "on_cancel": result.on_cancel}
+        given = json.dumps({"tool": tool_name, "arguments": arguments}, sort_keys=True,
+                           default=repr)
+        self.store.record_step(self.run_id, tool_call_id, WAITING_STEP, given,
+                               json.dumps({"kind": kind, "value": value, "text": text}))
 
     def record(self, tool_call_id: str, tool_name: str, arguments: Any,
                result: HandlerResult, text: str) -> bool:
