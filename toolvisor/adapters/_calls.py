@@ -31,6 +31,7 @@ from toolvisor.contract import (
     CallContext,
     Err,
     HandlerResult,
+    InvalidArguments,
     Ok,
     Pending,
     Tool,
@@ -108,27 +109,30 @@ class SupervisedCalls:
         """The runner's counters (``workers_killed``: hung ``process`` tools it killed)."""
         return self._runner.stats
 
-    def run(self, tool_name: str, arguments: Mapping[str, Any], tool_call_id: str
+    def run(self, tool_name: str, arguments: Mapping[str, Any] | str, tool_call_id: str
             ) -> Finished:
-        """Run one call and block until it finishes (or is replayed, or refused)."""
-        early = self._before(tool_name, tool_call_id)
-        if early is not None:
-            return early
+        """Run one call and block until it finishes (or is replayed, or refused).
+
+        ``arguments`` are the model's, parsed or as JSON text (text that is no JSON object
+        ends the call ``invalid_arguments``)."""
+        call = self._before(tool_name, arguments, tool_call_id)
+        if isinstance(call, Finished):
+            return call
         tool = self.tools[tool_name]
         ticket, admission = self._gates.arrive(tool_name)
         refusal = admission.result()
         if refusal is not None:
             return self._done(tool_name, tool_call_id, refused(tool_name, tool_call_id, refusal))
-        replied, _ = self._start(tool, arguments, tool_call_id, ticket)
+        replied, _ = self._start(tool, call, ticket)
         return replied.result()
 
-    async def arun(self, tool_name: str, arguments: Mapping[str, Any], tool_call_id: str
-                   ) -> Finished:
-        """Run one call; cancelling the awaiting task stops the call's actor (the call ends
-        ``handler_exit``, code ``cancelled``)."""
-        early = self._before(tool_name, tool_call_id)
-        if early is not None:
-            return early
+    async def arun(self, tool_name: str, arguments: Mapping[str, Any] | str,
+                   tool_call_id: str) -> Finished:
+        """Run one call, as :meth:`run`; cancelling the awaiting task stops the call's actor
+        (the call ends ``handler_exit``, code ``cancelled``)."""
+        call = self._before(tool_name, arguments, tool_call_id)
+        if isinstance(call, Finished):
+            return call
         tool = self.tools[tool_name]
         ticket, admission = self._gates.arrive(tool_name)
         try:
@@ -138,7 +142,7 @@ class SupervisedCalls:
             raise
         if refusal is not None:
             return self._done(tool_name, tool_call_id, refused(tool_name, tool_call_id, refusal))
-        replied, actor = self._start(tool, arguments, tool_call_id, ticket)
+        replied, actor = self._start(tool, call, ticket)
         try:
             return await asyncio.wrap_future(replied)
         except asyncio.CancelledError:
@@ -191,8 +195,10 @@ class SupervisedCalls:
                              "and run_id=")
         return self._journal
 
-    def _before(self, tool_name: str, tool_call_id: str) -> Finished | None:
-        """What a call ends with before it runs: an unknown tool, or a recorded result."""
+    def _before(self, tool_name: str, arguments: Mapping[str, Any] | str,
+                tool_call_id: str) -> Finished | ToolCall:
+        """What a call ends with before it runs (an unknown tool, a recorded result,
+        arguments that are no JSON object), else the call to run."""
         if tool_name not in self.tools:
             return self._done(tool_name, tool_call_id, Err(ToolError(
                 "not_found", f"tool error ({tool_name}): not_found: no tool named "
@@ -205,16 +211,23 @@ class SupervisedCalls:
                           run_id=self._journal.run_id)
                 return Finished(tool_call_id, tool_name, recorded.result, recorded.text,
                                 completion_key=recorded.completion_key, replayed=True)
-        return None
+        if isinstance(arguments, str):
+            call = ToolCall(id=tool_call_id, name=tool_name, raw_arguments=arguments)
+            violation = call.arguments_violation()
+            if violation is not None:
+                return self._done(tool_name, tool_call_id,
+                                  Err(InvalidArguments(tool_name, [violation])))
+            return call
+        return ToolCall(id=tool_call_id, name=tool_name, arguments=dict(arguments))
 
     def _done(self, tool_name: str, tool_call_id: str, result: HandlerResult) -> Finished:
         checked, text = encode_checked(result, tool_name=tool_name, tool_call_id=tool_call_id)
         return Finished(tool_call_id, tool_name, checked, text)
 
-    def _start(self, tool: Tool, arguments: Mapping[str, Any], tool_call_id: str,
-               ticket: int | None) -> tuple[Future[Finished], ActorRef[Any] | None]:
+    def _start(self, tool: Tool, call: ToolCall, ticket: int | None
+               ) -> tuple[Future[Finished], ActorRef[Any] | None]:
         """Start the call's actor; the future settles with its reply, once."""
-        call = ToolCall(id=tool_call_id, name=tool.name, arguments=dict(arguments))
+        tool_call_id = call.id
         span = None if self._tracing is None else \
             self._tracing.start(tool.name, tool_call_id, tool.isolation or "default")
         ctx = CallContext(tool_call=call, trace_scope=None if span is None else span.scope)
