@@ -21,6 +21,7 @@ from langgraph.types import Command
 from tests._adapter_tools import tools
 from toolvisor.adapters.langgraph import SupervisedTools, ToolHalted
 from toolvisor.durable import SqliteSessionStore
+from toolvisor.testing import capture_events
 
 CONFIG: Any = {"configurable": {"thread_id": "thread-1"}}
 
@@ -63,13 +64,14 @@ def test_a_call_runs_under_supervision(supervised: SupervisedTools) -> None:
     assert (message.content, message.status, message.tool_call_id) == ("5", "success", "call_0")
 
 
-def test_a_hung_sync_tool_returns_at_its_deadline_and_its_worker_is_killed(
-        supervised: SupervisedTools) -> None:
-    result = asyncio.run(graph(supervised, ("hang", {})).ainvoke(PROMPT, CONFIG))
+def test_a_hung_sync_tool_returns_at_its_deadline_and_its_worker_is_killed() -> None:
+    with capture_events() as events, SupervisedTools(tools) as supervised:
+        result = asyncio.run(graph(supervised, ("hang", {})).ainvoke(PROMPT, CONFIG))
     (message,) = tool_messages(result)
     assert message.status == "error" and '"reason":"timeout"' in str(message.content)
     assert result["messages"][-1].content == "done"
-    assert supervised.calls.stats.workers_killed == 1
+    assert [e["tool_call_id"] for e in events if e["event"] == "worker_killed"
+            and e["tool_call_id"] is not None] == ["call_0"]
 
 
 def test_a_crash_and_a_reported_error_are_error_messages(supervised: SupervisedTools) -> None:

@@ -29,6 +29,7 @@ from tests._adapter_tools import tools
 from toolvisor import CallContext, Pending, function_tool
 from toolvisor.adapters.openai_agents import SupervisedFunctionTools, ToolHalted
 from toolvisor.durable import SqliteSessionStore
+from toolvisor.testing import capture_events
 
 NO_TRACING = RunConfig(tracing_disabled=True)
 
@@ -83,10 +84,11 @@ def test_a_call_runs_under_supervision(supervised: SupervisedFunctionTools) -> N
     assert run(supervised, "add", {"a": 2, "b": 3}) == "5"
 
 
-def test_a_hung_sync_tool_returns_at_its_deadline_and_its_worker_is_killed(
-        supervised: SupervisedFunctionTools) -> None:
-    assert '"reason":"timeout"' in run(supervised, "hang", {})
-    assert supervised.calls.stats.workers_killed == 1
+def test_a_hung_sync_tool_returns_at_its_deadline_and_its_worker_is_killed() -> None:
+    with capture_events() as events, SupervisedFunctionTools(tools) as supervised:
+        assert '"reason":"timeout"' in run(supervised, "hang", {})
+    assert [e["tool_call_id"] for e in events if e["event"] == "worker_killed"
+            and e["tool_call_id"] is not None] == ["call_1"]
 
 
 def test_a_crash_and_a_reported_error_are_the_failure_output(

@@ -25,6 +25,7 @@ from tests._adapter_tools import tools
 from toolvisor import Breaker, Err, Resilience
 from toolvisor.adapters.pydantic_ai import SupervisedToolset, ToolHalted
 from toolvisor.durable import SqliteSessionStore
+from toolvisor.testing import capture_events
 
 
 def one_call(name: str, args: dict[str, Any]) -> FunctionModel:
@@ -43,6 +44,12 @@ def one_call(name: str, args: dict[str, Any]) -> FunctionModel:
     return FunctionModel(respond)
 
 
+def killed(events: list[dict[str, Any]]) -> list[str]:
+    """The calls whose worker process was killed (by its deadline, at the latest by close)."""
+    return [e["tool_call_id"] for e in events if e["event"] == "worker_killed"
+            and e["tool_call_id"] is not None]
+
+
 @pytest.fixture
 def toolset() -> Iterator[SupervisedToolset]:
     with SupervisedToolset(tools, tool_timeout=10) as made:
@@ -57,11 +64,11 @@ def test_a_call_runs_under_supervision_and_returns_its_value(toolset: Supervised
     assert run(toolset, "add", {"a": 2, "b": 3}).output == "success: 5"
 
 
-def test_a_hung_sync_tool_returns_at_its_deadline_and_its_worker_is_killed(
-        toolset: SupervisedToolset) -> None:
-    output = run(toolset, "hang", {}).output
+def test_a_hung_sync_tool_returns_at_its_deadline_and_its_worker_is_killed() -> None:
+    with capture_events() as events, SupervisedToolset(tools) as toolset:
+        output = run(toolset, "hang", {}).output
     assert output.startswith("failed: ") and '"reason":"timeout"' in output
-    assert toolset.calls.stats.workers_killed == 1
+    assert killed(events) == ["call_1"]
 
 
 def test_a_crash_and_a_reported_error_are_tool_failures(toolset: SupervisedToolset) -> None:
