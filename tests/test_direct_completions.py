@@ -339,3 +339,34 @@ def test_a_blocking_complete_in_an_async_handler_points_to_acomplete() -> None:
         agent.run("go")
     assert raised[0].code == "completion_blocks_event_loop"
     assert "acomplete" in raised[0].message
+
+
+def test_a_named_model_that_is_no_model_is_refused_when_the_agent_is_built() -> None:
+    with pytest.raises(TypeError, match=r"models\['cheap'\] must have respond"):
+        Agent(ScriptedModel(["hi"]), models={"cheap": 42})  # type: ignore[dict-item]
+
+
+def test_an_async_handler_timing_out_cancels_the_completion_it_awaits() -> None:
+    started, cancelled = threading.Event(), threading.Event()
+
+    async def model(request: ModelRequest) -> ModelResponse | str:
+        if request.messages[0].content == "go":
+            return calls(call("summarise")) if len(request.messages) == 1 else "done"
+        started.set()
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+        return "never"
+
+    @function_tool(timeout=0.3)
+    async def summarise(ctx: CallContext) -> str:
+        """Awaits a completion that never comes."""
+        return (await ctx.direct_completions.acomplete("summarise")).text or ""
+
+    with Agent(FunctionModel(model), [summarise]) as agent:
+        outcome = agent.run("go")
+        assert cancelled.wait(10)
+    assert started.is_set()
+    assert "timeout" in tool_result(outcome)

@@ -14,11 +14,12 @@ run released) ends its completions: those in flight are cancelled, later ones re
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import json
 import threading
 from collections.abc import Mapping
-from concurrent.futures import Future
+from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -311,10 +312,11 @@ class CallCompletions:
             if ask.future.done():
                 return
             self._asks.discard(ask)
-            if error is None:
-                ask.future.set_result(response)  # type: ignore[arg-type]
-            else:
-                ask.future.set_exception(error)
+            with contextlib.suppress(InvalidStateError):  # an awaiting task cancelled it
+                if error is None:
+                    ask.future.set_result(response)  # type: ignore[arg-type]
+                else:
+                    ask.future.set_exception(error)
         if error is not None:
             _log.warning("completion_finished", **self._fields(ask.source),
                          outcome=getattr(error, "reason", None) or getattr(error, "code", "error"),
