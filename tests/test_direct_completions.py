@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests._runs import cancel_arun_once
 from tests.test_observability import documented_events
-from toolvisor import Agent, CallContext, Completed, ModelError, function_tool
+from toolvisor import Agent, CallContext, Completed, ModelError, Ok, function_tool
 from toolvisor.contract import (
     CapabilityError,
     ModelRequest,
@@ -23,7 +24,11 @@ from toolvisor.contract import (
     Usage,
     UserMessage,
 )
-from toolvisor.machine import ModelRetryPolicy
+from toolvisor.durable import DurableError, SqliteSessionStore
+from toolvisor.executor import DeadlineTimer, ToolRunner
+from toolvisor.host import ModelCalls
+from toolvisor.host._direct_completions import CompletionModel, Completions
+from toolvisor.machine import CallToRun, ModelRetryPolicy
 from toolvisor.testing import FunctionModel, ScriptedModel, call, calls, capture_events, execute
 
 QUICK_RETRY = ModelRetryPolicy(base_delay=0.0, jitter=0.0)
@@ -370,3 +375,49 @@ def test_an_async_handler_timing_out_cancels_the_completion_it_awaits() -> None:
         assert cancelled.wait(10)
     assert started.is_set()
     assert "timeout" in tool_result(outcome)
+
+
+def test_a_replayed_completion_is_read_from_the_journal_and_must_ask_the_same(
+        tmp_path: Path) -> None:
+    """Three executions of one durable call: the first asks the model and journals the
+    answer, the second (a replay) reads it back without asking, the third asks something
+    else under the same source and is refused."""
+    asked: list[ModelRequest] = []
+
+    def model(request: ModelRequest) -> ModelResponse:
+        asked.append(request)
+        return ranked("otp")
+
+    @function_tool
+    def ranks_query(query: str, ctx: CallContext) -> str:
+        """Ranks for ``query``.
+
+        Args:
+            query: what to rank for.
+        """
+        return ctx.direct_completions.complete(f"rank for {query}", source="rank").text or ""
+
+    with SqliteSessionStore(tmp_path / "runs.sqlite") as store, ToolRunner() as runner:
+        timer = DeadlineTimer("test-completions")
+        shared = Completions(
+            {None: CompletionModel.of(ModelCalls(FunctionModel(model), runner, 5.0))},
+            "fail", 1, 0, timer, None, store)
+        store.create_run("run-1")
+        planned = CallToRun(call=call("ranks_query", {"query": "supervision"}, id="c1"),
+                            turn=1, attempt=1, state={})
+
+        def execution(query: str) -> Any:
+            ctx = CallContext(direct_completions=shared.for_call("run-1", planned, "1.1.c1",
+                                                                 None))
+            return execute(ranks_query, {"query": query}, ctx)
+
+        try:
+            assert execution("supervision") == Ok("otp")
+            assert execution("supervision") == Ok("otp")  # replayed: the model not asked
+            refused = execution("cooking")
+        finally:
+            timer.close()
+    assert [r.messages[0].content for r in asked] == ["rank for supervision"]
+    error = refused.reason.cause
+    assert isinstance(error, DurableError) and error.code == "durable_effect_replay_mismatch"
+    assert "rank for supervision" in error.message and "rank for cooking" in error.message
