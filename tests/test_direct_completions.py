@@ -154,7 +154,7 @@ def test_the_model_timeout_bounds_each_attempt() -> None:
         release.set()
         return ranked("on time")
 
-    with Agent(FunctionModel(slow), [rank], model_timeout=0.2,
+    with Agent(FunctionModel(slow), [rank], model_timeout=0.5,
                on_model_error=QUICK_RETRY) as agent:
         outcome = agent.run("go")
     assert release.is_set()
@@ -175,7 +175,7 @@ def test_the_call_timing_out_cancels_its_completion() -> None:
             raise
         return ranked("never")
 
-    @function_tool(name="rank", timeout=0.3)
+    @function_tool(name="rank", timeout=1.0)
     def slow_rank(ctx: CallContext) -> str:
         """Ranks, within a short timeout."""
         return ctx.direct_completions.complete(RANK_PROMPT).text or ""
@@ -365,7 +365,7 @@ def test_an_async_handler_timing_out_cancels_the_completion_it_awaits() -> None:
             raise
         return "never"
 
-    @function_tool(timeout=0.3)
+    @function_tool(timeout=1.0)
     async def summarise(ctx: CallContext) -> str:
         """Awaits a completion that never comes."""
         return (await ctx.direct_completions.acomplete("summarise")).text or ""
