@@ -98,6 +98,8 @@ class FinishedCalls:
         """
         if target.token is not None:
             target.token.set()
+        completions = target.ctx.direct_completions  # ended before the call's span ends
+        usage = completions.end() if isinstance(completions, CallCompletions) else Usage()
         if target.span is not None:
             target.span.end(reply.result, reply.text)
         text = reply.text
@@ -107,8 +109,6 @@ class FinishedCalls:
             text = projection.project(point, text,
                                       window=output_window(self._registry, reply.tool_name),
                                       is_error=reply.is_error)
-        completions = target.ctx.direct_completions
-        usage = completions.end() if isinstance(completions, CallCompletions) else Usage()
         done = CallOutcome(reply.tool_call_id, reply.result, text, writes=target.view.writes,
                            usage=usage)
         keys = target.ctx.completion_keys
