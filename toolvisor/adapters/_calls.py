@@ -77,7 +77,8 @@ class SupervisedCalls:
     its records belong to) records finished calls for replay and gives calls completion keys;
     ``tracer_provider`` an OpenTelemetry provider for one span per call. Safe to use from
     several threads and event loops at once. ``close()`` stops the calls' supervisor, the
-    runner (worker processes included) and the gates' timer.
+    runner (worker processes included) and the gates' timer. ``supervisor_name`` names the
+    calls' supervisor in events.
     """
 
     def __init__(self, tools: Sequence[Tool | Callable[..., Any]], *,
@@ -86,7 +87,8 @@ class SupervisedCalls:
                  resilience_clock: Callable[[], float] = time.monotonic,
                  store: SessionStore | None = None, run_id: str | None = None,
                  tracer_provider: TracerProvider | None = None,
-                 max_concurrent_calls: int = 1024) -> None:
+                 max_concurrent_calls: int = 1024,
+                 supervisor_name: str = "adapter_calls") -> None:
         self.tools = _tools_by_name(tools)
         if (store is None) != (run_id is None):
             raise ValueError("give store and run_id together: the store records the calls of "
@@ -96,7 +98,7 @@ class SupervisedCalls:
         self._tracing = None if tracer_provider is None else CallTracing(tracer_provider)
         self._runner = ToolRunner(tool_timeout=tool_timeout, process_workers=process_workers)
         self._calls = DynamicSupervisor.start(max_children=max_concurrent_calls,
-                                               name="adapter_calls")
+                                               name=supervisor_name)
         self._dispatcher = ToolCallDispatcher(self._calls, self._runner)
 
     @property
