@@ -4,6 +4,9 @@ behind its gate, in its span, recorded and replayed by ``tool_call_id`` with a s
 from __future__ import annotations
 
 import asyncio
+import importlib
+import re
+import sys
 import threading
 from pathlib import Path
 
@@ -13,7 +16,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from tests._adapter_tools import tools
-from toolvisor import Bulkhead, Err, Ok, Resilience, ToolError, function_tool
+from toolvisor import Bulkhead, Err, Ok, RateLimit, Resilience, ToolError, function_tool
 from toolvisor.adapters import SupervisedCalls
 from toolvisor.durable import SqliteSessionStore
 from toolvisor.testing import capture_events
@@ -96,3 +99,43 @@ def test_each_call_is_a_span_under_the_current_one() -> None:
     assert call.attributes is not None
     assert call.attributes["toolvisor.call.outcome"] == "handler_raised"
     assert call.attributes["gen_ai.tool.call.id"] == "c1"
+
+
+def test_a_rate_limited_call_waits_for_its_token_then_runs() -> None:
+    """The second call's token is due 50 ms later: the gate's timer wakes it, and it runs."""
+    limit = Resilience(rate_limit=RateLimit(calls=1, per=0.05, max_wait=10))
+    with SupervisedCalls(tools, resilience=limit) as calls:
+        async def both() -> list[object]:
+            done = await asyncio.gather(calls.arun("add", {"a": 1, "b": 1}, "c1"),
+                                        calls.arun("add", {"a": 2, "b": 2}, "c2"))
+            return [d.result for d in done]
+
+        assert asyncio.run(both()) == [Ok(2), Ok(4)]
+        assert calls.stats.calls_started == 2
+
+
+def test_a_rate_limit_that_cannot_wait_refuses_the_call() -> None:
+    limit = Resilience(rate_limit=RateLimit(calls=1, per=60, max_wait=0))
+    with SupervisedCalls(tools, resilience=limit) as calls:
+        assert calls.run("add", {"a": 1, "b": 1}, "c1").result == Ok(2)
+        refused = calls.run("add", {"a": 1, "b": 1}, "c2").result
+    assert isinstance(refused, Err) and refused.reason.code == "rate_limited"
+
+
+def test_arguments_as_text_that_is_no_object_are_refused_before_running() -> None:
+    with SupervisedCalls(tools) as calls:
+        assert calls.run("add", '{"a": 1, "b": 2}', "c1").result == Ok(3)
+        refused = calls.run("add", "[1, 2]", "c2")
+    assert '"reason":"invalid_arguments"' in refused.text
+
+
+@pytest.mark.parametrize(("module", "framework", "extra"), [
+    ("pydantic_ai", "pydantic_ai", "pydantic-ai"),
+    ("langgraph", "langgraph", "langgraph"),
+    ("openai_agents", "agents", "openai-agents")])
+def test_an_adapter_without_its_framework_names_its_extra(
+        module: str, framework: str, extra: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, framework, None)  # as if it were not installed
+    monkeypatch.delitem(sys.modules, f"toolvisor.adapters.{module}", raising=False)
+    with pytest.raises(ImportError, match=re.escape(f"pip install 'toolvisor[{extra}]'")):
+        importlib.import_module(f"toolvisor.adapters.{module}")
