@@ -135,7 +135,8 @@ def test_arguments_as_text_that_is_no_object_are_refused_before_running() -> Non
     ("openai_agents", "agents", "openai-agents")])
 def test_an_adapter_without_its_framework_names_its_extra(
         module: str, framework: str, extra: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(sys.modules, framework, None)  # as if it were not installed
+    for name in [framework, *(n for n in sys.modules if n.startswith(f"{framework}."))]:
+        monkeypatch.setitem(sys.modules, name, None)  # as if it were not installed
     monkeypatch.delitem(sys.modules, f"toolvisor.adapters.{module}", raising=False)
     with pytest.raises(ImportError, match=re.escape(f"pip install 'toolvisor[{extra}]'")):
         importlib.import_module(f"toolvisor.adapters.{module}")
