@@ -28,7 +28,13 @@ from toolvisor.durable._rows import (
     resolution_from_row,
     wait_from_row,
 )
-from toolvisor.durable._sql import SqlDatabase, SqlTransaction, require_id, require_run
+from toolvisor.durable._sql import (
+    SqlDatabase,
+    SqlTransaction,
+    require_fence,
+    require_id,
+    require_run,
+)
 from toolvisor.durable._store import UNSET
 
 _ON_TIMEOUT = ("error_as_result", "fail_turn")
@@ -235,9 +241,10 @@ class KeyTables:
                 pause = min(pause, left)
             self._notifier.wait(seen, pause)
 
-    def expire(self, key: str, now: float) -> Resolution:
+    def expire(self, key: str, now: float, *, fence: int | None = None) -> Resolution:
         claims = self._known_claims(key, "expire")
         with self._db.write() as tx:
+            require_fence(tx, claims.run_id, fence)
             row = tx.execute(
                 "SELECT w.on_timeout FROM keys k LEFT JOIN waits w USING (key_id) WHERE key_id = ?",
                 (claims.key_id,),
