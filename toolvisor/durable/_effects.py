@@ -41,7 +41,7 @@ class DurableEffects:
         self.run_id = run_id
         self.call_id = call_id
         self._cancelled = cancelled
-        self._fence = fence
+        self.fence = fence
         self._steps_seen: set[str] = set()
         self._event_keys: set[str] = set()
         self._events_emitted = 0
@@ -88,7 +88,7 @@ class DurableEffects:
         if record is None:
             output_text = self._json(fn(input), f"the result of step {step_id!r}")
             record = store.record_step(run_id, call_id, step_id, input_text, output_text,
-                                       fence=self._fence)
+                                       fence=self.fence)
         if record.input != input_text:
             raise DurableError(
                 "durable_effect_replay_mismatch",
@@ -145,7 +145,7 @@ class DurableEffects:
             if wait.deadline_at is not None:
                 left = wait.deadline_at - store.now()
                 if left <= 0:
-                    resolution = store.expire(key, store.now(), fence=self._fence)
+                    resolution = store.expire(key, store.now(), fence=self.fence)
                     break
                 pause = min(pause, left)
             resolution = store.wait_for(key, pause)
@@ -163,7 +163,7 @@ class DurableEffects:
             raise ValueError(f"a process event needs a non-empty str type, got {type!r}")
         text = self._json(payload, f"the payload of process event {type!r}")
         record = store.append_process_event(run_id, call_id, self._events_emitted, type,
-                                            payload, fence=self._fence)
+                                            payload, fence=self.fence)
         if record.type != type or _json.dumps(record.payload, "payload") != text:
             raise DurableError(
                 "durable_effect_replay_mismatch",
