@@ -83,6 +83,15 @@ def test_a_store_from_a_newer_schema_is_refused(postgres_server: PostgresServer)
         open_store(url)
 
 
+def test_a_schema_that_does_not_exist_is_named_and_not_created(
+        postgres_server: PostgresServer) -> None:
+    url = f"{postgres_server.url}&options=-csearch_path%3Dnowhere"
+    with pytest.raises(ValueError, match=r"names no schema that exists.*create the schema"):
+        open_store(url)
+    with pytest.raises(ValueError, match="names no schema that exists"):  # still none
+        open_store(url)
+
+
 def test_stores_in_two_schemas_of_one_database_are_apart(
         postgres_server: PostgresServer) -> None:
     with open_store(postgres_server.fresh_url()) as one, \

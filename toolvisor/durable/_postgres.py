@@ -108,6 +108,11 @@ class PostgresConnection:
         store is refused, unchanged), and return the store's secret."""
         conn = self._conn()
         with conn.transaction():
+            schema = conn.execute("SELECT current_schema()").fetchone()
+            if schema is None or schema[0] is None:
+                raise ValueError(f"{self.path!r} names no schema that exists (its search_path); "
+                                 "create the schema first (toolvisor creates tables, never "
+                                 "schemas or databases)")
             # one opener at a time per schema, so two first opens do not both create it
             conn.execute("SELECT pg_advisory_xact_lock(hashtext(current_schema()))")
             has_meta = conn.execute("SELECT to_regclass('meta') IS NOT NULL").fetchone()
