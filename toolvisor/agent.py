@@ -105,14 +105,13 @@ class Agent:
     The keywords come in groups: the loop (``system_prompt`` to ``on_progress``), the catalog
     and its guards, sizing, durability, tracing, and determinism for tests.
 
-    ``store`` (a :class:`~toolvisor.durable.SessionStore`, or a SQLite file's path or a
-    ``postgresql://`` URL, which the agent opens and closes) makes runs durable: every run gets
-    a ``run_id`` in the store and a checkpoint after every step, tools may take completion
-    keys and return ``Pending`` (:meth:`resolve` delivers their results), and
-    :meth:`resume_run` picks a run up, in this process or a new one. It is short for
-    ``durability=Durability(store=...)``; a :class:`~toolvisor.Durability` also holds the keys
-    that sign ``Suspended`` outcomes (``signing_keys``) and how long a run's lease outlives its
-    host (``lease_ttl``).
+    ``store`` (a :class:`~toolvisor.durable.SessionStore`, a SQLite file's path or a
+    ``postgresql://`` URL, which the agent opens and closes) makes runs durable: a run gets a
+    ``run_id`` in the store and a checkpoint after every step, tools may take completion keys
+    and return ``Pending`` (:meth:`resolve` delivers their results), and :meth:`resume_run`
+    picks a run up, here or in a new process. It is short for
+    ``durability=Durability(store=...)``, which also holds the keys that sign ``Suspended``
+    outcomes (``signing_keys``) and how long a run's lease outlives its host (``lease_ttl``).
 
     ``resilience`` guards tools against a failing dependency: a ``Resilience`` (circuit
     breaker, bulkhead, rate limit) for every tool, or a mapping from tool name to one. The
