@@ -45,9 +45,11 @@ class PostgresSessionStore(SessionStore):
     checkpoints (whoever can read them can forge keys: grant them to the hosts only).
     ``clock`` stamps every record; ``create=False`` opens only a store that exists (a database
     without one is a ``ValueError``, left unchanged); ``connect_timeout`` bounds the wait for
-    the server. A bad URL is a ``ValueError``, a server that cannot be reached or refuses the
-    login a ``ConnectionError``, each naming the URL (its password hidden). A resolution made
-    by another process is seen by polling every ``poll_interval`` seconds; one made in this
+    the server, ``busy_timeout`` how long a write waits for another connection's write lock
+    (then psycopg's ``LockNotAvailable``, as SQLite's "database is locked"). A bad URL is a
+    ``ValueError``, a server that cannot be reached or refuses the login a
+    ``ConnectionError``, each naming the URL (its password hidden). A resolution made by
+    another process is seen by polling every ``poll_interval`` seconds; one made in this
     process wakes waiters at once. Use it as a context manager, or call :meth:`close`.
     """
 
@@ -58,13 +60,15 @@ class PostgresSessionStore(SessionStore):
         create: bool = True,
         clock: Callable[[], float] = time.time,
         connect_timeout: float = 10.0,
+        busy_timeout: float = 5.0,
         poll_interval: float = POLL_INTERVAL,
     ) -> None:
         check_seconds("poll_interval", poll_interval, positive=True)
         check_seconds("connect_timeout", connect_timeout, positive=True)
+        check_seconds("busy_timeout", busy_timeout, positive=True)
         if not isinstance(url, str):
             raise TypeError(f"a PostgreSQL store's url is a str, got {type(url).__name__}")
-        self._db = PostgresConnection(url, create, connect_timeout)
+        self._db = PostgresConnection(url, create, connect_timeout, busy_timeout)
         self.path = self._db.path
         self._clock = clock
         self._runs = RunTables(self._db, clock)
