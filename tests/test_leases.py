@@ -73,6 +73,7 @@ def test_a_write_fenced_with_a_stale_token_is_refused_and_changes_nothing(
         lambda: store.record_step("r", "c", "s", "1", "2", fence=first.token),
         lambda: store.append_process_event("r", "c", 0, "t", None, fence=first.token),
         lambda: store.expire(key, clock.now, fence=first.token),
+        lambda: store.revoke(key, fence=first.token),
     ]
     for write in stale:
         with pytest.raises(StaleLeaseError, match=(

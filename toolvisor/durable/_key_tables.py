@@ -127,9 +127,10 @@ class KeyTables:
             )
         return claims
 
-    def revoke(self, key: str) -> bool:
+    def revoke(self, key: str, *, fence: int | None = None) -> bool:
         claims = self._known_claims(key, "revoke")
         with self._db.write() as tx:
+            require_fence(tx, claims.run_id, fence)
             cursor = tx.execute(
                 "UPDATE keys SET revoked = 1 WHERE key_id = ? AND kind IS NULL AND revoked = 0",
                 (claims.key_id,),

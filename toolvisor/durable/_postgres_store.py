@@ -154,8 +154,8 @@ class PostgresSessionStore(SessionStore):
     ) -> str:
         return self._keys.issue_key(run_id, call_id, purpose=purpose, name=name)
 
-    def revoke(self, key: str) -> bool:
-        return self._keys.revoke(key)
+    def revoke(self, key: str, *, fence: int | None = None) -> bool:
+        return self._keys.revoke(key, fence=fence)
 
     def resolve(self, key: str, *, ok: Any = UNSET, error: Any = UNSET) -> ResolveOutcome:
         return self._keys.resolve(key, ok=ok, error=error)

@@ -139,11 +139,12 @@ class SessionStore(Protocol):
         """
         ...
 
-    def revoke(self, key: str) -> bool:
+    def revoke(self, key: str, *, fence: int | None = None) -> bool:
         """Refuse every later resolution of an unresolved ``key``; ``True`` if it was revoked.
 
         For a key whose call ended without parking it (the handler took a key, then returned
         something other than ``Pending``): a late resolver then hears ``unknown_or_revoked``.
+        ``fence``: the host's fencing token, as for :meth:`save_checkpoint`.
         """
         ...
 

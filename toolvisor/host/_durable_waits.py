@@ -143,7 +143,7 @@ class DurableWaits:
             return
         if isinstance(outcome.result, Pending):
             self._park(key, outcome.result)
-        elif self._store.revoke(key):
+        elif self._store.revoke(key, fence=self._fence(run_id)):
             self._log.info("completion_key_revoked", run_id=run_id, call_id=outcome.call_id)
 
     def wait(self, run: HostedRun, outcome: Suspended) -> Ready:
@@ -207,7 +207,7 @@ class DurableWaits:
             keys = list(waits.waiters)
             _stop(waits.waiters)
             for key in keys:
-                self._store.revoke(key)
+                self._store.revoke(key, fence=self._fence(run.run_id))
         self._log.info("keys_delivered", run_id=run.run_id, call_ids=sorted(ready))
         return answers
 
