@@ -35,3 +35,18 @@ def silent_sleeper(arguments: dict[str, Any], ctx: CallContext) -> Ok:
     """Sleeps without looking at its token: only a kill stops it."""
     time.sleep(3600)
     return Ok("never")
+
+
+def heartbeats(arguments: dict[str, Any], ctx: CallContext) -> Ok:
+    """Alive and saying so, until it is stopped: a heartbeat every few milliseconds."""
+    while not ctx.cancelled.wait(0.005):
+        ctx.heartbeat()
+    return Ok("stopped")
+
+
+async def silent_async(arguments: dict[str, Any], ctx: CallContext) -> Ok:
+    """Alive but silent, as a coroutine: only a cancel stops it."""
+    import asyncio  # noqa: PLC0415
+
+    await asyncio.sleep(3600)
+    return Ok("never")
