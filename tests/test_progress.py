@@ -107,8 +107,7 @@ def test_the_live_tree_shows_a_running_calls_last_report_until_the_call_ends() -
         return console.file.getvalue()  # type: ignore[attr-defined, no-any-return]
 
     board.take("call_started", ids)
-    board.take("run_progress", {**ids, "progress": "tool_progress",
-                                "message": "[charts] drawn", "fraction": 0.75})
+    board.take("tool_progress", {**ids, "message": "[charts] drawn", "fraction": 0.75})
     assert "build_report c1  #1  running  [charts] drawn (75%)" in tree()  # markup escaped
     board.take("call_finished", {**ids, "outcome": "ok", "duration_ms": 5.0})
     assert "drawn" not in tree()
