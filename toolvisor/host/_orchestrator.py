@@ -58,6 +58,7 @@ from toolvisor.host._question_timer import QuestionsDue
 from toolvisor.host._questions import Questions, suspended_now
 from toolvisor.host._restore import restore
 from toolvisor.host._run import HostedRun, RunMessage
+from toolvisor.host._tool_progress import ToolProgressed
 from toolvisor.machine import (
     Done,
     Effect,
@@ -159,6 +160,8 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
                 self._model_answered(message)
             case ModelProgress():
                 self._models.progress(message)
+            case ToolProgressed(run_id, data) if run_id in self._runs:  # a report of a run
+                self._observe.tool_progress(run_id, data)  # still hosted here
             case KeyResolved(run_id, key):
                 self._key_resolved(run_id, key)
             case QuestionsDue(run_id):
@@ -168,8 +171,7 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
 
     def _crash(self, run_id: str, exc: Exception, reply: Future[Any] | None = None) -> None:
         """End run ``run_id`` alone, ``Failed`` with what went wrong (logged with its traceback):
-        whatever one run's input or callbacks do, the other runs go on. A write the store
-        refused because another host took the run over ends nothing: this host lets it go."""
+        whatever one run's input or callbacks do, the other runs go on. Fenced off: let go."""
         if isinstance(exc, StaleLeaseError):
             self._let_go(run_id, exc, reply)
             return
@@ -463,13 +465,11 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
 
     def _let_go(self, run_id: str, error: Exception, reply: Future[Any] | None = None) -> None:
         """Another host drives the run now: stop, writing nothing more; fail its waiters."""
-        if self._leases is not None:
-            self._leases.release(run_id)  # another's lease now: this only forgets our token
         if (run := self._watched(run_id, error, reply)) is None:
             return
         self._log.error("lease_lost", run_id=run_id)
         self._observe.run_finished(run_id, None)
-        self._unhost(run)
+        self._drop(run)  # the lease is another's: releasing it only forgets our token
         run.fail(error)
 
     def _renew_leases(self) -> None:
