@@ -7,7 +7,8 @@ completion keys (``--json``: one object a line, with the keys).
 the result of a ``Pending`` call; the run that waits on it continues in whichever process hosts
 it. ``python -m toolvisor.cli waits --store runs.sqlite`` lists the open waits.
 ``python -m toolvisor.cli mcp serve module:tools`` serves tools over MCP (stdio; ``--http``
-for streamable HTTP), each call supervised. A command that reads a store never creates one.
+for streamable HTTP), each call supervised. ``--store`` is a SQLite file's path or a
+``postgresql://`` URL. A command that reads a store never creates one.
 """
 
 from __future__ import annotations
@@ -21,13 +22,23 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from toolvisor.contract import Tool
-from toolvisor.durable import Lease, RunRecord, SqliteSessionStore, Wait, holder_gone
+from toolvisor.durable import (
+    Lease,
+    PostgresSessionStore,
+    RunRecord,
+    SessionStore,
+    SqliteSessionStore,
+    Wait,
+    holder_gone,
+    open_store,
+)
 from toolvisor.mcp import serve
 
 EXIT_ACCEPTED = 0
 EXIT_NOT_ACCEPTED = 1  # already resolved, or unknown / revoked / tampered
 EXIT_USAGE = 2
 EXIT_PIPE_CLOSED = 141  # what a shell reports for a writer ended by SIGPIPE (128 + 13)
+_STORE_HELP = "the session store: its SQLite file, or a postgresql:// URL"
 
 
 def _json_argument(text: str) -> Any:
@@ -43,7 +54,7 @@ def _parser() -> argparse.ArgumentParser:
                                      description="toolvisor session store commands")
     commands = parser.add_subparsers(dest="command", required=True)
     resolve = commands.add_parser("resolve", help="deliver the result of a completion key")
-    resolve.add_argument("--store", required=True, help="the session store's SQLite file")
+    resolve.add_argument("--store", required=True, help=_STORE_HELP)
     resolve.add_argument("key", help="the completion key, whole, as the tool handed it out")
     value = resolve.add_mutually_exclusive_group(required=True)
     value.add_argument("--ok", type=_json_argument, default=argparse.SUPPRESS,
@@ -52,14 +63,14 @@ def _parser() -> argparse.ArgumentParser:
                        help="the call's error, as JSON")
     runs = commands.add_parser(
         "runs", help="list the runs, newest first: id, status, age, host, waiting calls")
-    runs.add_argument("--store", required=True, help="the session store's SQLite file")
+    runs.add_argument("--store", required=True, help=_STORE_HELP)
     runs.add_argument("--status", default=None,
                       help="only runs with this status (running, suspended, completed, halted, "
                            "failed, cancelled)")
     runs.add_argument("--json", action="store_true",
                       help="one JSON object a line, with timestamps and the waiting keys")
     waits = commands.add_parser("waits", help="list the open waits (one JSON object a line)")
-    waits.add_argument("--store", required=True, help="the session store's SQLite file")
+    waits.add_argument("--store", required=True, help=_STORE_HELP)
     waits.add_argument("--run", default=None, help="only the waits of this run id")
     mcp = commands.add_parser("mcp", help="serve tools over MCP").add_subparsers(
         dest="mcp_command", required=True).add_parser(
@@ -94,14 +105,15 @@ def _serve(args: argparse.Namespace) -> int:
     return EXIT_ACCEPTED
 
 
-def _open_store(path: str) -> SqliteSessionStore:
-    """The store at ``path``; a clear error (exit 2) if there is none: never a new one."""
+def _open_store(target: str) -> SqliteSessionStore | PostgresSessionStore:
+    """The store ``target`` names (a SQLite file or a PostgreSQL URL); a clear error (exit 2)
+    if there is none there, or it cannot be reached: never a new one."""
     try:
-        return SqliteSessionStore(path, create=False)
+        return open_store(target, create=False)
     except FileNotFoundError as exc:
         print(f"error: {exc}; pass the file the agent uses (Agent(..., store=PATH))",
               file=sys.stderr)
-    except ValueError as exc:
+    except (ValueError, ConnectionError, ImportError) as exc:
         print(f"error: {exc}", file=sys.stderr)
     raise SystemExit(EXIT_USAGE)
 
@@ -151,7 +163,7 @@ def _run_data(run: RunRecord, now: float, host: dict[str, Any] | None,
                          "deadline_at": w.deadline_at} for w in waits]}
 
 
-def _run_lines(store: SqliteSessionStore, status: str | None, as_json: bool) -> list[str]:
+def _run_lines(store: SessionStore, status: str | None, as_json: bool) -> list[str]:
     """One line per run, newest first (a header first, unless ``as_json``)."""
     now = store.now()
     waits: dict[str, list[Wait]] = {}

@@ -1,10 +1,13 @@
-"""Durable tool calls: completion keys, the journal of effects and the SQLite session store."""
+"""Durable tool calls: completion keys, the journal of effects and the session stores (SQLite,
+PostgreSQL) that keep them."""
 
 from toolvisor.durable._durability import Durability
 from toolvisor.durable._effects import DurableEffects
 from toolvisor.durable._errors import DURABLE_ERROR_CODES, DurableError, DurableErrorCode
 from toolvisor.durable._holders import holder_gone, new_holder
 from toolvisor.durable._issuer import CompletionKeyIssuer
+from toolvisor.durable._open import open_store
+from toolvisor.durable._postgres_store import PostgresSessionStore
 from toolvisor.durable._records import (
     JournalRecord,
     KeyPurpose,
@@ -24,7 +27,7 @@ from toolvisor.durable._signing import (
     require_signed,
 )
 from toolvisor.durable._sqlite import POLL_INTERVAL, SqliteSessionStore
-from toolvisor.durable._store import UNSET, SessionStore, UnknownRunError
+from toolvisor.durable._store import UNSET, SessionStore, StaleLeaseError, UnknownRunError
 
 __all__ = [
     "DURABLE_ERROR_CODES",
@@ -39,6 +42,7 @@ __all__ = [
     "KeyPurpose",
     "KeyRing",
     "Lease",
+    "PostgresSessionStore",
     "ProcessEvent",
     "Resolution",
     "ResolutionKind",
@@ -49,9 +53,11 @@ __all__ = [
     "SignatureError",
     "Signer",
     "SqliteSessionStore",
+    "StaleLeaseError",
     "UnknownRunError",
     "Wait",
     "holder_gone",
     "new_holder",
+    "open_store",
     "require_signed",
 ]

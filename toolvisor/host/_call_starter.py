@@ -204,7 +204,8 @@ class CallStarter:
             ctx = dataclasses.replace(ctx, trace_scope=span.scope, trace_spans=span.remote)
         ctx = dataclasses.replace(ctx, direct_completions=self._completions.for_call(
             run.run_id, planned, None if waits is None else durable_call_id(
-                planned.turn, planned.attempt, planned.call.id), span),
+                planned.turn, planned.attempt, planned.call.id), span,
+            None if durable is None else durable.fence),
             progress=ToolProgress(self._me, run.run_id, planned, name, span))
         reply = functools.partial(self._finished.on_reply,
                                   CallTarget(self._me, run.run_id, view, ctx, token, ticket,
