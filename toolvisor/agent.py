@@ -20,7 +20,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from toolvisor.call import OutputProjection
-from toolvisor.contract import AsyncModel, Message, Model, Tool, check_seconds
+from toolvisor.contract import AsyncModel, Message, Model, RunProcesses, Tool, check_seconds
 from toolvisor.durable import (
     UNSET,
     Durability,
@@ -29,6 +29,7 @@ from toolvisor.durable import (
     SessionStore,
     Signer,
     SqliteSessionStore,
+    UnknownRunError,
     require_signed,
 )
 from toolvisor.executor import ToolRunner
@@ -37,6 +38,7 @@ from toolvisor.host import (
     AnswerRun,
     AttachRun,
     CancelRun,
+    HostProcesses,
     OrchestratorSettings,
     ProgressCallback,
     ResilienceConfig,
@@ -197,7 +199,7 @@ class Agent:
             self._tree = AgentTree(
                 model, ToolRunner(tool_timeout=tool_timeout, process_workers=process_workers),
                 model_timeout=model_timeout, max_concurrent_calls=max_concurrent_calls,
-                settings=settings, on_event=on_event,
+                settings=settings, on_event=on_event, store=self._store,
                 children=[server.child_spec(functools.partial(self._orphan, server.source),
                                             on_event) for server in mcp])
         except BaseException:
@@ -421,6 +423,13 @@ class Agent:
 
     def _orchestrator(self) -> Any:
         return self._tree.orchestrator()
+
+    def processes(self, run_id: str) -> RunProcesses:
+        """The background processes the run's calls started: ``wait``, ``list``, ``cancel``
+        (any agent on the store sees them; without a store, this one)."""
+        if self._store is not None and self._store.get_run(run_id) is None:
+            raise UnknownRunError(f"the session store has no run {run_id!r}")
+        return HostProcesses(self._tree.processes, run_id)
 
     # --- lifecycle --------------------------------------------------------------------------
 

@@ -52,6 +52,13 @@ from toolvisor.contract._model_progress import (
     reporting_model_progress,
 )
 from toolvisor.contract._outcome import result_outcome
+from toolvisor.contract._processes import (
+    ProcessAccess,
+    ProcessError,
+    ProcessInfo,
+    ProcessStatus,
+    RunProcesses,
+)
 from toolvisor.contract._results import (
     LEGAL_RESULT_TYPES,
     AskUser,
@@ -114,6 +121,11 @@ __all__ = [
     "OpenSchemaWarning",
     "OutputWindow",
     "Pending",
+    "ProcessAccess",
+    "ProcessError",
+    "ProcessInfo",
+    "ProcessStatus",
+    "RunProcesses",
     "Scheduling",
     "StateAccess",
     "SystemMessage",

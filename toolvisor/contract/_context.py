@@ -9,10 +9,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from toolvisor.contract._errors import ToolvisorError
 from toolvisor.contract._messages import ToolCall
+
+if TYPE_CHECKING:
+    from toolvisor.contract._processes import ProcessAccess
 
 
 class CapabilityError(ToolvisorError):
@@ -157,6 +160,7 @@ class CallContext:
     trace_scope: Callable[[], AbstractContextManager[Any]] | None = None  # entered around a
     # thread or asyncio handler where it runs: the host's tracing makes the call's span current
     trace_spans: TraceSpans | None = None  # a worker's spans, made in the agent's trace
+    process_admin: ProcessAccess | None = None  # read as ctx.processes
 
     def completion_key(self) -> str:
         """The signed key naming this call's durable wait: take it, then return ``Pending``.
@@ -187,6 +191,22 @@ class CallContext:
                 "store='runs.sqlite')",
             )
         return self.durable
+
+    @property
+    def processes(self) -> ProcessAccess:
+        """The run's background processes (a ``ProcessAccess``: ``start``, ``wait``,
+        ``list``, ``cancel``).
+
+        Raises :class:`CapabilityError` ``processes_unavailable`` when the call was not
+        started by an agent's run (``execute`` called directly).
+        """
+        if self.process_admin is None:
+            raise CapabilityError(
+                "processes_unavailable",
+                "this call has no process admin: only a call an agent's run started can "
+                "start or wait for background processes",
+            )
+        return self.process_admin
 
     @property
     def tool_call_id(self) -> str | None:

@@ -5,6 +5,15 @@ from toolvisor.durable._effects import DurableEffects
 from toolvisor.durable._errors import DURABLE_ERROR_CODES, DurableError, DurableErrorCode
 from toolvisor.durable._holders import holder_gone, new_holder
 from toolvisor.durable._issuer import CompletionKeyIssuer
+from toolvisor.durable._process_log import (
+    ProcessRecord,
+    process_records,
+    record_end,
+    record_restart,
+    record_start,
+    result_json,
+    result_of,
+)
 from toolvisor.durable._records import (
     JournalRecord,
     KeyPurpose,
@@ -40,6 +49,7 @@ __all__ = [
     "KeyRing",
     "Lease",
     "ProcessEvent",
+    "ProcessRecord",
     "Resolution",
     "ResolutionKind",
     "ResolveOutcome",
@@ -53,5 +63,11 @@ __all__ = [
     "Wait",
     "holder_gone",
     "new_holder",
+    "process_records",
+    "record_end",
+    "record_restart",
+    "record_start",
     "require_signed",
+    "result_json",
+    "result_of",
 ]

@@ -436,6 +436,8 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
         """The run leaves this host with ``outcome``, stamped with the run's id."""
         outcome = outcome.model_copy(update={"run_id": run.run_id})
         self._drop(run)
+        if not isinstance(outcome, Suspended) and (processes := self._settings.processes):
+            processes.run_ended(run.run_id)
         self._log.info("run_returned", run_id=run.run_id, outcome=type(outcome).__name__)
         self._observe.run_finished(run.run_id, outcome)
         run.reply(outcome)

@@ -1,12 +1,14 @@
 """``AgentTree``: the supervision tree that hosts an agent's runs, and what it runs on.
 
 A root ``Supervisor`` (``one_for_one``) over the ``DynamicSupervisor`` (one temporary
-``ToolCallActor`` per call), the agent's other children (its MCP connections) and the
-``OrchestratorActor`` (hosts each run's ``TurnMachine``). The ``ToolRunner`` (thread pool,
+``ToolCallActor`` per call), the ``processes`` supervisor (one ``DynamicSupervisor`` per run
+with background processes, ``Processes``), the agent's other children (its MCP connections)
+and the ``OrchestratorActor`` (hosts each run's ``TurnMachine``). The ``ToolRunner`` (thread pool,
 worker-process pool, event loop), the dispatcher's thread pool and the model's connections
 belong to the tree and are closed after it has stopped. Built and closed by the ``Agent`` on
-the caller's thread; the current ``DynamicSupervisor`` is written by its start function (on the
-root supervisor's thread) and read by the dispatcher.
+the caller's thread; the current ``DynamicSupervisor`` and ``processes`` supervisor are
+written by their start functions (on the root supervisor's thread) and read by the dispatcher
+and ``Processes``.
 """
 
 from __future__ import annotations
@@ -16,10 +18,12 @@ from typing import Any, Protocol
 
 from toolvisor.actors import ToolCallDispatcher
 from toolvisor.contract import AsyncModel, Model
+from toolvisor.durable import SessionStore
 from toolvisor.executor import ToolRunner
 from toolvisor.host._commands import OrchestratorSettings
 from toolvisor.host._model_calls import ModelCalls
 from toolvisor.host._orchestrator import OrchestratorActor
+from toolvisor.host._processes import Processes
 from toolvisor.supervisors import (
     ChildSpec,
     DynamicSupervisor,
@@ -31,10 +35,10 @@ from toolvisor.supervisors import (
 
 
 class SettingsFor(Protocol):
-    """The orchestrator's settings, given the tree's model calls and dispatcher."""
+    """The orchestrator's settings, given the tree's model calls, dispatcher and processes."""
 
-    def __call__(self, *, models: ModelCalls,
-                 dispatcher: ToolCallDispatcher) -> OrchestratorSettings: ...
+    def __call__(self, *, models: ModelCalls, dispatcher: ToolCallDispatcher,
+                 processes: Processes) -> OrchestratorSettings: ...
 
 
 class AgentTree:
@@ -43,21 +47,30 @@ class AgentTree:
     def __init__(self, model: Model | AsyncModel, runner: ToolRunner, *, model_timeout: float,
                  max_concurrent_calls: int, settings: SettingsFor,
                  children: Sequence[ChildSpec] = (),
-                 on_event: SupervisorEventHook | None = None) -> None:
+                 on_event: SupervisorEventHook | None = None,
+                 store: SessionStore | None = None) -> None:
         self.runner = runner
         self._tool_calls: DynamicSupervisorRef | None = None  # the current incarnation
+        self._processes: SupervisorRef | None = None  # the current incarnation
         self.dispatcher = ToolCallDispatcher(self._current_tool_calls, runner)
         self.models = ModelCalls(model, runner, float(model_timeout))
-        orchestrator = settings(models=self.models, dispatcher=self.dispatcher)
+        self.processes = Processes(store, self._current_processes, self.dispatcher)
+        orchestrator = settings(models=self.models, dispatcher=self.dispatcher,
+                                processes=self.processes)
 
         def start_tool_calls() -> DynamicSupervisorRef:
             self._tool_calls = DynamicSupervisor.start(
                 max_children=max_concurrent_calls, name="tool_calls")
             return self._tool_calls
 
+        def start_processes() -> SupervisorRef:
+            self._processes = Supervisor.start(name="processes")
+            return self._processes
+
         try:
             self.root: SupervisorRef = Supervisor.start([
                 ChildSpec("tool_calls", start_tool_calls, type="supervisor"),
+                ChildSpec("processes", start_processes, type="supervisor"),
                 *children,
                 ChildSpec("orchestrator", lambda: OrchestratorActor.start(orchestrator)),
             ], strategy="one_for_one", name="agent", on_event=on_event)
@@ -69,6 +82,11 @@ class AgentTree:
         if self._tool_calls is None:
             raise RuntimeError("the agent's tool-call supervisor is not running")
         return self._tool_calls
+
+    def _current_processes(self) -> SupervisorRef:
+        if self._processes is None:
+            raise RuntimeError("the agent's process supervisor is not running")
+        return self._processes
 
     def orchestrator(self) -> Any:
         """The orchestrator's current ref (a restart gives it a new one)."""
