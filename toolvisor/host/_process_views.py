@@ -82,11 +82,12 @@ class CallProcesses(HostProcesses):
         self._token = cancelled
         self._ordinals = itertools.count(1)
 
-    def start(self, fn: Callable[..., Any] | str, arguments: Mapping[str, Any], *,
+    def start(self, fn: Callable[..., Any] | str, arguments: Mapping[str, Any],  # noqa: PLR0917
               isolation: str | None = None, detached: bool = False,
               timeout: float | None = None, retryable: bool = False,
               options: Mapping[str, Any] | None = None) -> str:
-        """Start ``fn`` with ``arguments`` as a process of the run; its handle."""
+        """Start ``fn`` with ``arguments`` as a process of the run; its handle. (The settings
+        may come by position: that is how the context link forwards them.)"""
         if self._token.is_set():
             raise ProcessError("process_call_finished", (
                 "the call that would start this process has ended (or was cancelled): start "

@@ -27,8 +27,9 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from toolvisor.contract import CallContext, CapabilityError, ToolCall
+from toolvisor.isolation._link._remote_processes import RemoteProcesses
 
-CAPABILITIES = ("state", "catalog", "completion_keys", "durable", "trace_spans")
+CAPABILITIES = ("state", "catalog", "completion_keys", "durable", "trace_spans", "process_admin")
 """The context's capabilities a worker can reach, by the ``CallContext`` field that holds them."""
 
 SERVED: Mapping[str, frozenset[str]] = {
@@ -39,6 +40,7 @@ SERVED: Mapping[str, frozenset[str]] = {
                           "emit_process_event"}),
     "cancelled": frozenset({"is_set", "wait"}),
     "trace_spans": frozenset({"start", "apply", "end"}),
+    "process_admin": frozenset({"start", "wait", "list", "cancel"}),
 }
 """What a worker may ask for: the methods of each capability, and nothing else."""
 
@@ -269,6 +271,7 @@ def remote_context(call: RemoteCall, link: ContextLink) -> CallContext:
         catalog=_RemoteCatalog(link, tag) if "catalog" in has else None,
         completion_keys=_RemoteKeys(link, tag) if "completion_keys" in has else None,
         durable=_RemoteDurable(link, tag) if "durable" in has else None,
+        process_admin=RemoteProcesses(link, tag) if "process_admin" in has else None,
     )
 
 
