@@ -59,6 +59,7 @@ from toolvisor.contract._processes import (
     ProcessStatus,
     RunProcesses,
 )
+from toolvisor.contract._progress import ProgressSink, check_progress
 from toolvisor.contract._results import (
     LEGAL_RESULT_TYPES,
     AskUser,
@@ -125,6 +126,7 @@ __all__ = [
     "ProcessError",
     "ProcessInfo",
     "ProcessStatus",
+    "ProgressSink",
     "RunProcesses",
     "Scheduling",
     "StateAccess",
@@ -141,6 +143,7 @@ __all__ = [
     "Usage",
     "UserMessage",
     "Violation",
+    "check_progress",
     "check_seconds",
     "function_tool",
     "handler_arity",

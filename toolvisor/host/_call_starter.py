@@ -36,6 +36,7 @@ from toolvisor.host._gates import GatedCall, GatedCalls, answer
 from toolvisor.host._observing import RunObserver
 from toolvisor.host._process_views import CallProcesses
 from toolvisor.host._run import HostedRun
+from toolvisor.host._tool_progress import ToolProgress
 from toolvisor.machine import CallOutcome, CallToRun, StateView, ToolCalls
 
 
@@ -209,6 +210,8 @@ class CallStarter:
         span = self._observe.tool_call(run.run_id, planned, name, isolation)
         if span is not None:  # the handler's own spans nest under the call's
             ctx = dataclasses.replace(ctx, trace_scope=span.scope, trace_spans=span.remote)
+        ctx = dataclasses.replace(ctx, progress=ToolProgress(self._me, run.run_id, planned,
+                                                             name, span))
         reply = functools.partial(self._finished.on_reply,
                                   CallTarget(self._me, run.run_id, view, ctx, token, ticket,
                                              span))

@@ -57,6 +57,7 @@ from toolvisor.host._observing import RunObserver
 from toolvisor.host._question_timer import QuestionsDue
 from toolvisor.host._questions import Questions, suspended_now
 from toolvisor.host._run import HostedRun, RunMessage
+from toolvisor.host._tool_progress import ToolProgressed
 from toolvisor.machine import (
     Done,
     Effect,
@@ -91,7 +92,7 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
         self._waits = None if settings.store is None else DurableWaits(
             settings.store, settings.registry, settings.key_poll_interval,
             functools.partial(tell, me))
-        self._observe = RunObserver(settings.tracing, settings.on_progress)
+        self._observe = RunObserver(settings.tracing, settings.on_progress, settings.processes)
         self._timer = DeadlineTimer("toolvisor-waits")  # its thread starts on the first wait
         self._calls = CallStarter(settings, self._waits, self._finished, me, self._observe,
                                   timer=self._timer, on_progress=self._hosted_progress)
@@ -158,6 +159,8 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
                 self._model_answered(message)
             case ModelProgress():
                 self._models.progress(message)
+            case ToolProgressed(run_id, data) if run_id in self._runs:  # a report of a run
+                self._observe.progress(run_id, "tool_progress", data)  # still hosted here
             case KeyResolved(run_id, key):
                 self._key_resolved(run_id, key)
             case QuestionsDue(run_id):
@@ -436,8 +439,6 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
         """The run leaves this host with ``outcome``, stamped with the run's id."""
         outcome = outcome.model_copy(update={"run_id": run.run_id})
         self._drop(run)
-        if not isinstance(outcome, Suspended) and (processes := self._settings.processes):
-            processes.run_ended(run.run_id)
         self._log.info("run_returned", run_id=run.run_id, outcome=type(outcome).__name__)
         self._observe.run_finished(run.run_id, outcome)
         run.reply(outcome)

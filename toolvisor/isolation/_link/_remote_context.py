@@ -1,8 +1,8 @@
 """The call context of a handler that runs out of process, as the worker sees it.
 
 A worker (a ``process`` pool worker, a Ray task) gets a ``CallContext`` whose state, catalog,
-completion keys, durable effects, cancel token and trace spans (``_worker_tracing.py``) are
-proxies: each use is one request over a
+completion keys, durable effects, progress, cancel token and trace spans
+(``_worker_tracing.py``) are proxies: each use is one request over a
 ``ContextLink`` to the agent, which performs it on the call's real context (the very objects an
 in-process handler gets, see ``_context_server.py``) and answers. A callable argument (the
 ``fn`` of ``run_json``) stays here: the agent calls it back over the same link. So a journaled
@@ -29,7 +29,8 @@ from typing import Any
 from toolvisor.contract import CallContext, CapabilityError, ToolCall
 from toolvisor.isolation._link._remote_processes import RemoteProcesses
 
-CAPABILITIES = ("state", "catalog", "completion_keys", "durable", "trace_spans", "process_admin")
+CAPABILITIES = ("state", "catalog", "completion_keys", "durable", "trace_spans", "progress",
+                "process_admin")
 """The context's capabilities a worker can reach, by the ``CallContext`` field that holds them."""
 
 SERVED: Mapping[str, frozenset[str]] = {
@@ -40,6 +41,7 @@ SERVED: Mapping[str, frozenset[str]] = {
                           "emit_process_event"}),
     "cancelled": frozenset({"is_set", "wait"}),
     "trace_spans": frozenset({"start", "apply", "end"}),
+    "progress": frozenset({"report", "heartbeat"}),
     "process_admin": frozenset({"start", "wait", "list", "cancel"}),
 }
 """What a worker may ask for: the methods of each capability, and nothing else."""
@@ -234,6 +236,17 @@ class _RemoteDurable(_Asker):
         return seq
 
 
+class _RemoteProgress(_Asker):
+    """The call's progress sink in the agent: a report or a heartbeat is a sign of life there
+    (the runner's idle deadline), and a report goes on to whoever watches the call."""
+
+    def report(self, message: str, fraction: float | None) -> None:
+        self._ask("progress", "report", message, fraction)
+
+    def heartbeat(self) -> None:
+        self._ask("progress", "heartbeat")
+
+
 class _RemoteToken(_Asker):
     """The call's cancel token, read from the agent; a call that ended or a link that closed
     reads as cancelled."""
@@ -271,6 +284,7 @@ def remote_context(call: RemoteCall, link: ContextLink) -> CallContext:
         catalog=_RemoteCatalog(link, tag) if "catalog" in has else None,
         completion_keys=_RemoteKeys(link, tag) if "completion_keys" in has else None,
         durable=_RemoteDurable(link, tag) if "durable" in has else None,
+        progress=_RemoteProgress(link, tag) if "progress" in has else None,
         process_admin=RemoteProcesses(link, tag) if "process_admin" in has else None,
     )
 
