@@ -135,7 +135,8 @@ def test_bad_uses_are_refused_each_with_its_reason(tmp_path: Path) -> None:
         kept.append(ctx)
         refused = {}
         for name, attempt in {
-            "local": lambda: ctx.processes.start(local, {}),
+            "local_in_a_worker": lambda: ctx.processes.start(local, {}, isolation="process"),
+            "not_callable": lambda: ctx.processes.start(42, {}),  # type: ignore[arg-type]
             "not_a_dict": lambda: ctx.processes.start(host.build_report, [1]),  # type: ignore[arg-type]
             "unknown_name": lambda: ctx.processes.start("tests._process_host:missing", {}),
             "tool_with_settings": lambda: ctx.processes.start(
@@ -155,7 +156,8 @@ def test_bad_uses_are_refused_each_with_its_reason(tmp_path: Path) -> None:
     with Agent(model, [Tool(name="misuse", handler=misuse)], store=tmp_path / "s.db") as agent:
         outcome = agent.run("go")
         refused = json.loads(read_text(outcome, "c"))
-        assert refused["local"].startswith("TypeError: a process runs a module-level function")
+        assert "a module-level function" in refused["local_in_a_worker"]
+        assert refused["not_callable"] == "TypeError: a process runs a function or a Tool, got 42"
         assert refused["not_a_dict"].startswith("TypeError: a process's arguments are a dict")
         assert refused["unknown_name"].startswith(
             "ValueError: process function tests._process_host:missing cannot be found")

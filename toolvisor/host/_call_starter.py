@@ -186,7 +186,7 @@ class CallStarter:
         self._runs.setdefault(run.run_id, RunCalls()).tokens[planned.call.id] = token
         processes = None if settings.processes is None else CallProcesses(
             settings.processes, run.run_id,
-            durable_call_id(planned.turn, planned.attempt, planned.call.id), token)
+            durable_call_id(planned.turn, planned.attempt, planned.call.id), token, planned.turn)
         ctx = CallContext(
             session_id=run.run_id,
             request_id=f"{run.run_id}/{planned.call.id}/{planned.attempt}",

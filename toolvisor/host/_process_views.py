@@ -76,9 +76,10 @@ class CallProcesses(HostProcesses):
     call's token is set when the call ends: it can start nothing after that."""
 
     def __init__(self, processes: Processes, run_id: str, caller: str,
-                 cancelled: threading.Event) -> None:
+                 cancelled: threading.Event, turn: int | None = None) -> None:
         super().__init__(processes, run_id, cancelled)
         self._caller = caller
+        self._turn = turn
         self._token = cancelled
         self._ordinals = itertools.count(1)
 
@@ -95,7 +96,7 @@ class CallProcesses(HostProcesses):
         return self._processes.start(
             self.run_id, self._caller, next(self._ordinals), fn, arguments,
             isolation=isolation, detached=detached, timeout=timeout, retryable=retryable,
-            options=options)
+            options=options, turn=self._turn)
 
 
 def _seconds(value: float) -> float:

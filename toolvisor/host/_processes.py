@@ -95,10 +95,12 @@ class _Run:
 class Processes:
     """Every background process of one agent's runs: each run's supervisor is a child of
     ``parent()`` (the tree's ``processes`` supervisor, as it is now), each process a call
-    ``dispatcher`` starts under it."""
+    ``dispatcher`` starts under it. A process's progress reports go to ``progress``, as a
+    call's do (the live view shows the process under the turn whose call started it)."""
 
     def __init__(self, store: SessionStore | None, parent: Callable[[], SupervisorRef],
-                 dispatcher: ToolCallDispatcher) -> None:
+                 dispatcher: ToolCallDispatcher,
+                 progress: Callable[[str, dict[str, Any]], None] | None = None) -> None:
         self.holder = new_holder()  # names this host in the process log
         self._store = store
         self._lock = threading.Lock()
@@ -108,14 +110,15 @@ class Processes:
         self._runs: dict[str, _Run] = {}
         self._parent = parent
         self._dispatcher = dispatcher
+        self._progress = progress  # (run id, tool_progress data): to the run's on_progress
         self._log = get_event_log("processes")
 
     # --- starting ---------------------------------------------------------------------------
 
     def start(self, run_id: str, caller: str, ordinal: int, fn: Callable[..., Any] | str,
               arguments: Mapping[str, Any], *, isolation: str | None, detached: bool,
-              timeout: float | None, retryable: bool,
-              options: Mapping[str, Any] | None) -> str:
+              timeout: float | None, retryable: bool, options: Mapping[str, Any] | None,
+              turn: int | None = None) -> str:
         """Start the ``ordinal``-th process of call execution ``caller`` (its durable id) and
         return its handle; a call run again after a crash gets the same process back."""
         if not isinstance(detached, bool):
@@ -133,7 +136,7 @@ class Processes:
                                "isolation": isolation, "timeout": timeout,
                                "retryable": tool.retryable,
                                "options": None if options is None else dict(options),
-                               "detached": detached})
+                               "detached": detached, "turn": turn})
             record = record_start(self._store, run_id, handle=handle, durable_id=durable_id,
                                   spec=spec, holder=self.holder)
             if record.spec != spec:
@@ -145,11 +148,12 @@ class Processes:
                 self._recover(record)  # started before this execution of the call
                 return handle
         self._launch(run_id, handle, durable_id=durable_id, tool=tool,
-                     arguments=dict(arguments), detached=detached, record=record)
+                     arguments=dict(arguments), detached=detached, record=record, turn=turn)
         return handle
 
     def _launch(self, run_id: str, handle: str, *, durable_id: str, tool: Tool,
-                arguments: dict[str, Any], detached: bool, record: ProcessRecord | None) -> None:
+                arguments: dict[str, Any], detached: bool, record: ProcessRecord | None,
+                turn: int | None) -> None:
         dispatcher = self._dispatcher
         live = _Live(run_id, handle, tool.name, detached, record)
         with self._lock:
@@ -159,7 +163,11 @@ class Processes:
         ctx = CallContext(
             session_id=run_id, request_id=handle,
             tool_call=ToolCall(id=durable_id, name=tool.name, arguments=arguments),
-            cancelled=token,
+            cancelled=token, turn=turn,
+            progress=None if self._progress is None else _ProcessProgress(
+                self._progress, run_id, {"turn": turn, "tool_name": tool.name,
+                                         "tool_call_id": durable_id, "attempt": 1,
+                                         "process": handle}),
             durable=None if self._store is None else DurableEffects(
                 self._store, run_id, durable_id, cancelled=token))
         self._log.info("process_started", run_id=run_id, handle=handle, tool_name=tool.name,
@@ -284,8 +292,9 @@ class Processes:
             record = process_records(store, record.run_id)[record.handle]  # as it stands now
             if record.ended is not None or not holder_gone(record.holder):
                 return
-            run_again = bool(record.spec.get("retryable")) or store.journaled(
-                record.run_id, record.durable_id)
+            run_again = record.spec.get("fn") is not None and (
+                bool(record.spec.get("retryable"))
+                or store.journaled(record.run_id, record.durable_id))
             if not run_again:
                 self._log.info("process_interrupted", run_id=record.run_id,
                                handle=record.handle)
@@ -308,7 +317,7 @@ class Processes:
                 return
             self._launch(record.run_id, record.handle, durable_id=record.durable_id, tool=tool,
                          arguments=dict(spec["arguments"]), detached=bool(spec["detached"]),
-                         record=record)
+                         record=record, turn=spec.get("turn"))
 
     # --- looking -----------------------------------------------------------------------------
 
@@ -402,6 +411,25 @@ def _json_spec(spec: dict[str, Any]) -> dict[str, Any]:
     return parsed
 
 
+class _ProcessProgress:
+    """A process's progress sink: each report is a ``tool_progress`` of its run (a heartbeat
+    only keeps it alive, the runner's business)."""
+
+    __slots__ = ("_fields", "_run_id", "_tell")
+
+    def __init__(self, tell: Callable[[str, dict[str, Any]], None], run_id: str,
+                 fields: dict[str, Any]) -> None:
+        self._tell = tell
+        self._run_id = run_id
+        self._fields = fields
+
+    def report(self, message: str, fraction: float | None) -> None:
+        self._tell(self._run_id, {**self._fields, "message": message, "fraction": fraction})
+
+    def heartbeat(self) -> None:
+        """Nothing to tell."""
+
+
 def _process_result(live: _Live, reply: CallReply) -> Ok | Err:
     result = reply.result
     if isinstance(result, Ok | Err):
@@ -416,8 +444,9 @@ def _interrupted(record: ProcessRecord) -> ToolError:
     return ToolError(
         "handler_exit", f"process {record.handle} was interrupted by a crash of the process "
         "hosting it and is not run again (at most once: its function is not retryable and "
-        "journaled no steps)", tool_name=str(record.spec.get("name")),
-        tool_call_id=record.durable_id, cause="interrupted", code="interrupted")
+        "journaled no steps, or has no name to be found by)",
+        tool_name=str(record.spec.get("name")), tool_call_id=record.durable_id,
+        cause="interrupted", code="interrupted")
 
 
 def _seconds(value: float) -> float:

@@ -6,9 +6,9 @@ with background processes, ``Processes``), the agent's other children (its MCP c
 and the ``OrchestratorActor`` (hosts each run's ``TurnMachine``). The ``ToolRunner`` (thread pool,
 worker-process pool, event loop), the dispatcher's thread pool and the model's connections
 belong to the tree and are closed after it has stopped. Built and closed by the ``Agent`` on
-the caller's thread; the current ``DynamicSupervisor`` and ``processes`` supervisor are
-written by their start functions (on the root supervisor's thread) and read by the dispatcher
-and ``Processes``.
+the caller's thread; the current ``DynamicSupervisor``, ``processes`` supervisor and
+orchestrator are written by their start functions (on the root supervisor's thread) and read
+by the dispatcher and ``Processes`` (a reference read is atomic).
 """
 
 from __future__ import annotations
@@ -21,9 +21,11 @@ from toolvisor.contract import AsyncModel, Model
 from toolvisor.durable import SessionStore
 from toolvisor.executor import ToolRunner
 from toolvisor.host._commands import OrchestratorSettings
+from toolvisor.host._finished_calls import tell
 from toolvisor.host._model_calls import ModelCalls
 from toolvisor.host._orchestrator import OrchestratorActor
 from toolvisor.host._processes import Processes
+from toolvisor.host._tool_progress import ToolProgressed
 from toolvisor.supervisors import (
     ChildSpec,
     DynamicSupervisor,
@@ -52,9 +54,11 @@ class AgentTree:
         self.runner = runner
         self._tool_calls: DynamicSupervisorRef | None = None  # the current incarnation
         self._processes: SupervisorRef | None = None  # the current incarnation
+        self._orchestrator: Any = None  # the current incarnation, told processes' progress
         self.dispatcher = ToolCallDispatcher(self._current_tool_calls, runner)
         self.models = ModelCalls(model, runner, float(model_timeout))
-        self.processes = Processes(store, self._current_processes, self.dispatcher)
+        self.processes = Processes(store, self._current_processes, self.dispatcher,
+                                   self._process_progress)
         orchestrator = settings(models=self.models, dispatcher=self.dispatcher,
                                 processes=self.processes)
 
@@ -62,6 +66,10 @@ class AgentTree:
             self._tool_calls = DynamicSupervisor.start(
                 max_children=max_concurrent_calls, name="tool_calls")
             return self._tool_calls
+
+        def start_orchestrator() -> Any:
+            self._orchestrator = OrchestratorActor.start(orchestrator)
+            return self._orchestrator
 
         def start_processes() -> SupervisorRef:
             self._processes = Supervisor.start(name="processes")
@@ -72,7 +80,7 @@ class AgentTree:
                 ChildSpec("tool_calls", start_tool_calls, type="supervisor"),
                 ChildSpec("processes", start_processes, type="supervisor"),
                 *children,
-                ChildSpec("orchestrator", lambda: OrchestratorActor.start(orchestrator)),
+                ChildSpec("orchestrator", start_orchestrator),
             ], strategy="one_for_one", name="agent", on_event=on_event)
         except BaseException:
             self._release()
@@ -87,6 +95,11 @@ class AgentTree:
         if self._processes is None:
             raise RuntimeError("the agent's process supervisor is not running")
         return self._processes
+
+    def _process_progress(self, run_id: str, data: dict[str, Any]) -> None:
+        """A process's progress report, to the orchestrator (nowhere once it has stopped)."""
+        if self._orchestrator is not None:
+            tell(self._orchestrator, ToolProgressed(run_id, data))
 
     def orchestrator(self) -> Any:
         """The orchestrator's current ref (a restart gives it a new one)."""
