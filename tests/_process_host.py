@@ -52,6 +52,13 @@ def build_report(arguments: dict[str, Any], ctx: CallContext) -> Ok:
     return Ok(f"report {arguments['quarter']}")
 
 
+def reporting(arguments: dict[str, Any], ctx: CallContext) -> Ok:
+    """Reports its progress twice, then ends."""
+    ctx.report_progress("half", 0.5)
+    ctx.report_progress("all", 1.0)
+    return Ok("reported")
+
+
 @function_tool
 def summary(quarter: str) -> str:
     """A short report, as a function tool (its own schema checks the arguments).
@@ -116,6 +123,7 @@ def start_report_in(arguments: dict[str, Any], ctx: CallContext) -> Ok:
     """Starts the report in the isolation the arguments name."""
     isolation = arguments["isolation"]
     fn: Any = {"asyncio": build_report_async, "tool": summary}.get(isolation, build_report)
+    fn = reporting if arguments.get("reporting") else fn
     isolation = None if isolation == "tool" else isolation
     handle = ctx.processes.start(fn, {"quarter": arguments["quarter"]}, isolation=isolation)
     assert ctx.state is not None

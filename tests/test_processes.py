@@ -73,6 +73,21 @@ def test_a_process_started_by_a_call_is_read_two_turns_later(
         assert agent.processes(outcome.run_id).wait(handle) == Ok(output)
 
 
+@pytest.mark.parametrize("isolation", ["thread", "process"])
+def test_a_process_progress_reaches_on_progress(isolation: str) -> None:
+    told: list[dict[str, Any]] = []
+    model = two_turns_later("start_report_in", "read_report",
+                            {"quarter": "Q3", "isolation": isolation, "reporting": True})
+    with Agent(model, host.TOOLS, on_progress=lambda run_id, event, data: told.append(
+            data) if event == "tool_progress" else None) as agent:
+        outcome = agent.run("go")
+    assert read_text(outcome, "c_read") == "reported"
+    handle = outcome.state["report"]
+    assert [(d["message"], d["fraction"], d["process"], d["tool_call_id"], d["turn"])
+            for d in told] == [("half", 0.5, handle, "1.1.c_start/p1", 1),
+                               ("all", 1.0, handle, "1.1.c_start/p1", 1)]
+
+
 def test_a_run_that_ends_cancels_its_processes() -> None:
     def start(arguments: dict[str, Any], ctx: CallContext) -> Ok:
         return Ok(ctx.processes.start(host.until_cancelled, {}))
