@@ -120,9 +120,21 @@ def test_a_detached_process_outlives_its_run_and_shows_in_the_runs_list(
         assert line["processes"] == [{"handle": handle, "name": "gated", "status": "running",
                                       "detached": True}]
         assert "1 (1 running, 1 detached)" in runs_table(store)
+        run_supervisor = supervised_by(agent, outcome.run_id)
+        assert run_supervisor.count_children()["active"] == 1  # the process's actor
         host.GATE.set()
         assert processes.wait(handle) == Ok("opened")
+        assert run_supervisor.actor_stopped.wait(10)  # its run's last process ended
         assert processes.cancel(handle) is False  # it ended already
+
+
+def supervised_by(agent: Agent, run_id: str) -> Any:
+    """The run's own process supervisor, a child of the tree's ``processes`` supervisor."""
+    (tree,) = [c.ref for c in agent.supervisor.which_children() if c.id == "processes"]
+    assert tree is not None
+    (run,) = tree.which_children()
+    assert run.id[:2] == ("processes", run_id) and run.ref is not None
+    return run.ref
 
 
 def test_the_host_cancels_a_process(tmp_path: Path) -> None:

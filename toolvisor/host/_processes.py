@@ -23,6 +23,7 @@ threads end them, the orchestrator's thread ends runs, the agent's callers look.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import threading
 from collections.abc import Callable, Mapping
@@ -107,7 +108,8 @@ class Processes:
         self._start_lock = threading.Lock()  # one run supervisor started at a time
         self._recover_lock = threading.Lock()  # one recovery at a time in this host
         self._live: dict[str, _Live] = {}
-        self._runs: dict[str, _Run] = {}
+        self._runs: dict[str, _Run] = {}  # the runs with a process supervisor
+        self._incarnations = itertools.count(1)  # a run's supervisor's child id is unique
         self._parent = parent
         self._dispatcher = dispatcher
         self._progress = progress  # (run id, tool_progress data): to the run's on_progress
@@ -158,7 +160,6 @@ class Processes:
         live = _Live(run_id, handle, tool.name, detached, record)
         with self._lock:
             self._live[handle] = live
-        supervisor = self._supervisor(run_id)
         token = threading.Event()
         ctx = CallContext(
             session_id=run_id, request_id=handle,
@@ -174,6 +175,14 @@ class Processes:
                        isolation=tool.isolation, detached=detached)
         call = ctx.tool_call
         assert call is not None
+        try:
+            supervisor = self._supervisor(run_id)
+        except Exception as exc:  # the tree is stopping: the process ends before it started
+            self._ended(live, token, CallReply(call.id, tool.name, Err(ToolError(
+                "handler_exit", f"process {handle} could not be started: its run's "
+                f"supervisor did not start: {type(exc).__name__}: {exc}", tool_name=tool.name,
+                tool_call_id=call.id, cause=repr(exc), code="not_started")), ""))
+            return
         actor = dispatcher.start_call(tool, call, ctx, lambda reply: self._ended(live, token,
                                                                                   reply),
                                       supervisor=supervisor)
@@ -197,10 +206,8 @@ class Processes:
                 started.append(DynamicSupervisor.start(name=f"processes:{run_id}"))
                 return started[0]
 
-            with contextlib.suppress(Exception):  # a stopped incarnation's spec
-                parent.delete_child(("processes", run_id))
-            parent.start_child(ChildSpec(("processes", run_id), start, restart="temporary",
-                                         type="supervisor"))
+            parent.start_child(ChildSpec(("processes", run_id, next(self._incarnations)), start,
+                                         restart="temporary", type="supervisor"))
             with self._lock:
                 run.supervisor = started[0]
             return started[0]
@@ -209,18 +216,24 @@ class Processes:
         """A process's actor replied: record its end (first), then let its waiters go."""
         token.set()
         result = _process_result(live, reply)
+        recorded = False
         try:
             if self._store is not None and live.record is not None:
                 result = self._record_end(live.record, result)
+                recorded = True
         except Exception as exc:  # the store failed: the waiters here still get the result
             self._log.error("process_end_not_recorded", run_id=live.run_id, handle=live.handle,
                             error=f"{type(exc).__name__}: {exc}")
         with self._lock:
             live.result = result
             live.actor = None
+            if recorded:  # the store has it now: a later look reads it there
+                self._live.pop(live.handle, None)
             run = self._runs.get(live.run_id)
             idle = run is not None and run.ended and not self._running(live.run_id)
             supervisor = None if run is None or not idle else run.supervisor
+            if idle:
+                del self._runs[live.run_id]
         live.done.set()
         self._log.info("process_ended", run_id=live.run_id, handle=live.handle,
                        status=live.info().status)
@@ -249,7 +262,9 @@ class Processes:
         """The run ended (completed, halted, failed, cancelled): cancel its processes but the
         detached ones; its supervisor stops once none is left."""
         with self._lock:
-            run = self._runs.setdefault(run_id, _Run())
+            run = self._runs.get(run_id)
+            if run is None:  # it started no process (or they all ended after it)
+                return
             run.ended = True
             stopping = [live for live in self._live.values() if live.run_id == run_id
                         and live.result is None and not live.detached]
@@ -258,6 +273,8 @@ class Processes:
             left = any(live.run_id == run_id and live.result is None and live.detached
                        for live in self._live.values())
             supervisor = None if left else run.supervisor
+            if not left:
+                del self._runs[run_id]
         for live in stopping:
             self._log.info("process_cancelled", run_id=run_id, handle=live.handle,
                            why="run_ended")
