@@ -11,6 +11,7 @@ import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
@@ -71,6 +72,19 @@ def test_a_process_started_by_a_call_is_read_two_turns_later(
         assert agent.processes(outcome.run_id).list() == [
             ProcessInfo(handle, name, "ok", detached=False)]
         assert agent.processes(outcome.run_id).wait(handle) == Ok(output)
+
+
+def test_a_ray_task_starts_a_ray_process_read_two_turns_later(ray_cluster: ModuleType) -> None:
+    """The caller runs as a Ray task (its ctx.processes over the link), and so does the
+    process it starts."""
+    tools = [*host.TOOLS, Tool(name="start_on_ray", handler=host.start_report_in,
+                               input_schema=host.OPEN, isolation="ray")]
+    model = two_turns_later("start_on_ray", "read_report", {"quarter": "Q4", "isolation": "ray"})
+    with Agent(model, tools) as agent:
+        outcome = agent.run("go")
+        assert read_text(outcome, "c_read") == "report Q4"
+        (info,) = agent.processes(outcome.run_id).list()
+        assert (info.name, info.status) == ("build_report", "ok")
 
 
 @pytest.mark.parametrize("isolation", ["thread", "process"])
