@@ -20,7 +20,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from toolvisor.call import OutputProjection
-from toolvisor.contract import AsyncModel, Message, Model, RunProcesses, Tool, check_seconds
+from toolvisor.contract import AsyncModel, Message, Model, Tool, check_seconds
 from toolvisor.durable import (
     UNSET,
     Durability,
@@ -29,7 +29,6 @@ from toolvisor.durable import (
     SessionStore,
     Signer,
     SqliteSessionStore,
-    UnknownRunError,
     require_signed,
 )
 from toolvisor.executor import ToolRunner
@@ -38,7 +37,6 @@ from toolvisor.host import (
     AnswerRun,
     AttachRun,
     CancelRun,
-    HostProcesses,
     OrchestratorSettings,
     ProgressCallback,
     ResilienceConfig,
@@ -102,6 +100,7 @@ class Agent:
     ``"openai-compatible:<model>@<base_url>"``: see :func:`toolvisor.models.from_string`). A
     model with ``async aclose()`` (every adapter of :mod:`toolvisor.models`) is closed when the
     agent closes, on the event loop its calls ran on, where its HTTP connections live.
+    ``models`` names more models (or strings) a direct completion may ask (``ModelRequest.model``).
 
     The keywords come in groups: the loop (``system_prompt`` to ``on_progress``), the catalog
     and its guards, sizing, durability, tracing, and determinism for tests.
@@ -141,6 +140,7 @@ class Agent:
         on_model_error: ModelPolicy = DEFAULT_MODEL_POLICY,
         tool_timeout: float = 30.0,
         model_timeout: float = 120.0,
+        models: Mapping[str, Model | AsyncModel | str] | None = None,
         output_projection: OutputProjection | None = None,
         context: Any = None,
         on_progress: ProgressCallback | None = None,
@@ -163,12 +163,10 @@ class Agent:
         clock: Callable[[], float] = time.time,
         resilience_clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        if isinstance(model, str):
-            model = from_string(model)
-        if not isinstance(model, Model | AsyncModel):
-            raise TypeError(f"model must have respond(request) -> ModelResponse or async "
-                            f"arespond(request) -> ModelResponse, got {model!r}")
+        model = _model(model, "model")
         check_seconds("model_timeout", model_timeout, positive=True)
+        named_models = {name: _model(given, f"models[{name!r}]")
+                        for name, given in dict(models or {}).items()}
         durability = _durability(store, durability)
         self._registry = registry = _catalog(tools, registry, mcp)
         check_main_guard(registry.process_tools)
@@ -186,8 +184,7 @@ class Agent:
         self._signer: Signer = durability.signer(self._store)
         self._resumed = ResumedSuspensions(
             self._config, clock if self._store is None else self._store.now)
-        tracing = tracing_for(model, tracer_provider, agent_name=name,
-                              record_content=trace_content)
+        tracing = tracing_for(model, tracer_provider, agent_name=name, record_content=trace_content)
         on_event = None if tracing is None else tracing.supervisor_event
         settings = functools.partial(
             OrchestratorSettings, signer=self._signer, registry=registry,
@@ -199,13 +196,14 @@ class Agent:
             self._tree = AgentTree(
                 model, ToolRunner(tool_timeout=tool_timeout, process_workers=process_workers),
                 model_timeout=model_timeout, max_concurrent_calls=max_concurrent_calls,
-                settings=settings, on_event=on_event, store=self._store,
+                settings=settings, on_event=on_event, named_models=named_models,
                 children=[server.child_spec(functools.partial(self._orphan, server.source),
                                             on_event) for server in mcp])
         except BaseException:
             self._close_store()
             raise
         self._closed = False
+        self.processes = self._tree.processes_of  # agent.processes(run_id): see AgentTree
 
     def _orphan(self, source: str) -> None:
         """A supervised source gave up: its tools leave the catalog, kept as orphans."""
@@ -424,13 +422,6 @@ class Agent:
     def _orchestrator(self) -> Any:
         return self._tree.orchestrator()
 
-    def processes(self, run_id: str) -> RunProcesses:
-        """The background processes the run's calls started: ``wait``, ``list``, ``cancel``
-        (any agent on the store sees them; without a store, this one)."""
-        if self._store is not None and self._store.get_run(run_id) is None:
-            raise UnknownRunError(f"the session store has no run {run_id!r}")
-        return HostProcesses(self._tree.processes, run_id)
-
     # --- lifecycle --------------------------------------------------------------------------
 
     def close(self) -> None:
@@ -498,3 +489,12 @@ def _catalog(tools: Sequence[Tool], registry: ToolRegistry | None,
         registry.add_source(server.source, server)
     return registry
 
+
+
+def _model(model: Model | AsyncModel | str, setting: str) -> Model | AsyncModel:
+    """A model object, or the provider's model a string names; anything else refused."""
+    found = from_string(model) if isinstance(model, str) else model
+    if not isinstance(found, Model | AsyncModel):
+        raise TypeError(f"{setting} must have respond(request) -> ModelResponse or async "
+                        f"arespond(request) -> ModelResponse, got {found!r}")
+    return found

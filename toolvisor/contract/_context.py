@@ -11,6 +11,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from toolvisor.contract._direct_completions import NO_DIRECT_COMPLETIONS, DirectCompletions
 from toolvisor.contract._errors import ToolvisorError
 from toolvisor.contract._idempotency import idempotency_key
 from toolvisor.contract._messages import ToolCall
@@ -141,7 +142,8 @@ class TraceSpans(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class CallContext:
-    """Who is calling and with which capabilities; every field reads as ``None`` when missing.
+    """Who is calling and with which capabilities; every field reads as ``None`` when missing
+    (``cancelled`` and ``direct_completions`` read as a capability that says so).
 
     The context is built by the runtime per call and passed through to arity-2 handlers
     unchanged (the very same object).
@@ -165,6 +167,8 @@ class CallContext:
     process_admin: ProcessAccess | None = None  # read as ctx.processes
     progress: ProgressSink | None = None  # where report_progress and heartbeat go (the
     # runner's: it keeps the idle deadline, then tells the host's or the MCP server's sink)
+    direct_completions: DirectCompletions = NO_DIRECT_COMPLETIONS  # one-shot model requests
+    # (a context outside an agent's run refuses them, naming why)
 
     def completion_key(self) -> str:
         """The signed key naming this call's durable wait: take it, then return ``Pending``.

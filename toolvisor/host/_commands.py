@@ -8,7 +8,7 @@ the orchestrator stops or crashes before the run ends.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
@@ -95,7 +95,8 @@ class OrchestratorSettings:
     ``lease_ttl`` is how long a run's lease outlives this host's last renewal; ``gates`` are
     the tools' breakers, bulkheads and rate limits (owned by the agent, which reads them);
     ``tracing`` makes the runs' spans (``None``: the agent does not trace); ``processes``
-    runs the runs' background processes (``None``: calls get no ``ctx.processes``).
+    runs the runs' background processes (``None``: calls get no ``ctx.processes``);
+    ``named_models`` are the other models a tool's direct completion may name.
     """
 
     models: ModelCalls
@@ -113,3 +114,4 @@ class OrchestratorSettings:
     tracing: Tracing | None = None
     clock: Callable[[], float] = time.time
     processes: Processes | None = None
+    named_models: Mapping[str, ModelCalls] = field(default_factory=dict)

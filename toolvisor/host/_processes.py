@@ -103,7 +103,7 @@ class Processes:
                  dispatcher: ToolCallDispatcher,
                  progress: Callable[[str, dict[str, Any]], None] | None = None) -> None:
         self.holder = new_holder()  # names this host in the process log
-        self._store = store
+        self.store = store
         self._lock = threading.Lock()
         self._start_lock = threading.Lock()  # one run supervisor started at a time
         self._recover_lock = threading.Lock()  # one recovery at a time in this host
@@ -133,13 +133,13 @@ class Processes:
         durable_id = f"{caller}/p{ordinal}"
         handle = f"{run_id}/{durable_id}"
         record = None
-        if self._store is not None:
+        if self.store is not None:
             spec = _json_spec({"fn": ref, "name": tool.name, "arguments": dict(arguments),
                                "isolation": isolation, "timeout": timeout,
                                "retryable": tool.retryable,
                                "options": None if options is None else dict(options),
                                "detached": detached, "turn": turn})
-            record = record_start(self._store, run_id, handle=handle, durable_id=durable_id,
+            record = record_start(self.store, run_id, handle=handle, durable_id=durable_id,
                                   spec=spec, holder=self.holder)
             if record.spec != spec:
                 raise ProcessError("process_replay_mismatch", (
@@ -169,8 +169,8 @@ class Processes:
                 self._progress, run_id, {"turn": turn, "tool_name": tool.name,
                                          "tool_call_id": durable_id, "attempt": 1,
                                          "process": handle}),
-            durable=None if self._store is None else DurableEffects(
-                self._store, run_id, durable_id, cancelled=token))
+            durable=None if self.store is None else DurableEffects(
+                self.store, run_id, durable_id, cancelled=token))
         self._log.info("process_started", run_id=run_id, handle=handle, tool_name=tool.name,
                        isolation=tool.isolation, detached=detached)
         call = ctx.tool_call
@@ -218,7 +218,7 @@ class Processes:
         result = _process_result(live, reply)
         recorded = False
         try:
-            if self._store is not None and live.record is not None:
+            if self.store is not None and live.record is not None:
                 result = self._record_end(live.record, result)
                 recorded = True
         except Exception as exc:  # the store failed: the waiters here still get the result
@@ -243,17 +243,17 @@ class Processes:
     def _record_end(self, record: ProcessRecord, result: Ok | Err) -> Ok | Err:
         """Record ``result`` as the process's end; the end as recorded (read back from JSON:
         another host may have recorded it first)."""
-        assert self._store is not None
+        assert self.store is not None
         try:
             data = result_json(result)
-            record_end(self._store, record, data)
+            record_end(self.store, record, data)
         except TypeError as exc:
             data = result_json(Err(ToolError(
                 "encoding_failed", f"process {record.handle}: its result is not JSON, which a "
                 f"run with a session store keeps: {exc}", tool_name=str(record.spec["name"]),
                 tool_call_id=record.durable_id, cause=repr(exc))))
-            record_end(self._store, record, data)
-        ended = process_records(self._store, record.run_id)[record.handle].ended
+            record_end(self.store, record, data)
+        ended = process_records(self.store, record.run_id)[record.handle].ended
         return result_of(ended if ended is not None else data)
 
     # --- runs -------------------------------------------------------------------------------
@@ -286,8 +286,8 @@ class Processes:
     def recover(self, run_id: str) -> None:
         """A restored run is hosted here: its processes whose host died are run again or
         reported interrupted (at most once)."""
-        if self._store is not None:
-            for record in process_records(self._store, run_id).values():
+        if self.store is not None:
+            for record in process_records(self.store, run_id).values():
                 self._recover(record)
 
     def _running(self, run_id: str) -> bool:
@@ -299,7 +299,7 @@ class Processes:
     def _recover(self, record: ProcessRecord) -> None:
         """A process this host does not run: if its host died before its end, run it again
         (``retryable``, or it journaled a step) or end it ``interrupted``."""
-        store = self._store
+        store = self.store
         if store is None or record.ended is not None or holder_gone(record.holder) is False:
             return
         with self._recover_lock:
@@ -353,11 +353,11 @@ class Processes:
             live = self._live.get(handle)
         if live is not None:
             return live
-        record = None if self._store is None else process_records(self._store, run_id).get(handle)
+        record = None if self.store is None else process_records(self.store, run_id).get(handle)
         if record is None:
             raise ProcessError("process_unknown_handle", (
                 f"run {run_id!r} has no process {handle!r}" + (
-                    "" if self._store is not None else
+                    "" if self.store is not None else
                     " in this agent (without a session store, processes are known only to "
                     "the agent that started them)")))
         self._recover(record)
@@ -365,28 +365,28 @@ class Processes:
             live = self._live.get(handle)
         if live is not None:
             return live
-        assert self._store is not None
-        return process_records(self._store, run_id)[handle]
+        assert self.store is not None
+        return process_records(self.store, run_id)[handle]
 
     def list(self, run_id: str) -> list[ProcessInfo]:
         """The run's processes, in the order they started (recovering those whose host died)."""
-        if self._store is None:
+        if self.store is None:
             with self._lock:
                 return [live.info() for live in self._live.values() if live.run_id == run_id]
-        for record in process_records(self._store, run_id).values():
+        for record in process_records(self.store, run_id).values():
             self._recover(record)
         with self._lock:
             here = {h: live.info() for h, live in self._live.items() if live.run_id == run_id}
         return [here.get(handle) or record.info() for handle, record
-                in process_records(self._store, run_id).items()]
+                in process_records(self.store, run_id).items()]
 
     def outcome(self, found: _Live | ProcessRecord) -> Ok | Err | None:
         """The process's result, or ``None`` while it runs."""
         if isinstance(found, _Live):
             return found.result
-        if self._store is None:
+        if self.store is None:
             return None
-        ended = process_records(self._store, found.run_id)[found.handle].ended
+        ended = process_records(self.store, found.run_id)[found.handle].ended
         return None if ended is None else result_of(ended)
 
     @staticmethod

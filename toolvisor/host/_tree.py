@@ -5,25 +5,28 @@ A root ``Supervisor`` (``one_for_one``) over the ``DynamicSupervisor`` (one temp
 with background processes, ``Processes``), the agent's other children (its MCP connections)
 and the ``OrchestratorActor`` (hosts each run's ``TurnMachine``). The ``ToolRunner`` (thread pool,
 worker-process pool, event loop), the dispatcher's thread pool and the model's connections
-belong to the tree and are closed after it has stopped. Built and closed by the ``Agent`` on
-the caller's thread; the current ``DynamicSupervisor``, ``processes`` supervisor and
-orchestrator are written by their start functions (on the root supervisor's thread) and read
-by the dispatcher and ``Processes`` (a reference read is atomic).
+belong to the tree and are closed after it has stopped (the agent's named models, which direct
+completions may ask, too). Built and closed by the ``Agent`` on the caller's thread; the
+current ``DynamicSupervisor``, ``processes`` supervisor and orchestrator are written by
+their start functions (on the root supervisor's thread) and read by the dispatcher and
+``Processes`` (a reference read is atomic).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import dataclasses
+from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from toolvisor.actors import ToolCallDispatcher
 from toolvisor.contract import AsyncModel, Model
-from toolvisor.durable import SessionStore
+from toolvisor.durable import UnknownRunError
 from toolvisor.executor import ToolRunner
 from toolvisor.host._commands import OrchestratorSettings
 from toolvisor.host._finished_calls import tell
 from toolvisor.host._model_calls import ModelCalls
 from toolvisor.host._orchestrator import OrchestratorActor
+from toolvisor.host._process_views import HostProcesses
 from toolvisor.host._processes import Processes
 from toolvisor.host._tool_progress import ToolProgressed
 from toolvisor.supervisors import (
@@ -40,7 +43,7 @@ class SettingsFor(Protocol):
     """The orchestrator's settings, given the tree's model calls, dispatcher and processes."""
 
     def __call__(self, *, models: ModelCalls, dispatcher: ToolCallDispatcher,
-                 processes: Processes) -> OrchestratorSettings: ...
+                 named_models: Mapping[str, ModelCalls]) -> OrchestratorSettings: ...
 
 
 class AgentTree:
@@ -50,17 +53,20 @@ class AgentTree:
                  max_concurrent_calls: int, settings: SettingsFor,
                  children: Sequence[ChildSpec] = (),
                  on_event: SupervisorEventHook | None = None,
-                 store: SessionStore | None = None) -> None:
+                 named_models: Mapping[str, Model | AsyncModel] | None = None) -> None:
         self.runner = runner
         self._tool_calls: DynamicSupervisorRef | None = None  # the current incarnation
         self._processes: SupervisorRef | None = None  # the current incarnation
         self._orchestrator: Any = None  # the current incarnation, told processes' progress
         self.dispatcher = ToolCallDispatcher(self._current_tool_calls, runner)
         self.models = ModelCalls(model, runner, float(model_timeout))
-        self.processes = Processes(store, self._current_processes, self.dispatcher,
-                                   self._process_progress)
+        self.named_models = {name: ModelCalls(named, runner, float(model_timeout))
+                             for name, named in (named_models or {}).items()}
         orchestrator = settings(models=self.models, dispatcher=self.dispatcher,
-                                processes=self.processes)
+                                named_models=self.named_models)
+        self.processes = Processes(orchestrator.store, self._current_processes,
+                                   self.dispatcher, self._process_progress)
+        orchestrator = dataclasses.replace(orchestrator, processes=self.processes)
 
         def start_tool_calls() -> DynamicSupervisorRef:
             self._tool_calls = DynamicSupervisor.start(
@@ -96,6 +102,15 @@ class AgentTree:
             raise RuntimeError("the agent's process supervisor is not running")
         return self._processes
 
+    def processes_of(self, run_id: str) -> HostProcesses:
+        """``agent.processes(run_id)``: the background processes the run's calls started,
+        to ``wait`` for, ``list`` and ``cancel`` (with a store, any agent on it sees them, and
+        ``UnknownRunError`` says it has no such run; without one, only this agent)."""
+        store = self.processes.store
+        if store is not None and store.get_run(run_id) is None:
+            raise UnknownRunError(f"the session store has no run {run_id!r}")
+        return HostProcesses(self.processes, run_id)
+
     def _process_progress(self, run_id: str, data: dict[str, Any]) -> None:
         """A process's progress report, to the orchestrator (nowhere once it has stopped)."""
         if self._orchestrator is not None:
@@ -121,6 +136,7 @@ class AgentTree:
             self.dispatcher.close()
         finally:
             try:
-                self.models.close()
+                for calls in (self.models, *self.named_models.values()):
+                    calls.close()
             finally:
                 self.runner.close()
