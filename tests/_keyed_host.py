@@ -2,7 +2,8 @@
 
 ``python -m tests._keyed_host PHASE STORE WORKDIR [RUN_ID]``: turn 1 calls ``charge``
 (retryable: a restored run runs it again) and ``notify``; each appends ``<tool> <key>`` to
-``keys.log`` in WORKDIR. In phase ``first`` ``charge`` then prints ``{"blocked": "charge"}``
+``keys.log`` in WORKDIR. In phase ``first`` ``charge`` then waits for ``notify``'s key, prints
+``{"blocked": "charge"}``
 and waits until the test SIGKILLs the process; in phase ``resume`` the run is resumed by its
 id and its outcome printed. Lines on stdout are JSON: ``{"run_id"}``, ``{"blocked"}``,
 ``{"outcome"}``.
@@ -27,6 +28,7 @@ def emit(data: dict[str, Any]) -> None:
 
 def keyed_agent(phase: str, store: str, workdir: str) -> Agent:
     log = Path(workdir) / "keys.log"
+    notified = threading.Event()
 
     def write_down(name: str, ctx: CallContext) -> str:
         key = ctx.idempotency_key
@@ -38,12 +40,15 @@ def keyed_agent(phase: str, store: str, workdir: str) -> Agent:
     def charge(arguments: dict[str, Any], ctx: CallContext) -> Ok:
         key = write_down("charge", ctx)
         if phase == "first":
+            notified.wait()  # both keys are written down before the test kills the host
             emit({"blocked": "charge"})
             threading.Event().wait()  # until the test SIGKILLs this process
         return Ok(key)
 
     def notify(arguments: dict[str, Any], ctx: CallContext) -> Ok:
-        return Ok(write_down("notify", ctx))
+        key = write_down("notify", ctx)
+        notified.set()
+        return Ok(key)
 
     def respond(request: ModelRequest) -> ModelResponse:
         seen = {m.tool_call_id: m.content for m in request.messages

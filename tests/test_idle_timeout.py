@@ -8,6 +8,7 @@ from __future__ import annotations
 import queue
 import threading
 from collections.abc import Callable
+from types import ModuleType
 from typing import Any
 
 import pytest
@@ -104,9 +105,21 @@ def test_an_idle_asyncio_call_is_cancelled() -> None:
 def test_an_idle_process_call_has_its_worker_killed() -> None:
     tool = Tool(name="silent", handler=ph.silent_sleeper, isolation="process", timeout=60,
                 idle_timeout=0.3)
+    then = Tool(name="then", handler=ph.reports, isolation="process")
     with ToolRunner(process_workers=1) as runner:
         idle_error(runner.run(tool, {}))
-        assert runner.stats.workers_killed == 1
+        assert isinstance(runner.run(then, {}), Ok)  # on the worker that replaced it
+        runner.close()
+    stats = runner.stats  # counted by the pool's manager: read once it has closed
+    assert (stats.workers_killed, stats.workers_replaced, stats.timeouts) == (1, 1, 1)
+
+
+def test_an_idle_ray_task_is_cancelled_with_force(ray_cluster: ModuleType) -> None:
+    tool = Tool(name="silent", handler=ph.silent_sleeper, isolation="ray", timeout=120,
+                idle_timeout=0.5)
+    with ToolRunner() as runner:
+        idle_error(runner.run(tool, {}))
+    assert runner.stats.workers_killed == 1
 
 
 class Beats:

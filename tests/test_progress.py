@@ -13,12 +13,13 @@ import pytest
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from rich.console import Console
 
 from tests import _progress_handlers as ph
 from toolvisor import Agent, CallContext, Completed, Ok, Tool
 from toolvisor.executor import ToolRunner
 from toolvisor.isolation import prepare_process_isolation
-from toolvisor.observe import live
+from toolvisor.observe import Board, live, render
 from toolvisor.testing import ScriptedModel, call, calls
 
 
@@ -93,3 +94,20 @@ def test_a_bad_report_is_refused_where_it_is_made(message: Any, fraction: Any,
                                                   error: type[Exception], says: str) -> None:
     with pytest.raises(error, match=says.replace("(", r"\(").replace(")", r"\)")):
         CallContext().report_progress(message, fraction)
+
+
+def test_the_live_tree_shows_a_running_calls_last_report_until_the_call_ends() -> None:
+    board = Board()
+    ids = {"run_id": "run-1", "turn": 1, "tool_name": "build_report", "tool_call_id": "c1",
+           "attempt": 1}
+
+    def tree() -> str:
+        console = Console(file=io.StringIO(), width=120, color_system=None)
+        console.print(render(board))
+        return console.file.getvalue()  # type: ignore[attr-defined, no-any-return]
+
+    board.take("call_started", ids)
+    board.take("tool_progress", {**ids, "message": "[charts] drawn", "fraction": 0.75})
+    assert "build_report c1  #1  running  [charts] drawn (75%)" in tree()  # markup escaped
+    board.take("call_finished", {**ids, "outcome": "ok", "duration_ms": 5.0})
+    assert "drawn" not in tree()

@@ -160,7 +160,7 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
             case ModelProgress():
                 self._models.progress(message)
             case ToolProgressed(run_id, data) if run_id in self._runs:  # a report of a run
-                self._observe.progress(run_id, "tool_progress", data)  # still hosted here
+                self._observe.tool_progress(run_id, data)  # still hosted here
             case KeyResolved(run_id, key):
                 self._key_resolved(run_id, key)
             case QuestionsDue(run_id):

@@ -3,8 +3,8 @@
 The host gives each call attempt one (the runner's ``Liveness`` passes reports on to it): a
 report is an event on the call's ``execute_tool`` span at once, on the reporting thread (a
 span is thread-safe), and a ``ToolProgressed`` message to the orchestrator, whose thread logs
-it as the run's progress event ``tool_progress`` (``run_progress``, which the live view reads)
-and tells the run's ``on_progress``, while the run is hosted. The model never sees it.
+it (``tool_progress``, which the live view reads) and tells the run's ``on_progress`` the
+progress event ``tool_progress``, while the run is hosted. The model never sees it.
 """
 
 from __future__ import annotations

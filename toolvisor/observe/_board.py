@@ -171,7 +171,7 @@ class Board:
                         answered.expires_at = None
                         break
                 return None
-            case "run_progress" if fields.get("progress") == "tool_progress":
+            case "tool_progress":
                 return self._tool_progress(run, f"{head} turn {fields.get('turn')}", attempt,
                                            fields)
             case "retry_scheduled":
