@@ -179,7 +179,18 @@ def read_both(arguments: dict[str, Any], ctx: CallContext) -> Ok:
                for name, result in ended.items() if result is not None})
 
 
+def start_varying(arguments: dict[str, Any], ctx: CallContext) -> Ok:
+    """Starts the report for a quarter that differs between phases (blocked in the first until
+    killed): run again after the crash, it starts another process where it started one."""
+    handle = ctx.processes.start(build_report, {"quarter": "Q1" if BLOCK.is_set() else "Q2"})
+    if BLOCK.is_set():
+        emit({"blocked": "varying"})
+        threading.Event().wait()  # until the test SIGKILLs this process
+    return Ok(handle)
+
+
 TOOLS = [Tool(name="start_report", handler=start_report, input_schema=QUARTER),
+         Tool(name="start_varying", handler=start_varying, input_schema=OPEN, retryable=True),
          Tool(name="start_report_in", handler=start_report_in, input_schema=OPEN),
          Tool(name="start_report_remote", handler=start_report, input_schema=QUARTER,
               isolation="process"),
@@ -203,6 +214,8 @@ def emit(data: dict[str, Any]) -> None:
 def script(scenario: str, log: str) -> list[ModelResponse]:
     """``report``: the report started, a hold (where the first phase is killed), the report
     read; ``interrupted``: two processes started, a hold while they run, both read."""
+    if scenario == "varying":
+        return [calls(call("start_varying", {}, id="c_read")), ModelResponse(text="done")]
     if scenario == "report":
         return [calls(call("start_report", {"quarter": "Q3", "log": log}, id="c_start")),
                 calls(call("hold", {}, id="c_hold")),

@@ -9,6 +9,7 @@ import json
 import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType
@@ -218,6 +219,50 @@ def test_bad_uses_are_refused_each_with_its_reason(tmp_path: Path) -> None:
     assert missing.value.code == "processes_unavailable"
 
 
+def test_a_wait_ends_when_its_call_does() -> None:
+    refused: list[ProcessError] = []
+    done = threading.Event()
+
+    def waiter(arguments: dict[str, Any], ctx: CallContext) -> Ok:
+        handle = ctx.processes.start(host.gated, {}, detached=True)
+        try:
+            ctx.processes.wait(handle)
+        except ProcessError as exc:
+            refused.append(exc)
+        done.set()
+        return Ok("late")
+
+    host.GATE.clear()
+    model = ScriptedModel([calls(call("waiter", {}, id="c")), ModelResponse(text="done")])
+    with Agent(model, [Tool(name="waiter", handler=waiter, timeout=0.2)]) as agent:
+        outcome = agent.run("go")
+        assert '"reason":"timeout"' in read_text(outcome, "c")
+        assert done.wait(10)
+        host.GATE.set()
+    assert [exc.code for exc in refused] == ["process_wait_cancelled"]
+
+
+def test_another_agent_on_the_store_waits_for_a_process_but_cannot_cancel_it(
+        tmp_path: Path) -> None:
+    def start(arguments: dict[str, Any], ctx: CallContext) -> Ok:
+        return Ok(ctx.processes.start(host.gated, {}, detached=True))
+
+    store = tmp_path / "runs.sqlite"
+    model = ScriptedModel([calls(call("start", {}, id="c_start")), ModelResponse(text="done")])
+    host.GATE.clear()
+    with Agent(model, [Tool(name="start", handler=start)], store=store) as first, \
+            Agent(ScriptedModel([]), store=store) as second:
+        outcome = first.run("go")
+        handle = read_text(outcome, "c_start")
+        elsewhere = second.processes(outcome.run_id)
+        assert elsewhere.wait(handle, timeout=0) is None
+        with pytest.raises(ProcessError) as refused:
+            elsewhere.cancel(handle)
+        assert refused.value.code == "process_running_elsewhere"
+        host.GATE.set()
+        assert elsewhere.wait(handle) == Ok("opened")  # read from the store
+
+
 # --- across a SIGKILL of the host ------------------------------------------------------------
 
 Start = Callable[..., "subprocess.Popen[str]"]
@@ -314,3 +359,17 @@ def test_processes_running_at_a_sigkill_run_again_only_if_they_may(
     with SqliteSessionStore(store) as opened:
         statuses = [r.status for r in process_records(opened, run_id).values()]
     assert statuses == ["interrupted", "ok"]
+
+
+def test_a_call_run_again_that_starts_another_process_in_its_place_is_refused(
+        tmp_path: Path, start_host: Start) -> None:
+    store = tmp_path / "runs.sqlite"
+    first = start_host("varying", "first", store, tmp_path)
+    run_id = next_line(first)["run_id"]
+    assert next_line(first) == {"blocked": "varying"}
+    killed(first)
+    (told,) = resumed("varying", "resume", store, tmp_path, run_id)["outcome"]["read"]
+    assert "process_replay_mismatch" in told
+    with SqliteSessionStore(store) as opened:
+        (record,) = process_records(opened, run_id).values()
+    assert record.spec["arguments"] == {"quarter": "Q1"}  # the process it started first
