@@ -146,7 +146,9 @@ class Processes:
                     f"this call started process {handle} as {record.spec} and now, run again, "
                     f"starts {spec} in its place; a call run again starts the same processes "
                     "in the same order"))
-            if record.holder != self.holder or record.events > 1:
+            with self._lock:
+                here = handle in self._live
+            if record.holder != self.holder or record.events > 1 or here:
                 self._recover(record)  # started before this execution of the call
                 return handle
         self._launch(run_id, handle, durable_id=durable_id, tool=tool,
