@@ -111,3 +111,36 @@ def test_the_live_tree_shows_a_running_calls_last_report_until_the_call_ends() -
     assert "build_report c1  #1  running  [charts] drawn (75%)" in tree()  # markup escaped
     board.take("call_finished", {**ids, "outcome": "ok", "duration_ms": 5.0})
     assert "drawn" not in tree()
+
+
+class Sink:
+    """A caller's progress sink: what the runner passed on."""
+
+    def __init__(self) -> None:
+        self.reports: list[tuple[str, float | None]] = []
+        self.heartbeats = 0
+
+    def report(self, message: str, fraction: float | None) -> None:
+        self.reports.append((message, fraction))
+
+    def heartbeat(self) -> None:
+        self.heartbeats += 1
+
+
+def test_the_runner_passes_reports_on_while_the_call_runs_and_drops_them_after() -> None:
+    kept: list[CallContext] = []
+
+    def handler(arguments: Any, ctx: CallContext) -> Ok:
+        kept.append(ctx)
+        ctx.report_progress("working", 0.5)
+        ctx.heartbeat()
+        return Ok("done")
+
+    sink = Sink()
+    with ToolRunner() as runner:
+        assert runner.run(Tool(name="t", handler=handler), {}, CallContext(progress=sink)) \
+            == Ok("done")
+    assert (sink.reports, sink.heartbeats) == ([("working", 0.5)], 1)
+    kept[0].report_progress("too late")  # a thread the handler left behind, say
+    kept[0].heartbeat()
+    assert (sink.reports, sink.heartbeats) == ([("working", 0.5)], 1)

@@ -213,11 +213,10 @@ class CallStarter:
         span = self._observe.tool_call(run.run_id, planned, name, isolation)
         if span is not None:  # the handler's own spans nest under the call's
             ctx = dataclasses.replace(ctx, trace_scope=span.scope, trace_spans=span.remote)
-        ctx = dataclasses.replace(ctx, progress=ToolProgress(self._me, run.run_id, planned,
-                                                             name, span))
         ctx = dataclasses.replace(ctx, direct_completions=self._completions.for_call(
             run.run_id, planned, None if waits is None else durable_call_id(
-                planned.turn, planned.attempt, planned.call.id), span))
+                planned.turn, planned.attempt, planned.call.id), span),
+            progress=ToolProgress(self._me, run.run_id, planned, name, span))
         reply = functools.partial(self._finished.on_reply,
                                   CallTarget(self._me, run.run_id, view, ctx, token, ticket,
                                              span))

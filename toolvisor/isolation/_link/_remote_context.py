@@ -1,7 +1,7 @@
 """The call context of a handler that runs out of process, as the worker sees it.
 
 A worker (a ``process`` pool worker, a Ray task) gets a ``CallContext`` whose state, catalog,
-completion keys, durable effects, progress, direct completions, background processes, cancel
+completion keys, durable effects, direct completions, progress, background processes, cancel
 token and trace spans
 (``_worker_tracing.py``) are proxies: each use is one request over a
 ``ContextLink`` to the agent, which performs it on the call's real context (the very objects an
@@ -37,8 +37,8 @@ from toolvisor.contract import (
 )
 from toolvisor.isolation._link._remote_processes import RemoteProcesses
 
-CAPABILITIES = ("state", "catalog", "completion_keys", "durable", "trace_spans", "progress",
-                "direct_completions", "process_admin")
+CAPABILITIES = ("state", "catalog", "completion_keys", "durable", "trace_spans",
+                "direct_completions", "progress", "process_admin")
 """The context's capabilities a worker can reach, by the ``CallContext`` field that holds them."""
 
 SERVED: Mapping[str, frozenset[str]] = {
@@ -307,9 +307,9 @@ def remote_context(call: RemoteCall, link: ContextLink) -> CallContext:
         catalog=_RemoteCatalog(link, tag) if "catalog" in has else None,
         completion_keys=_RemoteKeys(link, tag) if "completion_keys" in has else None,
         durable=_RemoteDurable(link, tag) if "durable" in has else None,
-        progress=_RemoteProgress(link, tag) if "progress" in has else None,
         direct_completions=_RemoteCompletions(link, tag) if "direct_completions" in has
         else NO_DIRECT_COMPLETIONS,
+        progress=_RemoteProgress(link, tag) if "progress" in has else None,
         process_admin=RemoteProcesses(link, tag) if "process_admin" in has else None,
     )
 
