@@ -373,3 +373,18 @@ def test_a_call_run_again_that_starts_another_process_in_its_place_is_refused(
     with SqliteSessionStore(store) as opened:
         (record,) = process_records(opened, run_id).values()
     assert record.spec["arguments"] == {"quarter": "Q1"}  # the process it started first
+
+
+def test_closing_the_agent_cancels_even_a_detached_process(tmp_path: Path) -> None:
+    def start(arguments: dict[str, Any], ctx: CallContext) -> Ok:
+        return Ok(ctx.processes.start(host.gated, {}, detached=True))
+
+    store = tmp_path / "runs.sqlite"
+    model = ScriptedModel([calls(call("start", {}, id="c_start")), ModelResponse(text="done")])
+    host.GATE.clear()
+    with Agent(model, [Tool(name="start", handler=start)], store=store) as agent:
+        outcome = agent.run("go")
+        handle = read_text(outcome, "c_start")
+    with SqliteSessionStore(store) as opened:
+        record = process_records(opened, outcome.run_id)[handle]
+    assert record.ended is not None and record.ended["tool_error"]["code"] == "cancelled"
