@@ -1,18 +1,22 @@
-"""Tool progress over MCP, both ways, with real servers over stdio.
+"""Tool progress over MCP, both ways, with real servers.
 
-Served: a toolvisor tool's ``ctx.report_progress`` (in a thread, in a worker process) reaches
-an MCP client that sent a progress token as ``notifications/progress``, before the result. As
-a client: a server's progress notifications for a call (the SDK's own ``MCPServer``, and a
-toolvisor ``ToolServer``) come back as that call's progress, to ``on_progress``.
+Served (over stdio and streamable HTTP): a toolvisor tool's ``ctx.report_progress``, in a
+thread or a worker process, reaches an MCP client that sent a progress token as
+``notifications/progress``, before the result. As a client (over stdio): a server's progress
+notifications for a call (the SDK's own ``MCPServer``, and a toolvisor ``ToolServer``) come
+back as that call's progress, to ``on_progress``.
 """
 
 from __future__ import annotations
 
+import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import anyio
+import pytest
 from mcp import Client, StdioServerParameters
 
 from toolvisor import Agent, Completed
@@ -25,8 +29,27 @@ SERVE = [sys.executable, "-m", "toolvisor.cli", "mcp", "serve",
 SDK_SERVER = [sys.executable, "-m", "tests._mcp_server"]
 
 
-def test_a_served_tools_progress_reaches_the_client_that_asked_for_it() -> None:
-    params = StdioServerParameters(command=SERVE[0], args=SERVE[1:], cwd=str(ROOT))
+@pytest.fixture(params=["stdio", "http"])
+def served(request: pytest.FixtureRequest) -> Iterator[Any]:
+    """How a client reaches the served tools: stdio (the client spawns the server), or
+    streamable HTTP (``--http``; its URL read from its first line of output)."""
+    if request.param == "stdio":
+        yield StdioServerParameters(command=SERVE[0], args=SERVE[1:], cwd=str(ROOT))
+        return
+    process = subprocess.Popen([*SERVE, "--http", "--port", "0"], cwd=ROOT,
+                               stdout=subprocess.PIPE, text=True)
+    assert process.stdout is not None
+    try:
+        line = process.stdout.readline()
+        assert line.startswith("serving MCP on "), line
+        yield line.removeprefix("serving MCP on ").strip()
+    finally:
+        process.terminate()
+        process.wait()
+        process.stdout.close()
+
+
+def test_a_served_tools_progress_reaches_the_client_that_asked_for_it(served: Any) -> None:
     heard: dict[str, list[tuple[float, float | None, str | None]]] = {}
 
     def listener(name: str) -> Any:
@@ -36,7 +59,7 @@ def test_a_served_tools_progress_reaches_the_client_that_asked_for_it() -> None:
         return on_progress
 
     async def main() -> None:
-        async with Client(params, cache=None) as client:
+        async with Client(served, cache=None) as client:
             for name in ("build_report", "build_report_in_process"):
                 result = await client.call_tool(name, {}, progress_callback=listener(name))
                 assert not result.is_error, result
