@@ -6,8 +6,20 @@ from toolvisor.durable._effects import DurableEffects
 from toolvisor.durable._errors import DURABLE_ERROR_CODES, DurableError, DurableErrorCode
 from toolvisor.durable._holders import holder_gone, new_holder
 from toolvisor.durable._issuer import CompletionKeyIssuer
+<<<<<<< HEAD
 from toolvisor.durable._open import open_store
 from toolvisor.durable._postgres_store import PostgresSessionStore
+=======
+from toolvisor.durable._process_log import (
+    ProcessRecord,
+    process_records,
+    record_end,
+    record_restart,
+    record_start,
+    result_json,
+    result_of,
+)
+>>>>>>> processes
 from toolvisor.durable._records import (
     JournalRecord,
     KeyPurpose,
@@ -44,6 +56,7 @@ __all__ = [
     "Lease",
     "PostgresSessionStore",
     "ProcessEvent",
+    "ProcessRecord",
     "Resolution",
     "ResolutionKind",
     "ResolveOutcome",
@@ -58,6 +71,15 @@ __all__ = [
     "Wait",
     "holder_gone",
     "new_holder",
+<<<<<<< HEAD
     "open_store",
+=======
+    "process_records",
+    "record_end",
+    "record_restart",
+    "record_start",
+>>>>>>> processes
     "require_signed",
+    "result_json",
+    "result_of",
 ]

@@ -95,7 +95,7 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
         self._waits = None if settings.store is None or self._leases is None else DurableWaits(
             settings.store, settings.registry, settings.key_poll_interval,
             functools.partial(tell, me), self._leases.token)
-        self._observe = RunObserver(settings.tracing, settings.on_progress)
+        self._observe = RunObserver(settings.tracing, settings.on_progress, settings.processes)
         self._timer = DeadlineTimer("toolvisor-waits")  # its thread starts on the first wait
         self._calls = CallStarter(settings, self._waits, self._finished, me, self._observe,
                                   timer=self._timer, on_progress=self._hosted_progress)
