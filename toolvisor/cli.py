@@ -26,7 +26,6 @@ from typing import Any
 from toolvisor.contract import Tool
 from toolvisor.durable import (
     Lease,
-<<<<<<< HEAD
     PostgresSessionStore,
     RunRecord,
     SessionStore,
@@ -34,13 +33,7 @@ from toolvisor.durable import (
     Wait,
     holder_gone,
     open_store,
-=======
-    RunRecord,
-    SqliteSessionStore,
-    Wait,
-    holder_gone,
     process_records,
->>>>>>> processes
 )
 from toolvisor.mcp import serve
 
@@ -165,7 +158,7 @@ def _host(lease: Lease | None, now: float) -> dict[str, Any] | None:
     return {"holder": lease.holder, "expires_at": lease.expires_at, "state": state}
 
 
-def _run_data(store: SqliteSessionStore, run: RunRecord, now: float,
+def _run_data(store: SessionStore, run: RunRecord, now: float,
               host: dict[str, Any] | None, waits: list[Wait]) -> dict[str, Any]:
     return {"run_id": run.run_id, "status": run.status, "age": round(now - run.created_at, 3),
             "created_at": run.created_at, "updated_at": run.updated_at, "host": host,
@@ -175,9 +168,6 @@ def _run_data(store: SqliteSessionStore, run: RunRecord, now: float,
                          "deadline_at": w.deadline_at} for w in waits]}
 
 
-<<<<<<< HEAD
-def _run_lines(store: SessionStore, status: str | None, as_json: bool) -> list[str]:
-=======
 def _processes_text(processes: list[dict[str, Any]]) -> str:
     """``-``, or ``3 (1 running, 1 detached)``: how many, how many run, how many detached."""
     if not processes:
@@ -187,8 +177,7 @@ def _processes_text(processes: list[dict[str, Any]]) -> str:
     return f"{len(processes)} ({running} running, {detached} detached)"
 
 
-def _run_lines(store: SqliteSessionStore, status: str | None, as_json: bool) -> list[str]:
->>>>>>> processes
+def _run_lines(store: SessionStore, status: str | None, as_json: bool) -> list[str]:
     """One line per run, newest first (a header first, unless ``as_json``)."""
     now = store.now()
     waits: dict[str, list[Wait]] = {}

@@ -6,10 +6,8 @@ from toolvisor.durable._effects import DurableEffects
 from toolvisor.durable._errors import DURABLE_ERROR_CODES, DurableError, DurableErrorCode
 from toolvisor.durable._holders import holder_gone, new_holder
 from toolvisor.durable._issuer import CompletionKeyIssuer
-<<<<<<< HEAD
 from toolvisor.durable._open import open_store
 from toolvisor.durable._postgres_store import PostgresSessionStore
-=======
 from toolvisor.durable._process_log import (
     ProcessRecord,
     process_records,
@@ -19,7 +17,6 @@ from toolvisor.durable._process_log import (
     result_json,
     result_of,
 )
->>>>>>> processes
 from toolvisor.durable._records import (
     JournalRecord,
     KeyPurpose,
@@ -71,14 +68,11 @@ __all__ = [
     "Wait",
     "holder_gone",
     "new_holder",
-<<<<<<< HEAD
     "open_store",
-=======
     "process_records",
     "record_end",
     "record_restart",
     "record_start",
->>>>>>> processes
     "require_signed",
     "result_json",
     "result_of",
