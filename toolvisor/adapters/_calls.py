@@ -34,6 +34,7 @@ from toolvisor.contract import (
     InvalidArguments,
     Ok,
     Pending,
+    ProgressSink,
     Tool,
     ToolCall,
     ToolError,
@@ -129,9 +130,10 @@ class SupervisedCalls:
         return replied.result()
 
     async def arun(self, tool_name: str, arguments: Mapping[str, Any] | str,
-                   tool_call_id: str) -> Finished:
+                   tool_call_id: str, *, progress: ProgressSink | None = None) -> Finished:
         """Run one call, as :meth:`run`; cancelling the awaiting task stops the call's actor
-        (the call ends ``handler_exit``, code ``cancelled``)."""
+        (the call ends ``handler_exit``, code ``cancelled``). ``progress`` gets the call's
+        ``ctx.report_progress`` reports."""
         call = self._before(tool_name, arguments, tool_call_id)
         if isinstance(call, Finished):
             return call
@@ -144,7 +146,7 @@ class SupervisedCalls:
             raise
         if refusal is not None:
             return self._done(tool_name, tool_call_id, refused(tool_name, tool_call_id, refusal))
-        replied, actor = self._start(tool, call, ticket)
+        replied, actor = self._start(tool, call, ticket, progress)
         try:
             return await asyncio.wrap_future(replied)
         except asyncio.CancelledError:
@@ -226,13 +228,15 @@ class SupervisedCalls:
         checked, text = encode_checked(result, tool_name=tool_name, tool_call_id=tool_call_id)
         return Finished(tool_call_id, tool_name, checked, text)
 
-    def _start(self, tool: Tool, call: ToolCall, ticket: int | None
+    def _start(self, tool: Tool, call: ToolCall, ticket: int | None,
+               progress: ProgressSink | None = None
                ) -> tuple[Future[Finished], ActorRef[Any] | None]:
         """Start the call's actor; the future settles with its reply, once."""
         tool_call_id = call.id
         span = None if self._tracing is None else \
             self._tracing.start(tool.name, tool_call_id, tool.isolation or "default")
-        ctx = CallContext(tool_call=call, trace_scope=None if span is None else span.scope)
+        ctx = CallContext(tool_call=call, trace_scope=None if span is None else span.scope,
+                          progress=progress)
         journal = self._journal
         if journal is not None:
             ctx = dataclasses.replace(ctx, session_id=journal.run_id,

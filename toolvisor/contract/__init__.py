@@ -53,6 +53,14 @@ from toolvisor.contract._model_progress import (
     reporting_model_progress,
 )
 from toolvisor.contract._outcome import result_outcome
+from toolvisor.contract._processes import (
+    ProcessAccess,
+    ProcessError,
+    ProcessInfo,
+    ProcessStatus,
+    RunProcesses,
+)
+from toolvisor.contract._progress import ProgressSink, check_progress
 from toolvisor.contract._results import (
     LEGAL_RESULT_TYPES,
     AskUser,
@@ -117,6 +125,12 @@ __all__ = [
     "OpenSchemaWarning",
     "OutputWindow",
     "Pending",
+    "ProcessAccess",
+    "ProcessError",
+    "ProcessInfo",
+    "ProcessStatus",
+    "ProgressSink",
+    "RunProcesses",
     "Scheduling",
     "StateAccess",
     "SystemMessage",
@@ -132,6 +146,7 @@ __all__ = [
     "Usage",
     "UserMessage",
     "Violation",
+    "check_progress",
     "check_seconds",
     "function_tool",
     "handler_arity",

@@ -5,11 +5,13 @@ share): its own ``ToolCallActor`` under a ``DynamicSupervisor``, through a ``Too
 the tool's isolation and timeout apply (a hung ``process`` tool is killed at its deadline), and
 whatever goes wrong is one reason of the closed set, sent as an ``isError`` result whose text
 says it. A client's cancellation stops the call's actor. So any MCP client gets tools that
-cannot hang it.
+cannot hang it. A client that sent a progress token gets the tool's ``ctx.report_progress`` as
+``notifications/progress`` (``_progress.py``).
 """
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import uuid
 from collections.abc import Callable, Sequence
@@ -24,6 +26,7 @@ from mcp.server.stdio import stdio_server
 from toolvisor.adapters import Finished, SupervisedCalls
 from toolvisor.call import encode
 from toolvisor.contract import Err, Ok, Tool, ToolError
+from toolvisor.mcp._progress import McpProgress, token_of
 
 
 class ToolServer:
@@ -52,9 +55,14 @@ class ToolServer:
 
     async def _call_tool(self, ctx: Any, params: mcp_types.CallToolRequestParams
                          ) -> mcp_types.CallToolResult:
+        progress = None if token_of(getattr(ctx, "meta", None)) is None \
+            else McpProgress(asyncio.get_running_loop(), ctx.session.report_progress)
         # a client's cancellation cancels this task, which stops the call's actor
-        return mcp_result(await self._calls.arun(params.name, params.arguments or {},
-                                                 uuid.uuid4().hex))
+        done = await self._calls.arun(params.name, params.arguments or {}, uuid.uuid4().hex,
+                                      progress=progress)
+        if progress is not None:  # the reports the call made reach the client before its result
+            await progress.flush()
+        return mcp_result(done)
 
     def close(self) -> None:
         """Stop the calls' supervisor, then the actors' threads and the runner. Idempotent."""
