@@ -1,0 +1,105 @@
+"""The bwrap command line of one sandbox: its namespaces, its narrow read-only filesystem, its
+scratch directory and its environment."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from dataclasses import dataclass
+from types import ModuleType
+
+from toolvisor.isolation._sandbox._options import SandboxOptions
+
+_SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/etc/ld.so.cache")
+"""The system's programs and shared libraries (a symlink, as on a merged-/usr system, stays
+one). Nothing else of /etc: it holds the machine's secrets."""
+_NETWORK_FILES = ("/etc/resolv.conf", "/etc/hosts", "/etc/nsswitch.conf", "/etc/ssl",
+                  "/etc/ca-certificates", "/etc/gai.conf")
+"""What name resolution and TLS read, bound only for a tool that has the network."""
+SCRATCH = "/scratch"
+"""The sandbox's working directory: a fresh tmpfs, gone with the sandbox."""
+CHILD = "toolvisor.isolation._sandbox._child"
+
+
+@dataclass(frozen=True, slots=True)
+class Profile:
+    """What makes two sandboxes interchangeable: the options and the code they import
+    (``imports``: the directories or files of the top-level packages, ``roots``: where
+    they are imported from)."""
+
+    options: SandboxOptions
+    imports: tuple[str, ...]
+    roots: tuple[str, ...]
+
+
+def _top_level(module: ModuleType) -> tuple[list[str], str]:
+    """The paths a module's top-level package occupies, and the directory it is imported
+    from."""
+    top = sys.modules[module.__name__.partition(".")[0]]
+    paths = list(getattr(top, "__path__", ()))
+    if not paths:
+        paths = [os.path.abspath(str(top.__file__))]
+    return [os.path.abspath(p) for p in paths], os.path.dirname(os.path.abspath(paths[0]))
+
+
+def profile(options: SandboxOptions, module_name: str) -> Profile:
+    """The profile of a tool whose handler lives in ``module_name`` (already imported)."""
+    imports: list[str] = []
+    roots: list[str] = []
+    for name in (module_name, "toolvisor"):
+        paths, root = _top_level(sys.modules[name])
+        imports += [p for p in paths if p not in imports]
+        if root not in roots:
+            roots.append(root)
+    return Profile(options, tuple(imports), tuple(roots))
+
+
+def _python_paths() -> list[str]:
+    """The interpreter and the libraries it imports from (the standard library, the
+    environment's site-packages)."""
+    paths = {os.path.realpath(sys.prefix), os.path.realpath(sys.base_prefix),
+             os.path.dirname(os.path.realpath(sys.executable))}
+    paths.add(sys.prefix)
+    for entry in sys.path:
+        if entry and os.path.basename(entry) in ("site-packages", "dist-packages"):
+            paths.add(entry)
+    return sorted(p for p in paths if os.path.exists(p))
+
+
+def _bind(argv: list[str], path: str) -> None:
+    if os.path.islink(path) and os.path.dirname(path) == "/":
+        argv += ["--symlink", os.readlink(path), path]
+    elif os.path.exists(path):
+        argv += ["--ro-bind", path, path]
+
+
+def command(bwrap: str, profile: Profile, conn_fd: int, link_fd: int) -> list[str]:
+    """The command that runs one sandboxed worker on the two file descriptors given."""
+    options = profile.options
+    argv = [bwrap, "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent",
+            "--new-session", "--hostname", "sandbox", "--proc", "/proc", "--dev", "/dev"]
+    if options.network:
+        argv.append("--share-net")
+    for path in _SYSTEM:
+        _bind(argv, path)
+    for path in (*_python_paths(), *profile.imports, *options.read_only):
+        _bind(argv, path)
+    if options.network:
+        for path in _NETWORK_FILES:
+            _bind(argv, path)
+    argv += ["--size", str(options.scratch), "--tmpfs", SCRATCH, "--chdir", SCRATCH]
+    limits = {"memory": options.memory, "cpu_seconds": options.cpu_seconds,
+              "file_size": options.file_size, "open_files": options.open_files,
+              "processes": options.processes}
+    argv += ["--", sys.executable, "-s", "-B", "-m", CHILD, str(conn_fd), str(link_fd),
+             json.dumps(limits)]
+    return argv
+
+
+def environment(profile: Profile) -> dict[str, str]:
+    """The sandbox's whole environment: the allowed variables, and what Python needs."""
+    env = profile.options.environment()
+    env.update(PYTHONPATH=os.pathsep.join(profile.roots), HOME=SCRATCH, TMPDIR=SCRATCH,
+               PATH="/usr/local/bin:/usr/bin:/bin")
+    return env
