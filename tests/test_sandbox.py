@@ -227,7 +227,7 @@ in_main.__module__ = "__main__"
 
 
 def test_a_handler_in_the_programs_main_is_refused() -> None:
-    with pytest.raises(ValueError, match="define it in a module the program imports"):
+    with pytest.raises(ValueError, match="define the handler in a module the program imports"):
         sandboxed(in_main)
 
 

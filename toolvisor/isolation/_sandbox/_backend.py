@@ -9,7 +9,7 @@ from toolvisor.contract import Tool
 from toolvisor.isolation._backend import IsolationBackend, Runtime
 from toolvisor.isolation._process._request import check_importable
 from toolvisor.isolation._running import RunningCall
-from toolvisor.isolation._sandbox._command import Profile, profile
+from toolvisor.isolation._sandbox._command import Profile, importable, profile
 from toolvisor.isolation._sandbox._host import bwrap_path
 from toolvisor.isolation._sandbox._options import sandbox_options
 from toolvisor.isolation._sandbox._pool import SandboxPool
@@ -25,10 +25,11 @@ class SandboxBackend(IsolationBackend):
     def check(cls, tool: Tool) -> None:
         sandbox_options(tool.name, tool.options)
         check_importable(tool)
-        if getattr(tool.handler, "__module__", None) == "__main__":
+        if importable(getattr(tool.handler, "__module__", "")) is None:
             raise ValueError(f"tool {tool.name!r}: isolation='sandbox' imports the handler by "
-                             "its module inside the sandbox, where the program's __main__ is "
-                             "not: define it in a module the program imports")
+                             "its module inside the sandbox, and the program's __main__ has no "
+                             "module name there: define the handler in a module the program "
+                             "imports, or run the program with `python -m`")
 
     @classmethod
     def check_host(cls, tools: Sequence[str]) -> None:

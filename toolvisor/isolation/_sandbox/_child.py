@@ -1,16 +1,20 @@
 """The program inside a sandbox: set the limits, then serve calls as a ``process`` worker does.
 
-Run by bwrap as ``python -m toolvisor.isolation._sandbox._child CONN LINK LIMITS``: the file
-descriptors of its two pipes (inherited through bwrap) and its limits as JSON. The limits are
-set after the imports (the interpreter's own start-up is not the handler's to pay for) and
-with equal hard limits, so the handler cannot raise them. A handler that runs out of memory
-or file descriptors ends the sandbox with an exit code that names the limit; the CPU and
-file-size limits end it with the kernel's signals (SIGXCPU, SIGXFSZ).
+Run by bwrap as ``python -m toolvisor.isolation._sandbox._child CONN LINK LIMITS MAIN``: the
+file descriptors of its two pipes (inherited through bwrap), its limits as JSON, and the
+module the agent's program was run as (``-`` for none), imported as ``__main__`` here (as
+multiprocessing does), so that a handler the program defines is found under that name.
+
+The limits are set after the imports (the interpreter's own start-up is not the handler's to
+pay for) and with equal hard limits, so the handler cannot raise them. A handler that runs out
+of memory or file descriptors ends the sandbox with an exit code that names the limit; the CPU
+and file-size limits end it with the kernel's signals (SIGXCPU, SIGXFSZ).
 """
 
 from __future__ import annotations
 
 import errno
+import importlib
 import json
 import os
 import pickle
@@ -85,8 +89,10 @@ def _portable_cause(error: ToolError, result: Err) -> Err:
 
 
 def main(argv: list[str]) -> None:
-    conn_fd, link_fd, limits = int(argv[0]), int(argv[1]), json.loads(argv[2])
+    conn_fd, link_fd, limits, main = int(argv[0]), int(argv[1]), json.loads(argv[2]), argv[3]
     conn, link = Connection(conn_fd), Connection(link_fd)
+    if main != "-":
+        sys.modules["__main__"] = importlib.import_module(main)
     set_limits(limits)
     try:
         serve(conn, link, finish)

@@ -33,22 +33,38 @@ class Profile:
     roots: tuple[str, ...]
 
 
-def _top_level(module: ModuleType) -> tuple[list[str], str]:
-    """The paths a module's top-level package occupies, and the directory it is imported
-    from."""
-    top = sys.modules[module.__name__.partition(".")[0]]
+def _top_level(name: str, module: ModuleType) -> tuple[list[str], str]:
+    """The paths the top-level package of ``module`` (imported as ``name``) occupies, and the
+    directory it is imported from."""
+    top = sys.modules.get(name.partition(".")[0], module)
     paths = list(getattr(top, "__path__", ()))
     if not paths:
         paths = [os.path.abspath(str(top.__file__))]
     return [os.path.abspath(p) for p in paths], os.path.dirname(os.path.abspath(paths[0]))
 
 
+def importable(module_name: str) -> str | None:
+    """The name a sandbox imports ``module_name`` by: itself, or for the program's
+    ``__main__`` the module it was run as (``python -m pkg.mod``); ``None`` for a program run
+    from a file path, stdin or ``-c``, which a sandbox cannot import."""
+    if module_name != "__main__":
+        return module_name
+    name = getattr(getattr(sys.modules.get("__main__"), "__spec__", None), "name", None)
+    return name if isinstance(name, str) and name != "__main__" else None
+
+
+def main_module() -> str:
+    """What the sandbox imports as its ``__main__`` (the program's module, or ``-``)."""
+    return importable("__main__") or "-"
+
+
 def profile(options: SandboxOptions, module_name: str) -> Profile:
     """The profile of a tool whose handler lives in ``module_name`` (already imported)."""
     imports: list[str] = []
     roots: list[str] = []
-    for name in (module_name, "toolvisor"):
-        paths, root = _top_level(sys.modules[name])
+    for name, module in ((importable(module_name) or module_name, sys.modules[module_name]),
+                         ("toolvisor", sys.modules["toolvisor"])):
+        paths, root = _top_level(name, module)
         imports += [p for p in paths if p not in imports]
         if root not in roots:
             roots.append(root)
@@ -93,7 +109,7 @@ def command(bwrap: str, profile: Profile, conn_fd: int, link_fd: int) -> list[st
               "file_size": options.file_size, "open_files": options.open_files,
               "processes": options.processes}
     argv += ["--", sys.executable, "-s", "-B", "-m", CHILD, str(conn_fd), str(link_fd),
-             json.dumps(limits)]
+             json.dumps(limits), main_module()]
     return argv
 
 
