@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import os
 import socket
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,6 +26,7 @@ from toolvisor.machine import StateView
 from toolvisor.testing import ScriptedModel
 
 _CGROUPS = "/sys/fs/cgroup/pids"
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def _sandbox_processes() -> set[int]:
@@ -219,16 +222,28 @@ def test_options_are_checked_when_the_tool_is_built(options: dict[str, Any],
         sandboxed(h.echo, **options)
 
 
-def in_main(arguments: dict[str, Any]) -> Ok:
+_SCRIPT = """
+from toolvisor import Ok, Tool
+
+def handler(arguments):
     return Ok(None)
 
+try:
+    Tool(name="boxed", handler=handler, isolation="sandbox")
+except ValueError as exc:
+    print(exc)
+"""
 
-in_main.__module__ = "__main__"
 
-
-def test_a_handler_in_the_programs_main_is_refused() -> None:
-    with pytest.raises(ValueError, match="define the handler in a module the program imports"):
-        sandboxed(in_main)
+def test_a_handler_in_a_script_run_by_path_is_refused(tmp_path: Path) -> None:
+    """A sandbox imports the handler by module; a script run by its path has no module name
+    there (one run with ``python -m`` has: see examples/sandbox.py)."""
+    script = tmp_path / "script.py"
+    script.write_text(_SCRIPT)
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          check=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert "define the handler in a module the program imports, or run the program with " \
+        "`python -m`" in done.stdout, done
 
 
 def test_no_bwrap_is_the_agents_error_naming_the_package(monkeypatch: pytest.MonkeyPatch,
@@ -236,3 +251,15 @@ def test_no_bwrap_is_the_agents_error_naming_the_package(monkeypatch: pytest.Mon
     monkeypatch.setenv("PATH", str(tmp_path))
     with pytest.raises(RuntimeError, match="install the `bubblewrap` package"):
         Agent(ScriptedModel(["done"]), [sandboxed(h.echo)])
+
+
+def test_a_program_run_with_dash_m_has_its_own_handlers_sandboxed() -> None:
+    """``python -m examples.sandbox`` defines ``python_exec`` in its ``__main__``: the sandbox
+    imports that module as its own ``__main__`` and finds it there."""
+    done = subprocess.run([sys.executable, "-m", "examples.sandbox"], capture_output=True,
+                          text=True, check=True, cwd=ROOT,
+                          env={**os.environ, "PYTHONPATH": str(ROOT), "OPENAI_API_KEY": "sk-x"})
+    lines = done.stdout.splitlines()
+    assert lines[0] == 'call_1: {"exit_code":0,"stdout":"45\\n","stderr":""}', done
+    assert lines[1] == 'call_2: {"exit_code":0,"stdout":"None\\n","stderr":""}'
+    assert "FileNotFoundError" in lines[2]

@@ -295,10 +295,13 @@ class ProcessBackend(IsolationBackend):
         name = f"toolvisor-worker-{next(self._names)}"
         try:
             process = self._launch(context, name, child_end, link_child_end)
-        except BaseException:
+        except OSError as exc:  # nothing to supervise: the pool cannot start workers at all
             for end in (parent_end, link_end):
                 end.close()
-            raise
+            self._failed = f"a worker process could not be started: {exc}"
+            _log.error("worker_pool_failed", detail=self._failed)
+            self._fail_waiting()
+            return
         finally:
             child_end.close()
             link_child_end.close()

@@ -89,7 +89,10 @@ class SandboxPool(ProcessBackend):
                 link_child_end: Connection) -> Sandbox:
         options = self._profile.options
         root = pids_root()
-        cgroup = None if root is None else PidsCgroup(root, options.processes)
+        try:
+            cgroup = None if root is None else PidsCgroup(root, options.processes)
+        except OSError:  # the controller refused this one: the rlimit stands alone
+            cgroup = None
         fds = (child_end.fileno(), link_child_end.fileno())
         try:
             return Sandbox(command(bwrap_path(), self._profile, *fds),
