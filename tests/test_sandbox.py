@@ -91,6 +91,12 @@ def test_results_and_the_context_cross_the_link(runner: ToolRunner) -> None:
     assert isinstance(raised(runner.run(sandboxed(h.raises_own), {})), LookupError)
 
 
+def test_sandboxes_count_among_the_runners_workers(runner: ToolRunner) -> None:
+    process = Tool(name="p", handler=h.echo, isolation="process")
+    assert runner.run(process, {}) == runner.run(sandboxed(h.echo), {}) == Ok({})
+    assert runner.stats.workers_alive == 2  # the process pool's one and the sandbox pool's
+
+
 def test_what_is_not_plain_data_does_not_cross(runner: ToolRunner) -> None:
     error = error_of(runner.run(sandboxed(h.returns_object), {}))
     assert error.reason == "encoding_failed"
