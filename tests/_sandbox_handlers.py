@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import pickle
 import socket
 import subprocess
 import time
@@ -138,3 +139,27 @@ def raises_own(arguments: dict[str, Any]) -> Ok:
 def status(arguments: dict[str, Any]) -> Ok:
     with open("/proc/self/status") as file:
         return Ok(file.read())
+
+
+def _shared_lists(levels: int) -> list[Any]:
+    """A list whose two items are the same list, ``levels`` deep: a few hundred bytes as a
+    pickle, 2 ** levels values when walked."""
+    nested: list[Any] = []
+    for _ in range(levels):
+        nested = [nested, nested]
+    return nested
+
+
+def returns_a_bomb(arguments: dict[str, Any]) -> Ok:
+    return Ok(_shared_lists(64))
+
+
+def forged_bomb(arguments: dict[str, Any]) -> Ok:
+    """Send, on every pipe it holds, a result that unfolds into 2 ** 64 values."""
+    payload = pickle.dumps(Ok(_shared_lists(64)))
+    for fd in range(3, 64):
+        try:
+            os.write(fd, len(payload).to_bytes(4, "big", signed=True) + payload)
+        except OSError:
+            continue
+    time.sleep(600)

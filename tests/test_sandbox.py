@@ -101,6 +101,8 @@ def test_what_is_not_plain_data_does_not_cross(runner: ToolRunner) -> None:
     error = error_of(runner.run(sandboxed(h.returns_object), {}))
     assert error.reason == "encoding_failed"
     assert error.cause == "a message names tests._sandbox_handlers.Opaque, which may not cross"
+    error = error_of(runner.run(sandboxed(h.returns_a_bomb), {}))  # shares one list 2 ** 64 ways
+    assert error.reason == "encoding_failed" and "more than 262144 values" in error.message
 
 
 def test_only_the_allowed_environment_crosses(runner: ToolRunner,
@@ -203,7 +205,7 @@ def test_a_handler_that_closes_its_link(runner: ToolRunner) -> None:
     assert (error.reason, error.cause) == ("handler_exit", 1)  # it could not send its result
 
 
-@pytest.mark.parametrize("handler", [h.flood_link, h.forged_pickle])
+@pytest.mark.parametrize("handler", [h.flood_link, h.forged_pickle, h.forged_bomb])
 def test_a_handler_that_floods_or_forges_on_its_link(runner: ToolRunner, handler: Any,
                                                      tmp_path: Path) -> None:
     proof = tmp_path / "ran-in-the-agent"

@@ -31,6 +31,10 @@ from toolvisor.isolation._link._remote_context import Callback, link_closed
 
 MAX_MESSAGE = 16 << 20
 """The most bytes one message from a sandbox may hold."""
+MAX_VALUES = 1 << 18
+"""The most values one message may hold, counting a value each time it is reached: a pickle
+can share one list many times over, and a few bytes would otherwise unfold, in the agent's
+encoders, into more than it can hold (or never end, for a cycle)."""
 
 _PLAIN = (set, frozenset, bytearray, complex, range, slice)
 _REBUILD_TOOL_ERROR = ToolError("handler_raised", "").__reduce__()[0]  # how a ToolError pickles
@@ -62,13 +66,40 @@ class _Unpickler(pickle.Unpickler):
 
 
 def safe_loads(data: bytes) -> Any:
-    """``data`` unpickled, naming only allowed classes; ``link_violation`` otherwise."""
+    """``data`` unpickled, naming only allowed classes and holding at most ``MAX_VALUES``
+    values; ``link_violation`` otherwise."""
     try:
-        return _Unpickler(io.BytesIO(data)).load()
+        value = _Unpickler(io.BytesIO(data)).load()
     except CapabilityError:
         raise
     except Exception as exc:
         raise violation(f"a message cannot be read ({type(exc).__name__}: {exc})") from exc
+    _count(value)
+    return value
+
+
+def _count(value: Any) -> None:
+    """Walk ``value`` as an encoder would (shared parts each time they are reached)."""
+    pending, seen = [value], 0
+    while pending:
+        seen += 1
+        if seen > MAX_VALUES:
+            raise violation(f"a message holds more than {MAX_VALUES} values (counting each "
+                            "time a shared one is reached)")
+        item = pending.pop()
+        if isinstance(item, str | bytes | bytearray | int | float | complex | range | None):
+            continue
+        if isinstance(item, dict):
+            pending.extend(item.keys())
+            pending.extend(item.values())
+        elif isinstance(item, list | tuple | set | frozenset):
+            pending.extend(item)
+        else:  # an allowed class: its fields, and an exception's arguments
+            pending.extend(getattr(item, "__dict__", {}).values())
+            pending.extend(getattr(item, name) for name in getattr(item, "__slots__", ())
+                           if hasattr(item, name))
+            if isinstance(item, BaseException):
+                pending.extend(item.args)
 
 
 def read_bytes(conn: Connection) -> bytes:
