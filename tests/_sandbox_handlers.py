@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import ctypes
 import os
 import pickle
+import resource
 import socket
 import subprocess
 import time
@@ -163,3 +165,25 @@ def forged_bomb(arguments: dict[str, Any]) -> Ok:
         except OSError:
             continue
     time.sleep(600)
+
+
+def escape_attempts(arguments: dict[str, Any]) -> Ok:
+    """Try to leave the sandbox or lift its limits; the errno of each refusal (0: it worked)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    found: dict[str, Any] = {}
+    clone_newuser, clone_newns = 0x10000000, 0x00020000
+    for name, flags in (("new_user_namespace", clone_newuser), ("new_mount_namespace",
+                                                                  clone_newns)):
+        found[name] = ctypes.get_errno() if libc.unshare(flags) != 0 else 0
+    status = libc.mount(b"none", b"/usr", b"tmpfs", 0, None)
+    found["mount_over_usr"] = ctypes.get_errno() if status != 0 else 0
+    ms_remount, ms_bind = 32, 4096  # make the tool's own (host) directory writable
+    here = os.path.dirname(os.path.abspath(__file__)).encode()
+    status = libc.mount(b"none", here, None, ms_remount | ms_bind, None)
+    found["remount_writable"] = ctypes.get_errno() if status != 0 else 0
+    try:
+        resource.setrlimit(resource.RLIMIT_CPU, (resource.RLIM_INFINITY,) * 2)
+        found["raise_cpu_limit"] = 0
+    except (ValueError, OSError) as exc:
+        found["raise_cpu_limit"] = type(exc).__name__
+    return Ok(found)

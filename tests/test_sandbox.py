@@ -7,6 +7,7 @@ cgroup of this process (besides the plugin's check of threads and file descripto
 
 from __future__ import annotations
 
+import errno
 import os
 import socket
 import subprocess
@@ -89,6 +90,15 @@ def test_results_and_the_context_cross_the_link(runner: ToolRunner) -> None:
         {"state": 7, "cwd": "/scratch"})
     assert ctx.state is not None and ctx.state.get("seen") == 7
     assert isinstance(raised(runner.run(sandboxed(h.raises_own), {})), LookupError)
+
+
+def test_the_handler_cannot_leave_the_sandbox_or_lift_its_limits(runner: ToolRunner) -> None:
+    result = runner.run(sandboxed(h.escape_attempts), {})
+    assert result == Ok({"new_user_namespace": errno.ENOSPC,  # --disable-userns
+                         "new_mount_namespace": errno.EPERM,  # no capabilities left
+                         "mount_over_usr": errno.EPERM,
+                         "remount_writable": errno.EPERM,
+                         "raise_cpu_limit": "ValueError"}), result  # hard limit = soft limit
 
 
 def test_sandboxes_count_among_the_runners_workers(runner: ToolRunner) -> None:

@@ -93,8 +93,10 @@ def _bind(argv: list[str], path: str) -> None:
 def command(bwrap: str, profile: Profile, conn_fd: int, link_fd: int) -> list[str]:
     """The command that runs one sandboxed worker on the two file descriptors given."""
     options = profile.options
-    argv = [bwrap, "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent",
-            "--new-session", "--hostname", "sandbox", "--proc", "/proc", "--dev", "/dev"]
+    # bwrap started by root keeps every capability inside the sandbox unless told to drop them
+    argv = [bwrap, "--unshare-all", "--unshare-user", "--disable-userns", "--cap-drop", "ALL",
+            "--die-with-parent", "--new-session", "--hostname", "sandbox", "--proc", "/proc",
+            "--dev", "/dev"]
     if options.network:
         argv.append("--share-net")
     for path in _SYSTEM:
