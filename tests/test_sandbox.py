@@ -264,6 +264,18 @@ def test_a_handler_in_a_script_run_by_path_is_refused(tmp_path: Path) -> None:
         "`python -m`" in done.stdout, done
 
 
+def elsewhere(arguments: dict[str, Any]) -> Ok:
+    return Ok(None)
+
+
+elsewhere.__module__ = "no_such_module_here"
+
+
+def test_a_handler_whose_module_cannot_be_imported_is_not_found(runner: ToolRunner) -> None:
+    error = error_of(runner.run(sandboxed(elsewhere), {}))
+    assert error.reason == "not_found" and "no_such_module_here" in error.message
+
+
 def test_no_bwrap_is_the_agents_error_naming_the_package(monkeypatch: pytest.MonkeyPatch,
                                                         tmp_path: Path) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))

@@ -55,14 +55,19 @@ class SandboxBackend(IsolationBackend):
             return pool
 
     def submit(self, call: RunningCall) -> None:
-        pool = self._pool(call.tool, start=True)
+        try:
+            pool = self._pool(call.tool, start=True)
+        except ImportError as exc:
+            self.runtime.settle_soon(call, call.error(
+                "not_found", f"the handler's module cannot be imported: {exc}", repr(exc)))
+            return
         if pool is None:
             self.runtime.settle_soon(call, call.cancelled_error())
         else:
             pool.submit(call)
 
     def stop(self, call: RunningCall) -> None:
-        pool = self._pool(call.tool, start=False)
+        pool = self._pool(call.tool, start=False)  # it was imported when the call started
         if pool is not None:
             pool.stop(call)
 

@@ -68,7 +68,8 @@ class PidsCgroup:
         return 0
 
     def remove(self) -> None:
-        """Kill whatever is left in the cgroup and remove it."""
+        """Kill whatever is left in the cgroup and remove it; ``OSError`` if it is still not
+        empty after ``_EMPTY_WAIT`` seconds."""
         deadline = time.monotonic() + _EMPTY_WAIT
         while True:
             pids = self._pids()

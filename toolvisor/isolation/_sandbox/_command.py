@@ -3,6 +3,7 @@ scratch directory and its environment."""
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import sys
@@ -59,10 +60,12 @@ def main_module() -> str:
 
 
 def profile(options: SandboxOptions, module_name: str) -> Profile:
-    """The profile of a tool whose handler lives in ``module_name`` (already imported)."""
+    """The profile of a tool whose handler lives in ``module_name`` (imported if it is not:
+    ``ImportError`` if it cannot be)."""
     imports: list[str] = []
     roots: list[str] = []
-    for name, module in ((importable(module_name) or module_name, sys.modules[module_name]),
+    for name, module in ((importable(module_name) or module_name,
+                          importlib.import_module(module_name)),
                          ("toolvisor", sys.modules["toolvisor"])):
         paths, root = _top_level(name, module)
         imports += [p for p in paths if p not in imports]

@@ -69,7 +69,10 @@ class Sandbox:
         """Release it once it exited: its pidfd, and its cgroup (anything left in it killed)."""
         os.close(self.sentinel)
         if self.cgroup is not None:
-            self.cgroup.remove()
+            try:
+                self.cgroup.remove()
+            except OSError as exc:  # never the pool's end: its manager goes on
+                _log.error("sandbox_cgroup_left", path=self.cgroup.path, error=str(exc))
 
 
 class SandboxPool(ProcessBackend):
