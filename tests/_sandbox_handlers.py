@@ -187,3 +187,14 @@ def escape_attempts(arguments: dict[str, Any]) -> Ok:
     except (ValueError, OSError) as exc:
         found["raise_cpu_limit"] = type(exc).__name__
     return Ok(found)
+
+
+def through_proxy(arguments: dict[str, Any]) -> Ok:
+    """Ask the sandbox's proxy for a tunnel to ``host:port``; its status line."""
+    with socket.create_connection(("127.0.0.1", 3128), timeout=5) as sock:
+        sock.sendall(f"CONNECT {arguments['host']}:{arguments['port']} HTTP/1.1\r\n"
+                     f"Host: {arguments['host']}\r\n\r\n".encode())
+        status = sock.recv(1024).split(b"\r\n")[0].decode()
+        if " 200 " in status:
+            sock.sendall(b"hello")
+    return Ok(status)

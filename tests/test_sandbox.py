@@ -160,6 +160,29 @@ def test_no_network_unless_the_tool_opts_in(runner: ToolRunner,
     assert received == [b"hello"]
 
 
+def test_a_network_allow_list_opens_only_what_it_lists(runner: ToolRunner,
+                                                       listener: socket.socket) -> None:
+    port = listener.getsockname()[1]
+    received: list[bytes] = []
+
+    def accept() -> None:
+        peer, _ = listener.accept()
+        with peer:
+            received.append(peer.recv(5))
+
+    thread = threading.Thread(target=accept)
+    thread.start()
+    listed = sandboxed(h.through_proxy, network=[f"127.0.0.1:{port}"])
+    assert runner.run(listed, {"host": "127.0.0.1", "port": port}) == Ok(
+        "HTTP/1.1 200 Connection established")
+    thread.join()
+    assert received == [b"hello"]
+    assert runner.run(listed, {"host": "127.0.0.1", "port": 22}) == Ok("HTTP/1.1 403 Forbidden")
+    cause = raised(runner.run(sandboxed(h.connect, network=[f"127.0.0.1:{port}"]),
+                              {"host": "127.0.0.1", "port": port}))
+    assert isinstance(cause, ConnectionRefusedError)  # only through the proxy
+
+
 def test_the_filesystem_is_read_only_but_for_scratch(runner: ToolRunner,
                                                      tmp_path: Path) -> None:
     outside = tmp_path / "written"
@@ -225,7 +248,8 @@ def test_a_handler_that_floods_or_forges_on_its_link(runner: ToolRunner, handler
 
 
 @pytest.mark.parametrize(("options", "message"), [
-    ({"network": "yes"}, "'network' must be True or False"),
+    ({"network": "yes"}, "'network' must be True, False or a list of \"host:port\""),
+    ({"network": ["example.com"]}, "got 'example.com'"),
     ({"memory": 1024}, "'memory' must be an int >= 67108864"),
     ({"read_only": "/etc"}, "'read_only' must be a list of absolute paths"),
     ({"read_only": ["relative"]}, "'read_only' takes absolute paths"),

@@ -1,7 +1,8 @@
 """The program inside a sandbox: set the limits, then serve calls as a ``process`` worker does.
 
 Run by bwrap as ``python -m toolvisor.isolation._sandbox._child CONN LINK LIMITS MAIN``: the
-file descriptors of its two pipes (inherited through bwrap), its limits as JSON, and the
+file descriptors of its two pipes (inherited through bwrap), its limits (and its allow-list
+proxy's socket, if it has one: ``_proxy.py``) as JSON, and the
 module the agent's program was run as (``-`` for none), imported as ``__main__`` here (as
 multiprocessing does), so that a handler the program defines is found under that name.
 
@@ -22,9 +23,11 @@ import resource
 import signal
 import sys
 from multiprocessing.connection import Connection
+from typing import Any
 
 from toolvisor.contract import CallContext, CapabilityError, Err, HandlerResult, ToolError
 from toolvisor.isolation._process._worker import serve
+from toolvisor.isolation._sandbox._proxy import relay_to
 from toolvisor.isolation._sandbox._wire import allowed, safe_loads
 
 EXIT_MEMORY = 100
@@ -33,7 +36,7 @@ LIMIT_EXITS = {EXIT_MEMORY: "memory_limit", EXIT_OPEN_FILES: "open_files_limit"}
 """The exit codes a sandbox ends with when its handler broke a limit, by the limit's code."""
 
 
-def set_limits(limits: dict[str, int]) -> None:
+def set_limits(limits: dict[str, Any]) -> None:
     """The rlimits of this process and every process it starts."""
     cpu = limits["cpu_seconds"]
     resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))  # SIGXCPU at the soft limit
@@ -93,6 +96,8 @@ def main(argv: list[str]) -> None:
     conn, link = Connection(conn_fd), Connection(link_fd)
     if main != "-":
         sys.modules["__main__"] = importlib.import_module(main)
+    if limits["proxy"] is not None:
+        relay_to(limits["proxy"])
     set_limits(limits)
     try:
         serve(conn, link, finish)

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from types import ModuleType
 
 from toolvisor.isolation._sandbox._options import SandboxOptions
+from toolvisor.isolation._sandbox._proxy import PORT, SOCKET_DIR, SOCKET_NAME
 
 _SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/etc/ld.so.cache")
 """The system's programs and shared libraries (a symlink, as on a merged-/usr system, stays
@@ -93,34 +94,44 @@ def _bind(argv: list[str], path: str) -> None:
         argv += ["--ro-bind", path, path]
 
 
-def command(bwrap: str, profile: Profile, conn_fd: int, link_fd: int) -> list[str]:
-    """The command that runs one sandboxed worker on the two file descriptors given."""
+def command(bwrap: str, profile: Profile, conn_fd: int, link_fd: int,
+            proxy_dir: str | None) -> list[str]:
+    """The command that runs one sandboxed worker on the two file descriptors given
+    (``proxy_dir``: where its allow-list proxy's socket is, if it has one)."""
     options = profile.options
     # bwrap started by root keeps every capability inside the sandbox unless told to drop them
     argv = [bwrap, "--unshare-all", "--unshare-user", "--disable-userns", "--cap-drop", "ALL",
             "--die-with-parent", "--new-session", "--hostname", "sandbox", "--proc", "/proc",
             "--dev", "/dev"]
-    if options.network:
+    if options.network is True:
         argv.append("--share-net")
     for path in _SYSTEM:
         _bind(argv, path)
     for path in (*_python_paths(), *profile.imports, *options.read_only):
         _bind(argv, path)
-    if options.network:
+    if options.network is True:
         for path in _NETWORK_FILES:
             _bind(argv, path)
+    if proxy_dir is not None:
+        argv += ["--ro-bind", proxy_dir, SOCKET_DIR]
     argv += ["--size", str(options.scratch), "--tmpfs", SCRATCH, "--chdir", SCRATCH]
     limits = {"memory": options.memory, "cpu_seconds": options.cpu_seconds,
               "file_size": options.file_size, "open_files": options.open_files,
-              "processes": options.processes}
+              "processes": options.processes,
+              "proxy": None if proxy_dir is None else f"{SOCKET_DIR}/{SOCKET_NAME}"}
     argv += ["--", sys.executable, "-s", "-B", "-m", CHILD, str(conn_fd), str(link_fd),
              json.dumps(limits), main_module()]
     return argv
 
 
 def environment(profile: Profile) -> dict[str, str]:
-    """The sandbox's whole environment: the allowed variables, and what Python needs."""
+    """The sandbox's whole environment: the allowed variables, what Python needs, and the
+    proxy's address for a network allow-list (in both spellings clients read)."""
     env = profile.options.environment()
     env.update(PYTHONPATH=os.pathsep.join(profile.roots), HOME=SCRATCH, TMPDIR=SCRATCH,
                PATH="/usr/local/bin:/usr/bin:/bin")
+    if isinstance(profile.options.network, tuple):
+        proxy = f"http://127.0.0.1:{PORT}"
+        for name in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY"):
+            env[name] = proxy
     return env

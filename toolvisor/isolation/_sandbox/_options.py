@@ -18,7 +18,9 @@ MIB = 1 << 20
 class SandboxOptions:
     """One sandbox's policy. Tools whose options are equal share a pool of sandboxes.
 
-    * ``network``: share the agent's network (default: none at all, not even its loopback);
+    * ``network``: ``True`` shares the agent's network; a list of ``"host:port"`` opens only
+      those, through an HTTP ``CONNECT`` proxy (``_proxy.py``); default: no network at all,
+      not even the agent's loopback;
     * ``read_only``: absolute paths the handler may read (bound read-only at the same place);
     * ``env``: names passed from the agent's environment, or a mapping of names to values;
       nothing else crosses;
@@ -28,7 +30,7 @@ class SandboxOptions:
       in scratch, the next one sees) instead of a fresh one per call.
     """
 
-    network: bool = False
+    network: bool | tuple[tuple[str, int], ...] = False
     read_only: tuple[str, ...] = ()
     env: tuple[tuple[str, str | None], ...] = ()  # (name, value), None: the agent's value
     memory: int = 1024 * MIB
@@ -65,11 +67,12 @@ def sandbox_options(tool_name: str, options: Mapping[str, Any] | None) -> Sandbo
                          f"{', '.join(map(repr, unknown))}; it takes {', '.join(sorted(fields))}")
     where = f"tool {tool_name!r}: sandbox option"
     values: dict[str, Any] = {}
-    for name in ("network", "reuse"):
-        if name in given:
-            if not isinstance(given[name], bool):
-                raise ValueError(f"{where} {name!r} must be True or False, got {given[name]!r}")
-            values[name] = given[name]
+    if "reuse" in given:
+        if not isinstance(given["reuse"], bool):
+            raise ValueError(f"{where} 'reuse' must be True or False, got {given['reuse']!r}")
+        values["reuse"] = given["reuse"]
+    if "network" in given:
+        values["network"] = _network(where, given["network"])
     for name, least in _MINIMUMS.items():
         if name in given:
             value = given[name]
@@ -81,6 +84,22 @@ def sandbox_options(tool_name: str, options: Mapping[str, Any] | None) -> Sandbo
     if "env" in given:
         values["env"] = _env(where, given["env"])
     return SandboxOptions(**values)
+
+
+def _network(where: str, network: Any) -> bool | tuple[tuple[str, int], ...]:
+    if isinstance(network, bool):
+        return network
+    wanted = (f"{where} 'network' must be True, False or a list of \"host:port\" it may "
+              f"connect to")
+    if isinstance(network, str) or not isinstance(network, list | tuple):
+        raise ValueError(f"{wanted}, got {network!r}")
+    pairs = []
+    for entry in network:
+        host, _, port = entry.rpartition(":") if isinstance(entry, str) else ("", "", "")
+        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError(f"{wanted}, got {entry!r}")
+        pairs.append((host.strip("[]"), int(port)))
+    return tuple(sorted(set(pairs)))
 
 
 def _paths(where: str, paths: Any) -> tuple[str, ...]:

@@ -27,6 +27,7 @@ from toolvisor.isolation._sandbox._cgroup import PidsCgroup, pids_root
 from toolvisor.isolation._sandbox._child import LIMIT_EXITS
 from toolvisor.isolation._sandbox._command import Profile, command, environment
 from toolvisor.isolation._sandbox._host import bwrap_path
+from toolvisor.isolation._sandbox._proxy import AllowListProxy
 from toolvisor.isolation._sandbox._wire import read_message
 
 _log = get_event_log("tool_runner", isolation="sandbox")
@@ -84,9 +85,19 @@ class SandboxPool(ProcessBackend):
     def __init__(self, runtime: Runtime, profile: Profile) -> None:
         super().__init__(runtime)
         self._profile = profile
+        self._proxy: AllowListProxy | None = None  # written once, as the manager starts
 
     def _prepare(self) -> None:
-        """Nothing: a sandbox starts from bwrap, not from multiprocessing's helpers."""
+        """Start the allow-list proxy if the profile has one (a sandbox starts from bwrap,
+        not from multiprocessing's helpers)."""
+        network = self._profile.options.network
+        if isinstance(network, tuple):
+            self._proxy = AllowListProxy(frozenset(network))
+
+    def close(self, grace: float) -> None:
+        super().close(grace)
+        if self._proxy is not None:
+            self._proxy.close()
 
     def _launch(self, context: BaseContext, name: str, child_end: Connection,
                 link_child_end: Connection) -> Sandbox:
@@ -98,7 +109,8 @@ class SandboxPool(ProcessBackend):
             cgroup = None
         fds = (child_end.fileno(), link_child_end.fileno())
         try:
-            return Sandbox(command(bwrap_path(), self._profile, *fds),
+            proxy_dir = None if self._proxy is None else self._proxy.directory
+            return Sandbox(command(bwrap_path(), self._profile, *fds, proxy_dir),
                            environment(self._profile), fds, cgroup)
         except BaseException:
             if cgroup is not None:
