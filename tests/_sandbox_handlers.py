@@ -6,6 +6,7 @@ import ctypes
 import os
 import pickle
 import resource
+import selectors
 import socket
 import subprocess
 import time
@@ -197,4 +198,19 @@ def through_proxy(arguments: dict[str, Any]) -> Ok:
         status = sock.recv(1024).split(b"\r\n")[0].decode()
         if " 200 " in status:
             sock.sendall(b"hello")
+    return Ok(status)
+
+
+def many_tunnels(arguments: dict[str, Any]) -> Ok:
+    """Open more connections to the proxy than it serves at once, sending nothing on them:
+    what the first one answered says."""
+    held = [socket.create_connection(("127.0.0.1", 3128), timeout=5)
+            for _ in range(arguments["count"])]
+    with selectors.DefaultSelector() as selector:
+        for sock in held:
+            selector.register(sock, selectors.EVENT_READ)
+        answered = selector.select(timeout=5)[0][0].fileobj
+    status = answered.recv(1024).split(b"\r\n")[0].decode()  # type: ignore[union-attr]
+    for sock in held:
+        sock.close()
     return Ok(status)

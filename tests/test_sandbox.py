@@ -181,6 +181,9 @@ def test_a_network_allow_list_opens_only_what_it_lists(runner: ToolRunner,
     cause = raised(runner.run(sandboxed(h.connect, network=[f"127.0.0.1:{port}"]),
                               {"host": "127.0.0.1", "port": port}))
     assert isinstance(cause, ConnectionRefusedError)  # only through the proxy
+    # the agent serves a sandbox's tunnels on threads: only so many at once
+    many = sandboxed(h.many_tunnels, network=[f"127.0.0.1:{port}"], open_files=256)
+    assert runner.run(many, {"count": 36}) == Ok("HTTP/1.1 503 Service Unavailable")
 
 
 def test_the_filesystem_is_read_only_but_for_scratch(runner: ToolRunner,

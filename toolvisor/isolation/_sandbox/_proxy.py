@@ -24,7 +24,9 @@ SOCKET_NAME = "proxy.sock"
 PORT = 3128
 """The port the sandbox's relay listens on, on the sandbox's own loopback."""
 _HEAD_LIMIT = 8192  # bytes of a CONNECT request's head
-_CONNECT_WAIT = 10.0  # seconds to reach an allowed host
+_CONNECT_WAIT = 10.0  # seconds to send the head, and to reach an allowed host
+MAX_TUNNELS = 32
+"""Connections one proxy serves at once (each is a thread of the agent's); past it, ``503``."""
 _CHUNK = 65536
 
 _log = get_event_log("tool_runner", isolation="sandbox")
@@ -55,15 +57,23 @@ class AllowListProxy:
             thread = threading.Thread(target=self._serve, args=(conn,), daemon=True,
                                       name="toolvisor-sandbox-proxy-conn")
             with self._lock:
-                self._open.add(conn)
                 self._threads = [t for t in self._threads if t.is_alive()]
-                self._threads.append(thread)
+                full = len(self._threads) >= MAX_TUNNELS
+                if not full:
+                    self._open.add(conn)
+                    self._threads.append(thread)
+            if full:
+                with conn, contextlib.suppress(OSError):
+                    conn.sendall(b"HTTP/1.1 503 Service Unavailable\r\n\r\n")
+                continue
             thread.start()
 
     def _serve(self, conn: socket.socket) -> None:
         upstream: socket.socket | None = None
         try:
+            conn.settimeout(_CONNECT_WAIT)
             target = self._target(conn)
+            conn.settimeout(None)
             if target is None:
                 conn.sendall(b"HTTP/1.1 403 Forbidden\r\n\r\n")
                 return
@@ -134,21 +144,47 @@ def _relay(a: socket.socket, b: socket.socket) -> None:
 
 def relay_to(path: str) -> None:
     """In the sandbox: relay each connection made to ``127.0.0.1:PORT`` to the proxy's socket
-    at ``path``, a thread each (daemons: they end with the sandbox)."""
+    at ``path``, all on one daemon thread (it ends with the sandbox; one thread, so that the
+    relay costs the handler's limits on processes and address space next to nothing)."""
     server = socket.create_server(("127.0.0.1", PORT))
+    threading.Thread(target=_relay_all, args=(server, path), daemon=True,
+                     name="toolvisor-sandbox-relay").start()
 
-    def accept() -> None:
+
+def _relay_all(server: socket.socket, path: str) -> None:
+    with selectors.DefaultSelector() as selector:
+        selector.register(server, selectors.EVENT_READ, None)
         while True:
-            conn, _ = server.accept()
-            threading.Thread(target=_pipe, args=(conn, path), daemon=True).start()
+            for key, _ in selector.select():
+                sock: socket.socket = key.fileobj  # type: ignore[assignment]
+                if key.data is None:
+                    _open_pair(selector, sock, path)
+                    continue
+                try:
+                    data = sock.recv(_CHUNK)
+                    if data:
+                        key.data.sendall(data)
+                        continue
+                except OSError:
+                    pass
+                for end in (sock, key.data):
+                    with contextlib.suppress(KeyError, ValueError):
+                        selector.unregister(end)
+                    end.close()
 
-    threading.Thread(target=accept, daemon=True, name="toolvisor-sandbox-relay").start()
 
-
-def _pipe(conn: socket.socket, path: str) -> None:
-    with conn, socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as proxy:
-        try:
-            proxy.connect(path)
-            _relay(conn, proxy)
-        except OSError:
-            return
+def _open_pair(selector: selectors.BaseSelector, server: socket.socket, path: str) -> None:
+    """Accept one connection and pair it with a new one to the proxy."""
+    try:
+        conn, _ = server.accept()
+    except OSError:
+        return
+    proxy = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        proxy.connect(path)
+    except OSError:
+        conn.close()
+        proxy.close()
+        return
+    selector.register(conn, selectors.EVENT_READ, proxy)
+    selector.register(proxy, selectors.EVENT_READ, conn)
