@@ -100,6 +100,7 @@ class Agent:
     ``"openai-compatible:<model>@<base_url>"``: see :func:`toolvisor.models.from_string`). A
     model with ``async aclose()`` (every adapter of :mod:`toolvisor.models`) is closed when the
     agent closes, on the event loop its calls ran on, where its HTTP connections live.
+    ``models`` names more models (or strings) a direct completion may ask (``ModelRequest.model``).
 
     The keywords come in groups: the loop (``system_prompt`` to ``on_progress``), the catalog
     and its guards, sizing, durability, tracing, and determinism for tests.
@@ -139,6 +140,7 @@ class Agent:
         on_model_error: ModelPolicy = DEFAULT_MODEL_POLICY,
         tool_timeout: float = 30.0,
         model_timeout: float = 120.0,
+        models: Mapping[str, Model | AsyncModel | str] | None = None,
         output_projection: OutputProjection | None = None,
         context: Any = None,
         on_progress: ProgressCallback | None = None,
@@ -161,12 +163,10 @@ class Agent:
         clock: Callable[[], float] = time.time,
         resilience_clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        if isinstance(model, str):
-            model = from_string(model)
-        if not isinstance(model, Model | AsyncModel):
-            raise TypeError(f"model must have respond(request) -> ModelResponse or async "
-                            f"arespond(request) -> ModelResponse, got {model!r}")
+        model = _model(model, "model")
         check_seconds("model_timeout", model_timeout, positive=True)
+        named_models = {name: _model(given, f"models[{name!r}]")
+                        for name, given in dict(models or {}).items()}
         durability = _durability(store, durability)
         self._registry = registry = _catalog(tools, registry, mcp)
         check_main_guard(registry.process_tools)
@@ -198,7 +198,7 @@ class Agent:
             self._tree = AgentTree(
                 model, ToolRunner(tool_timeout=tool_timeout, process_workers=process_workers),
                 model_timeout=model_timeout, max_concurrent_calls=max_concurrent_calls,
-                settings=settings, on_event=on_event,
+                settings=settings, on_event=on_event, named_models=named_models,
                 children=[server.child_spec(functools.partial(self._orphan, server.source),
                                             on_event) for server in mcp])
         except BaseException:
@@ -490,3 +490,12 @@ def _catalog(tools: Sequence[Tool], registry: ToolRegistry | None,
         registry.add_source(server.source, server)
     return registry
 
+
+
+def _model(model: Model | AsyncModel | str, setting: str) -> Model | AsyncModel:
+    """A model object, or the provider's model a string names; anything else refused."""
+    found = from_string(model) if isinstance(model, str) else model
+    if not isinstance(found, Model | AsyncModel):
+        raise TypeError(f"{setting} must have respond(request) -> ModelResponse or async "
+                        f"arespond(request) -> ModelResponse, got {found!r}")
+    return found

@@ -12,6 +12,7 @@ from toolvisor.contract._context import (
     StateAccess,
     TraceSpans,
 )
+from toolvisor.contract._direct_completions import NO_DIRECT_COMPLETIONS, DirectCompletions
 from toolvisor.contract._errors import (
     TOOL_ERROR_REASONS,
     InvalidArguments,
@@ -52,6 +53,7 @@ from toolvisor.contract._model_progress import (
     reporting_model_progress,
 )
 from toolvisor.contract._outcome import result_outcome
+from toolvisor.contract._progress import ProgressSink, check_progress
 from toolvisor.contract._results import (
     LEGAL_RESULT_TYPES,
     AskUser,
@@ -79,6 +81,7 @@ __all__ = [
     "LEGAL_RESULT_TYPES",
     "MODEL_ERROR_REASONS",
     "NEVER_CANCELLED",
+    "NO_DIRECT_COMPLETIONS",
     "RETRYABLE_MODEL_ERRORS",
     "TOOL_ERROR_REASONS",
     "AskUser",
@@ -90,6 +93,7 @@ __all__ = [
     "CapabilityError",
     "CatalogAccess",
     "CompletionKeys",
+    "DirectCompletions",
     "DurableEffectsAccess",
     "Err",
     "FinishReason",
@@ -114,6 +118,7 @@ __all__ = [
     "OpenSchemaWarning",
     "OutputWindow",
     "Pending",
+    "ProgressSink",
     "Scheduling",
     "StateAccess",
     "SystemMessage",
@@ -129,6 +134,7 @@ __all__ = [
     "Usage",
     "UserMessage",
     "Violation",
+    "check_progress",
     "check_seconds",
     "function_tool",
     "handler_arity",
