@@ -176,8 +176,7 @@ class Agent:
             tools=tuple(tools), system_prompt=system_prompt, on_tool_error=on_tool_error,
             tool_policies=dict(tool_policies or {}), mode=mode, max_turns=max_turns, seed=seed,
             on_model_error=on_model_error, catalog=self._catalog_member,
-            catalog_names=registry.members,
-        )
+            catalog_names=registry.members)
         opened = durability.store
         self._owns_store = isinstance(opened, str | os.PathLike)
         self._store: SessionStore | None = (
