@@ -37,15 +37,13 @@ unit: $(STAMP) bubblewrap
 
 # The sandbox tests run real sandboxes: bubblewrap is installed here when this runs as root
 # with apt-get, and otherwise named (no test skips without it).
+BWRAP_MISSING := make test needs bubblewrap's bwrap for isolation='sandbox': install the \
+	'bubblewrap' package (apt-get install bubblewrap; dnf install bubblewrap)
 bubblewrap:
 	@command -v bwrap >/dev/null || { \
-	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-	    apt-get update -qq && apt-get install -y -qq bubblewrap >/dev/null; \
-	  else \
-	    echo "make test needs bubblewrap's bwrap for isolation='sandbox': install the" \
-	         "'bubblewrap' package (apt-get install bubblewrap; dnf install bubblewrap)" >&2; \
-	    exit 1; \
-	  fi; }
+	  [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null \
+	    && apt-get update -qq && apt-get install -y -qq bubblewrap >/dev/null; } || { \
+	  echo "$(BWRAP_MISSING)" >&2; exit 1; }
 
 BENCH_STAMP := $(VENV)/.bench-installed
 $(BENCH_STAMP): $(STAMP)
