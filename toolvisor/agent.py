@@ -28,7 +28,7 @@ from toolvisor.durable import (
     ResolveOutcome,
     SessionStore,
     Signer,
-    SqliteSessionStore,
+    open_store,
     require_signed,
 )
 from toolvisor.executor import ToolRunner
@@ -105,13 +105,13 @@ class Agent:
     The keywords come in groups: the loop (``system_prompt`` to ``on_progress``), the catalog
     and its guards, sizing, durability, tracing, and determinism for tests.
 
-    ``store`` (a :class:`~toolvisor.durable.SessionStore`, or a path to a SQLite file the agent
-    opens and closes) makes runs durable: every run gets a ``run_id`` in the store and a
-    checkpoint after every step, tools may take completion keys and return ``Pending``
-    (:meth:`resolve` delivers their results), and :meth:`resume_run` picks a run up, in this
-    process or a new one. It is short for ``durability=Durability(store=...)``; a
-    :class:`~toolvisor.Durability` also holds the keys that sign ``Suspended`` outcomes
-    (``signing_keys``) and how long a run's lease outlives its host (``lease_ttl``).
+    ``store`` (a :class:`~toolvisor.durable.SessionStore`, a SQLite file's path or a
+    ``postgresql://`` URL, which the agent opens and closes) makes runs durable: a run gets a
+    ``run_id`` in the store and a checkpoint after every step, tools may take completion keys
+    and return ``Pending`` (:meth:`resolve` delivers their results), and :meth:`resume_run`
+    picks a run up, here or in a new process. It is short for
+    ``durability=Durability(store=...)``, which also holds the keys that sign ``Suspended``
+    outcomes (``signing_keys``) and how long a run's lease outlives its host (``lease_ttl``).
 
     ``resilience`` guards tools against a failing dependency: a ``Resilience`` (circuit
     breaker, bulkhead, rate limit) for every tool, or a mapping from tool name to one. The
@@ -180,12 +180,11 @@ class Agent:
         opened = durability.store
         self._owns_store = isinstance(opened, str | os.PathLike)
         self._store: SessionStore | None = (
-            SqliteSessionStore(opened) if isinstance(opened, str | os.PathLike) else opened)
+            open_store(opened) if isinstance(opened, str | os.PathLike) else opened)
         self._signer: Signer = durability.signer(self._store)
         self._resumed = ResumedSuspensions(
             self._config, clock if self._store is None else self._store.now)
-        tracing = tracing_for(model, tracer_provider, agent_name=name,
-                              record_content=trace_content)
+        tracing = tracing_for(model, tracer_provider, agent_name=name, record_content=trace_content)
         on_event = None if tracing is None else tracing.supervisor_event
         settings = functools.partial(
             OrchestratorSettings, signer=self._signer, registry=registry,
@@ -204,6 +203,7 @@ class Agent:
             self._close_store()
             raise
         self._closed = False
+        self.processes = self._tree.processes_of  # agent.processes(run_id): see AgentTree
 
     def _orphan(self, source: str) -> None:
         """A supervised source gave up: its tools leave the catalog, kept as orphans."""

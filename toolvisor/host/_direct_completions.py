@@ -86,9 +86,10 @@ class Completions:
                    settings.tracing, settings.store)
 
     def for_call(self, run_id: str, planned: CallToRun, durable_id: str | None,
-                 span: ToolSpan | None) -> CallCompletions:
-        """The completions of one call execution (``durable_id``: its journal, with a store)."""
-        return CallCompletions(self, run_id, planned, durable_id, span)
+                 span: ToolSpan | None, fence: int | None = None) -> CallCompletions:
+        """The completions of one call execution (``durable_id``: its journal, with a store,
+        written under the host's fencing token ``fence``)."""
+        return CallCompletions(self, run_id, planned, durable_id, span, fence=fence)
 
 
 @dataclass(eq=False, slots=True)
@@ -114,9 +115,11 @@ class CallCompletions:
     """
 
     def __init__(self, shared: Completions, run_id: str, planned: CallToRun,
-                 durable_id: str | None, span: ToolSpan | None) -> None:
+                 durable_id: str | None, span: ToolSpan | None, *,
+                 fence: int | None = None) -> None:
         self._shared = shared
         self._run_id = run_id
+        self._fence = fence
         self._turn = planned.turn
         self._call_id = planned.call.id
         self._durable_id = durable_id
@@ -338,7 +341,8 @@ class CallCompletions:
         if journal is not None:
             store, durable_id = journal
             store.record_step(self._run_id, durable_id, STEP_PREFIX + ask.source,
-                              _canonical(ask.request), response.model_dump_json())
+                              _canonical(ask.request), response.model_dump_json(),
+                              fence=self._fence)
         self._spent(response)
         _log.info("completion_finished", **self._fields(ask.source), outcome="ok",
                   attempts=ask.attempts, **_tokens(response))
