@@ -12,7 +12,7 @@ import subprocess
 import time
 from typing import Any
 
-from toolvisor import CallContext, Ok
+from toolvisor import CallContext, CapabilityError, Ok
 
 
 def echo(arguments: dict[str, Any]) -> Ok:
@@ -214,3 +214,12 @@ def many_tunnels(arguments: dict[str, Any]) -> Ok:
     for sock in held:
         sock.close()
     return Ok(status)
+
+
+def starts_a_process(arguments: dict[str, Any], ctx: CallContext) -> Ok:
+    """Ask the agent to run a function outside the sandbox, as a process of the run."""
+    assert ctx.processes is not None
+    try:
+        return Ok(ctx.processes.start("os:getpid", {}, isolation="thread"))
+    except CapabilityError as exc:
+        return Ok(exc.code)

@@ -24,7 +24,7 @@ from toolvisor import Agent, CallContext, Err, Ok, Tool, ToolError
 from toolvisor.contract import HandlerResult
 from toolvisor.executor import ToolRunner
 from toolvisor.machine import StateView
-from toolvisor.testing import ScriptedModel
+from toolvisor.testing import ScriptedModel, call, calls
 
 _CGROUPS = "/sys/fs/cgroup/pids"
 ROOT = Path(__file__).resolve().parent.parent
@@ -99,6 +99,14 @@ def test_the_handler_cannot_leave_the_sandbox_or_lift_its_limits(runner: ToolRun
                          "mount_over_usr": errno.EPERM,
                          "remount_writable": errno.EPERM,
                          "raise_cpu_limit": "ValueError"}), result  # hard limit = soft limit
+
+
+def test_the_sandbox_cannot_start_processes_of_the_run_outside_it() -> None:
+    """``ctx.processes`` would run a function the sandbox names in the agent: not served."""
+    model = ScriptedModel([calls(call("boxed", {}, id="c1")), "done"])
+    with Agent(model, [sandboxed(h.starts_a_process)]) as agent:
+        outcome = agent.run("go", timeout=60)
+    assert [m.content for m in outcome.messages if m.role == "tool"] == ["not_served"]
 
 
 def test_sandboxes_count_among_the_runners_workers(runner: ToolRunner) -> None:

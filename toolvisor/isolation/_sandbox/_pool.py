@@ -21,6 +21,7 @@ from toolvisor._logging import get_event_log
 from toolvisor.contract import CapabilityError, Err, HandlerResult
 from toolvisor.isolation._backend import Runtime
 from toolvisor.isolation._link._context_server import serve_link
+from toolvisor.isolation._link._remote_context import SERVED
 from toolvisor.isolation._process._pool import ProcessBackend, Worker, exit_error
 from toolvisor.isolation._running import RunningCall
 from toolvisor.isolation._sandbox._cgroup import PidsCgroup, pids_root
@@ -32,6 +33,10 @@ from toolvisor.isolation._sandbox._wire import read_message
 
 _log = get_event_log("tool_runner", isolation="sandbox")
 _SIGNAL_LIMITS = {signal.SIGXCPU: "cpu_limit", signal.SIGXFSZ: "file_size_limit"}
+SANDBOX_SERVED = {target: methods for target, methods in SERVED.items()
+                  if target != "process_admin"}
+"""What a sandbox's link performs: the call context, but not ``ctx.processes``, which would
+run a function the sandbox names in the agent's own process (or anywhere but a sandbox)."""
 
 
 class Sandbox:
@@ -119,7 +124,7 @@ class SandboxPool(ProcessBackend):
 
     def _serve_link(self, conn: Connection, worker: Worker) -> None:
         try:
-            serve_link(conn, worker.context, read_message)
+            serve_link(conn, worker.context, read_message, SANDBOX_SERVED)
         except CapabilityError as exc:  # link_violation: the link thread ends with it
             self._post(("violation", (worker, exc)))
 
