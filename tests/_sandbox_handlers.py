@@ -223,3 +223,14 @@ def starts_a_process(arguments: dict[str, Any], ctx: CallContext) -> Ok:
         return Ok(ctx.processes.start("os:getpid", {}, isolation="thread"))
     except CapabilityError as exc:
         return Ok(exc.code)
+
+
+def edits_the_catalog(arguments: dict[str, Any], ctx: CallContext) -> Ok:
+    """Read the catalog, then try to add a tool to it."""
+    assert ctx.catalog is not None
+    members = sorted(ctx.catalog.members())
+    try:
+        ctx.catalog.add("other")
+    except CapabilityError as exc:
+        return Ok([members, exc.code])
+    return Ok([members, "added"])

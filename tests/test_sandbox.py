@@ -109,6 +109,15 @@ def test_the_sandbox_cannot_start_processes_of_the_run_outside_it() -> None:
     assert [m.content for m in outcome.messages if m.role == "tool"] == ["not_served"]
 
 
+def test_the_sandbox_reads_the_catalog_but_cannot_widen_it() -> None:
+    model = ScriptedModel([calls(call("boxed", {}, id="c1")), "done"])
+    other = Tool(name="other", handler=h.echo)
+    with Agent(model, [sandboxed(h.edits_the_catalog), other]) as agent:
+        outcome = agent.run("go", timeout=60)
+    assert [m.content for m in outcome.messages if m.role == "tool"] == [
+        '[["boxed","other"],"not_served"]']
+
+
 def test_sandboxes_count_among_the_runners_workers(runner: ToolRunner) -> None:
     process = Tool(name="p", handler=h.echo, isolation="process")
     assert runner.run(process, {}) == runner.run(sandboxed(h.echo), {}) == Ok({})

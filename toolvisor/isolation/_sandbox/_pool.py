@@ -33,10 +33,11 @@ from toolvisor.isolation._sandbox._wire import read_message
 
 _log = get_event_log("tool_runner", isolation="sandbox")
 _SIGNAL_LIMITS = {signal.SIGXCPU: "cpu_limit", signal.SIGXFSZ: "file_size_limit"}
-SANDBOX_SERVED = {target: methods for target, methods in SERVED.items()
-                  if target != "process_admin"}
+SANDBOX_SERVED = {**{target: methods for target, methods in SERVED.items()
+                     if target != "process_admin"}, "catalog": frozenset({"members"})}
 """What a sandbox's link performs: the call context, but not ``ctx.processes``, which would
-run a function the sandbox names in the agent's own process (or anywhere but a sandbox)."""
+run a function the sandbox names in the agent's own process (or anywhere but a sandbox), nor
+changes to the catalog, which would widen what the model may call."""
 
 
 class Sandbox:
