@@ -265,7 +265,7 @@ class ProcessBackend(IsolationBackend):
             elif kind == "close":
                 self._closing = True
                 for worker in self._workers:
-                    if worker.call is not None:
+                    if worker.call is not None and not worker.killed:
                         self._kill(worker)
             else:
                 self._on_message(kind, payload)
