@@ -23,6 +23,9 @@ from toolvisor.contract import (
     Ok,
     OpenSchemaWarning,
     Pending,
+    ProcessError,
+    ProcessInfo,
+    RunProcesses,
     Tool,
     ToolCall,
     ToolError,
@@ -30,7 +33,13 @@ from toolvisor.contract import (
     function_tool,
     tool,
 )
-from toolvisor.durable import Durability, DurableError, SignatureError, UnknownRunError
+from toolvisor.durable import (
+    Durability,
+    DurableError,
+    SignatureError,
+    StaleLeaseError,
+    UnknownRunError,
+)
 from toolvisor.host import AlreadyResumedError, OrchestratorStopped, RunLeasedError
 from toolvisor.machine import (
     CallAttempt,
@@ -94,6 +103,8 @@ __all__ = [
     "Pending",
     "PendingCall",
     "Policy",
+    "ProcessError",
+    "ProcessInfo",
     "Question",
     "RateLimit",
     "Resilience",
@@ -102,7 +113,9 @@ __all__ = [
     "RunLeasedError",
     "RunNotCompletedError",
     "RunOutcome",
+    "RunProcesses",
     "SignatureError",
+    "StaleLeaseError",
     "StateConflict",
     "Suspended",
     "Tool",

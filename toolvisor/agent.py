@@ -48,7 +48,7 @@ from toolvisor.host import (
     reply_future,
     tracing_for,
 )
-from toolvisor.isolation import check_main_guard
+from toolvisor.isolation import check_hosts, check_main_guard
 from toolvisor.machine import (
     DEFAULT_MODEL_POLICY,
     Completed,
@@ -102,18 +102,19 @@ class Agent:
     ``"openai-compatible:<model>@<base_url>"``: see :func:`toolvisor.models.from_string`). A
     model with ``async aclose()`` (every adapter of :mod:`toolvisor.models`) is closed when the
     agent closes, on the event loop its calls ran on, where its HTTP connections live.
+    ``models`` names more models (or strings) a direct completion may ask (``ModelRequest.model``).
 
     The keywords come in groups: the loop (``system_prompt`` to ``on_progress``), the catalog
-    and its guards, sizing, child sessions (``ctx.sessions``, :meth:`as_tool`: how deep they
-    nest, how many runs one call starts), durability, tracing, and determinism for tests.
+    and its guards, sizing (child sessions too: ``ctx.sessions``' depth and runs per call),
+    durability, tracing, and determinism for tests.
 
-    ``store`` (a :class:`~toolvisor.durable.SessionStore`, or a path to a SQLite file the agent
-    opens and closes) makes runs durable: every run gets a ``run_id`` in the store and a
-    checkpoint after every step, tools may take completion keys and return ``Pending``
-    (:meth:`resolve` delivers their results), and :meth:`resume_run` picks a run up, in this
-    process or a new one. It is short for ``durability=Durability(store=...)``; a
-    :class:`~toolvisor.Durability` also holds the keys that sign ``Suspended`` outcomes
-    (``signing_keys``) and how long a run's lease outlives its host (``lease_ttl``).
+    ``store`` (a :class:`~toolvisor.durable.SessionStore`, a SQLite file's path or a
+    ``postgresql://`` URL, which the agent opens and closes) makes runs durable: a run gets a
+    ``run_id`` in the store and a checkpoint after every step, tools may take completion keys
+    and return ``Pending`` (:meth:`resolve` delivers their results), and :meth:`resume_run`
+    picks a run up, here or in a new process. It is short for
+    ``durability=Durability(store=...)``, which also holds the keys that sign ``Suspended``
+    outcomes (``signing_keys``) and how long a run's lease outlives its host (``lease_ttl``).
 
     ``resilience`` guards tools against a failing dependency: a ``Resilience`` (circuit
     breaker, bulkhead, rate limit) for every tool, or a mapping from tool name to one. The
@@ -142,6 +143,7 @@ class Agent:
         on_model_error: ModelPolicy = DEFAULT_MODEL_POLICY,
         tool_timeout: float = 30.0,
         model_timeout: float = 120.0,
+        models: Mapping[str, Model | AsyncModel | str] | None = None,
         output_projection: OutputProjection | None = None,
         context: Any = None,
         on_progress: ProgressCallback | None = None,
@@ -152,7 +154,6 @@ class Agent:
         # sizing
         process_workers: int = 2,
         max_concurrent_calls: int = 1024,
-        # child sessions
         max_session_depth: int = 3,
         max_child_sessions: int = 16,
         # durability
@@ -167,50 +168,48 @@ class Agent:
         clock: Callable[[], float] = time.time,
         resilience_clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        if isinstance(model, str):
-            model = from_string(model)
-        if not isinstance(model, Model | AsyncModel):
-            raise TypeError(f"model must have respond(request) -> ModelResponse or async "
-                            f"arespond(request) -> ModelResponse, got {model!r}")
+        model = _model(model, "model")
         check_seconds("model_timeout", model_timeout, positive=True)
+        named_models = {name: _model(given, f"models[{name!r}]")
+                        for name, given in dict(models or {}).items()}
         durability = Durability.given(store, durability)
         self._registry = registry = _catalog(tools, registry, mcp)
         check_main_guard(registry.process_tools)
+        check_hosts(t for n in registry.members() if isinstance(t := registry.resolve(n), Tool))
         self._gates = ToolGates(resilience, clock=resilience_clock)
         self._config = MachineConfig(
             tools=tuple(tools), system_prompt=system_prompt, on_tool_error=on_tool_error,
             tool_policies=dict(tool_policies or {}), mode=mode, max_turns=max_turns, seed=seed,
             on_model_error=on_model_error, catalog=self._catalog_member,
-            catalog_names=registry.members,
-        )
+            catalog_names=registry.members)
         self._store, self._owns_store = durability.opened()
         self._signer: Signer = durability.signer(self._store)
         self._resumed = ResumedSuspensions(
             self._config, clock if self._store is None else self._store.now)
         self._closed = False
-        self._session_host = AgentSessionHost(
+        self.session_host = AgentSessionHost(  # what ctx.sessions starts children on
             name, model, config=self._config, store=self._store, closed=lambda: self._closed,
             orchestrator=self._orchestrator, resume=self._continue,
             limits=SessionLimits(max_session_depth, max_child_sessions))
-        tracing = tracing_for(model, tracer_provider, agent_name=name,
-                              record_content=trace_content)
+        tracing = tracing_for(model, tracer_provider, agent_name=name, record_content=trace_content)
         on_event = None if tracing is None else tracing.supervisor_event
         settings = functools.partial(
             OrchestratorSettings, signer=self._signer, registry=registry,
             projection=output_projection or OutputProjection(), context=context,
             on_progress=on_progress, store=self._store, config=self._config,
             lease_ttl=durability.lease_ttl, gates=self._gates, tracing=tracing,
-            clock=self._resumed.clock, sessions=self._session_host)
+            clock=self._resumed.clock, sessions=self.session_host)
         try:
             self._tree = AgentTree(
                 model, ToolRunner(tool_timeout=tool_timeout, process_workers=process_workers),
                 model_timeout=model_timeout, max_concurrent_calls=max_concurrent_calls,
-                settings=settings, on_event=on_event,
+                settings=settings, on_event=on_event, named_models=named_models,
                 children=[server.child_spec(functools.partial(self._orphan, server.source),
                                             on_event) for server in mcp])
         except BaseException:
             self._close_store()
             raise
+        self.processes = self._tree.processes_of  # agent.processes(run_id): see AgentTree
 
     def _orphan(self, source: str) -> None:
         """A supervised source gave up: its tools leave the catalog, kept as orphans."""
@@ -222,14 +221,8 @@ class Agent:
         found = self._registry.resolve(name)
         return found if isinstance(found, Tool) else None
 
-    @property
-    def session_host(self) -> AgentSessionHost:
-        """This agent as a host of child sessions (``ctx.sessions``, :meth:`as_tool`)."""
-        return self._session_host
-
     def as_tool(self, *, name: str, description: str, timeout: float | None = None) -> Tool:
-        """A tool that runs this agent as a child session of the calling run: it takes
-        ``{"prompt": str}`` and returns the child's final text (else an ``Err`` saying why)."""
+        """A tool running this agent as a child session of the calling run (``{"prompt"}``)."""
         return agent_tool(self, name=name, description=description, timeout=timeout)
 
     @property
@@ -313,22 +306,21 @@ class Agent:
     def _continue(self, suspended: Suspended, answer: Any) -> tuple[str, Future[Any]]:
         """Check ``suspended`` and the answers; a relayed question's answer goes to its child."""
         if not isinstance(suspended, Suspended):
-            raise TypeError(f"resume() takes the Suspended outcome a run returned, got "
+            raise TypeError(f"resume() takes the Suspended a run returned, got "
                             f"{type(suspended).__name__}")
         check_main_guard(self._registry.process_tools)
         require_signed(self._signer, suspended.signed_text(), suspended.signature)
         answers = answers_for(suspended, answer, self._config.mode)
-        return suspended.run_id, self._session_host.relays.answer(  # relayed ones: children
+        return suspended.run_id, self.session_host.relays.answer(  # relayed ones: children
             suspended.run_id, dict(answers), functools.partial(self._answered, suspended))
 
     def _answered(self, suspended: Suspended, answers: dict[str, Any]) -> Future[Any]:
         """The run keeps its id: resumed from the store, or without one from ``suspended``."""
-        run_id = suspended.run_id
-        if self._store is not None and run_id and self._store.get_run(run_id) is not None:
-            future = reply_future()
-            self._orchestrator().tell(AnswerRun(run_id, answers, future, suspended))
-            return future
-        return self._submit(*self._resumed.resume(suspended, answers))[1]
+        if self._store is None or self._store.get_run(run_id := suspended.run_id) is None:
+            return self._submit(*self._resumed.resume(suspended, answers))[1]
+        future = reply_future()
+        self._orchestrator().tell(AnswerRun(run_id, answers, future, suspended))
+        return future
 
     # --- durable runs -----------------------------------------------------------------------
 
@@ -498,3 +490,11 @@ def _catalog(tools: Sequence[Tool], registry: ToolRegistry | None,
         registry.add_source(server.source, server)
     return registry
 
+
+def _model(model: Model | AsyncModel | str, setting: str) -> Model | AsyncModel:
+    """A model object, or the provider's model a string names; anything else refused."""
+    found = from_string(model) if isinstance(model, str) else model
+    if not isinstance(found, Model | AsyncModel):
+        raise TypeError(f"{setting} must have respond(request) -> ModelResponse or async "
+                        f"arespond(request) -> ModelResponse, got {found!r}")
+    return found

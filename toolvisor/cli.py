@@ -1,13 +1,16 @@
 """The command line: list a store's runs, resolve completion keys and look at waits.
 
 ``python -m toolvisor.cli runs --store runs.sqlite`` lists the runs, newest first: id, status,
-age, the host driving it (``gone`` when its process died: resume it), the calls waiting on
-completion keys (``--json``: one object a line, with the keys).
+age, the host driving it (``gone`` when its process died: resume it), its background
+processes (how many, how many still running, how many detached: they outlive the run), the
+calls waiting on completion keys (``--json``: one object a line, with the keys and each
+process's handle, name, status and whether it is detached).
 ``python -m toolvisor.cli resolve --store runs.sqlite KEY --ok '{"status": "paid"}'`` delivers
 the result of a ``Pending`` call; the run that waits on it continues in whichever process hosts
 it. ``python -m toolvisor.cli waits --store runs.sqlite`` lists the open waits.
 ``python -m toolvisor.cli mcp serve module:tools`` serves tools over MCP (stdio; ``--http``
-for streamable HTTP), each call supervised. A command that reads a store never creates one.
+for streamable HTTP), each call supervised. ``--store`` is a SQLite file's path or a
+``postgresql://`` URL. A command that reads a store never creates one.
 """
 
 from __future__ import annotations
@@ -21,13 +24,24 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from toolvisor.contract import Tool
-from toolvisor.durable import Lease, RunRecord, SqliteSessionStore, Wait, holder_gone
+from toolvisor.durable import (
+    Lease,
+    PostgresSessionStore,
+    RunRecord,
+    SessionStore,
+    SqliteSessionStore,
+    Wait,
+    holder_gone,
+    open_store,
+    process_records,
+)
 from toolvisor.mcp import serve
 
 EXIT_ACCEPTED = 0
 EXIT_NOT_ACCEPTED = 1  # already resolved, or unknown / revoked / tampered
 EXIT_USAGE = 2
 EXIT_PIPE_CLOSED = 141  # what a shell reports for a writer ended by SIGPIPE (128 + 13)
+_STORE_HELP = "the session store: its SQLite file, or a postgresql:// URL"
 
 
 def _json_argument(text: str) -> Any:
@@ -43,7 +57,7 @@ def _parser() -> argparse.ArgumentParser:
                                      description="toolvisor session store commands")
     commands = parser.add_subparsers(dest="command", required=True)
     resolve = commands.add_parser("resolve", help="deliver the result of a completion key")
-    resolve.add_argument("--store", required=True, help="the session store's SQLite file")
+    resolve.add_argument("--store", required=True, help=_STORE_HELP)
     resolve.add_argument("key", help="the completion key, whole, as the tool handed it out")
     value = resolve.add_mutually_exclusive_group(required=True)
     value.add_argument("--ok", type=_json_argument, default=argparse.SUPPRESS,
@@ -52,14 +66,14 @@ def _parser() -> argparse.ArgumentParser:
                        help="the call's error, as JSON")
     runs = commands.add_parser(
         "runs", help="list the runs, newest first: id, status, age, host, waiting calls")
-    runs.add_argument("--store", required=True, help="the session store's SQLite file")
+    runs.add_argument("--store", required=True, help=_STORE_HELP)
     runs.add_argument("--status", default=None,
                       help="only runs with this status (running, suspended, completed, halted, "
                            "failed, cancelled)")
     runs.add_argument("--json", action="store_true",
                       help="one JSON object a line, with timestamps and the waiting keys")
     waits = commands.add_parser("waits", help="list the open waits (one JSON object a line)")
-    waits.add_argument("--store", required=True, help="the session store's SQLite file")
+    waits.add_argument("--store", required=True, help=_STORE_HELP)
     waits.add_argument("--run", default=None, help="only the waits of this run id")
     mcp = commands.add_parser("mcp", help="serve tools over MCP").add_subparsers(
         dest="mcp_command", required=True).add_parser(
@@ -94,14 +108,15 @@ def _serve(args: argparse.Namespace) -> int:
     return EXIT_ACCEPTED
 
 
-def _open_store(path: str) -> SqliteSessionStore:
-    """The store at ``path``; a clear error (exit 2) if there is none: never a new one."""
+def _open_store(target: str) -> SqliteSessionStore | PostgresSessionStore:
+    """The store ``target`` names (a SQLite file or a PostgreSQL URL); a clear error (exit 2)
+    if there is none there, or it cannot be reached: never a new one."""
     try:
-        return SqliteSessionStore(path, create=False)
+        return open_store(target, create=False)
     except FileNotFoundError as exc:
         print(f"error: {exc}; pass the file the agent uses (Agent(..., store=PATH))",
               file=sys.stderr)
-    except ValueError as exc:
+    except (ValueError, ConnectionError, ImportError) as exc:
         print(f"error: {exc}", file=sys.stderr)
     raise SystemExit(EXIT_USAGE)
 
@@ -143,15 +158,26 @@ def _host(lease: Lease | None, now: float) -> dict[str, Any] | None:
     return {"holder": lease.holder, "expires_at": lease.expires_at, "state": state}
 
 
-def _run_data(run: RunRecord, now: float, host: dict[str, Any] | None,
-              waits: list[Wait]) -> dict[str, Any]:
+def _run_data(store: SessionStore, run: RunRecord, now: float,
+              host: dict[str, Any] | None, waits: list[Wait]) -> dict[str, Any]:
     return {"run_id": run.run_id, "status": run.status, "age": round(now - run.created_at, 3),
             "created_at": run.created_at, "updated_at": run.updated_at, "host": host,
+            "processes": [record.info().to_dict()
+                          for record in process_records(store, run.run_id).values()],
             "waiting": [{"call_id": w.call_id, "purpose": w.purpose, "key": w.key,
                          "deadline_at": w.deadline_at} for w in waits]}
 
 
-def _run_lines(store: SqliteSessionStore, status: str | None, as_json: bool) -> list[str]:
+def _processes_text(processes: list[dict[str, Any]]) -> str:
+    """``-``, or ``3 (1 running, 1 detached)``: how many, how many run, how many detached."""
+    if not processes:
+        return "-"
+    running = sum(p["status"] == "running" for p in processes)
+    detached = sum(p["detached"] for p in processes)
+    return f"{len(processes)} ({running} running, {detached} detached)"
+
+
+def _run_lines(store: SessionStore, status: str | None, as_json: bool) -> list[str]:
     """One line per run, newest first (a header first, unless ``as_json``)."""
     now = store.now()
     waits: dict[str, list[Wait]] = {}
@@ -160,18 +186,19 @@ def _run_lines(store: SqliteSessionStore, status: str | None, as_json: bool) -> 
     leases = {lease.run_id: lease for lease in store.leases()}
     runs = sorted(store.runs(status=status), key=lambda r: (r.created_at, r.run_id),
                   reverse=True)
-    data = [_run_data(run, now, _host(leases.get(run.run_id), now), waits.get(run.run_id, []))
-            for run in runs]
+    data = [_run_data(store, run, now, _host(leases.get(run.run_id), now),
+                      waits.get(run.run_id, [])) for run in runs]
     if as_json:
         return [json.dumps(item) for item in data]
     if not data:
         return ["no runs" if status is None else f"no runs with status {status!r}"]
-    rows = [("RUN", "STATUS", "AGE", "HOST", "WAITING")] + [(
+    rows = [("RUN", "STATUS", "AGE", "HOST", "PROCESSES", "WAITING")] + [(
         item["run_id"], item["status"], _age(item["age"]),
         "-" if item["host"] is None else _holder_text(item["host"]),
+        _processes_text(item["processes"]),
         ", ".join(w["call_id"] for w in item["waiting"]) or "-") for item in data]
-    widths = [max(len(row[i]) for row in rows) for i in range(4)]  # the last is not padded
-    return ["  ".join([*(row[i].ljust(widths[i]) for i in range(4)), row[4]]) for row in rows]
+    widths = [max(len(row[i]) for row in rows) for i in range(5)]  # the last is not padded
+    return ["  ".join([*(row[i].ljust(widths[i]) for i in range(5)), row[5]]) for row in rows]
 
 
 def _holder_text(host: dict[str, Any]) -> str:

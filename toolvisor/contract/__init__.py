@@ -11,6 +11,7 @@ from toolvisor.contract._context import (
     StateAccess,
     TraceSpans,
 )
+from toolvisor.contract._direct_completions import NO_DIRECT_COMPLETIONS, DirectCompletions
 from toolvisor.contract._errors import (
     TOOL_ERROR_REASONS,
     InvalidArguments,
@@ -51,6 +52,14 @@ from toolvisor.contract._model_progress import (
     reporting_model_progress,
 )
 from toolvisor.contract._outcome import result_outcome
+from toolvisor.contract._processes import (
+    ProcessAccess,
+    ProcessError,
+    ProcessInfo,
+    ProcessStatus,
+    RunProcesses,
+)
+from toolvisor.contract._progress import ProgressSink, check_progress
 from toolvisor.contract._results import (
     LEGAL_RESULT_TYPES,
     AskUser,
@@ -84,6 +93,7 @@ __all__ = [
     "LEGAL_RESULT_TYPES",
     "MODEL_ERROR_REASONS",
     "NEVER_CANCELLED",
+    "NO_DIRECT_COMPLETIONS",
     "RETRYABLE_MODEL_ERRORS",
     "TOOL_ERROR_REASONS",
     "AskUser",
@@ -95,6 +105,7 @@ __all__ = [
     "CapabilityError",
     "CatalogEntry",
     "CompletionKeys",
+    "DirectCompletions",
     "DurableEffectsAccess",
     "Err",
     "FinishReason",
@@ -120,6 +131,12 @@ __all__ = [
     "OpenSchemaWarning",
     "OutputWindow",
     "Pending",
+    "ProcessAccess",
+    "ProcessError",
+    "ProcessInfo",
+    "ProcessStatus",
+    "ProgressSink",
+    "RunProcesses",
     "Scheduling",
     "SessionSnapshot",
     "SessionsAccess",
@@ -137,6 +154,7 @@ __all__ = [
     "Usage",
     "UserMessage",
     "Violation",
+    "check_progress",
     "check_seconds",
     "function_tool",
     "handler_arity",

@@ -1,10 +1,22 @@
-"""Durable tool calls: completion keys, the journal of effects and the SQLite session store."""
+"""Durable tool calls: completion keys, the journal of effects and the session stores (SQLite,
+PostgreSQL) that keep them."""
 
 from toolvisor.durable._durability import Durability
 from toolvisor.durable._effects import DurableEffects
 from toolvisor.durable._errors import DURABLE_ERROR_CODES, DurableError, DurableErrorCode
 from toolvisor.durable._holders import holder_gone, new_holder
 from toolvisor.durable._issuer import CompletionKeyIssuer
+from toolvisor.durable._open import open_store
+from toolvisor.durable._postgres_store import PostgresSessionStore
+from toolvisor.durable._process_log import (
+    ProcessRecord,
+    process_records,
+    record_end,
+    record_restart,
+    record_start,
+    result_json,
+    result_of,
+)
 from toolvisor.durable._records import (
     JournalRecord,
     KeyPurpose,
@@ -24,7 +36,7 @@ from toolvisor.durable._signing import (
     require_signed,
 )
 from toolvisor.durable._sqlite import POLL_INTERVAL, SqliteSessionStore
-from toolvisor.durable._store import UNSET, SessionStore, UnknownRunError
+from toolvisor.durable._store import UNSET, SessionStore, StaleLeaseError, UnknownRunError
 
 __all__ = [
     "DURABLE_ERROR_CODES",
@@ -39,7 +51,9 @@ __all__ = [
     "KeyPurpose",
     "KeyRing",
     "Lease",
+    "PostgresSessionStore",
     "ProcessEvent",
+    "ProcessRecord",
     "Resolution",
     "ResolutionKind",
     "ResolveOutcome",
@@ -49,9 +63,17 @@ __all__ = [
     "SignatureError",
     "Signer",
     "SqliteSessionStore",
+    "StaleLeaseError",
     "UnknownRunError",
     "Wait",
     "holder_gone",
     "new_holder",
+    "open_store",
+    "process_records",
+    "record_end",
+    "record_restart",
+    "record_start",
     "require_signed",
+    "result_json",
+    "result_of",
 ]

@@ -24,6 +24,8 @@ from toolvisor.host._leases import RunLeasedError
 from toolvisor.host._model_calls import ModelAnswer, ModelCalls
 from toolvisor.host._model_info import model_info
 from toolvisor.host._orchestrator import OrchestratorActor
+from toolvisor.host._process_views import CallProcesses, HostProcesses
+from toolvisor.host._processes import Processes
 from toolvisor.host._resumed import ResumedSuspensions
 from toolvisor.host._session_host import AgentSessionHost, SessionLimits
 from toolvisor.host._tracing import SEMCONV_VERSION, Tracing, tracing_for
@@ -37,13 +39,16 @@ __all__ = [
     "AlreadyResumedError",
     "AnswerRun",
     "AttachRun",
+    "CallProcesses",
     "CallSessions",
     "CancelRun",
+    "HostProcesses",
     "ModelAnswer",
     "ModelCalls",
     "OrchestratorActor",
     "OrchestratorSettings",
     "OrchestratorStopped",
+    "Processes",
     "ProgressCallback",
     "ResilienceConfig",
     "ResumedSuspensions",

@@ -9,7 +9,8 @@ callback only tells the orchestrator), so it never waits for a sibling. A call a
 again (a superseding ``ToolCalls`` effect keeps the calls still running) is not started twice.
 It also takes the finished calls back, undoing what it kept for them. It keeps, by run id,
 what it started for each run (``RunCalls``), so that releasing the run stops it all. Runs on the
-orchestrator's thread, which owns that state.
+orchestrator's thread, which owns that state. Each context also gets the call's direct
+completions (``_direct_completions.py``), ended with the call.
 """
 
 from __future__ import annotations
@@ -30,12 +31,15 @@ from toolvisor.contract import CallContext, Err, Tool, ToolCall
 from toolvisor.executor import Deadline, DeadlineTimer
 from toolvisor.host._child_sessions import CallSessions
 from toolvisor.host._commands import OrchestratorSettings
-from toolvisor.host._durable_waits import DurableWaits, interrupted_error
+from toolvisor.host._direct_completions import Completions
+from toolvisor.host._durable_waits import DurableWaits, durable_call_id, interrupted_error
 from toolvisor.host._effect_messages import RetryDue
 from toolvisor.host._finished_calls import CallTarget, FinishedCalls, tell
 from toolvisor.host._gates import GatedCall, GatedCalls, answer
 from toolvisor.host._observing import RunObserver
+from toolvisor.host._process_views import CallProcesses
 from toolvisor.host._run import HostedRun
+from toolvisor.host._tool_progress import ToolProgress
 from toolvisor.machine import CallOutcome, CallToRun, StateView, ToolCalls
 
 
@@ -56,7 +60,8 @@ class RunCalls:
     # until its reply is taken: a superseding ToolCalls effect lists it again (at most one
     # attempt of a call id is in flight: a retry follows its failure's reply)
     backing_off: dict[str, BackingOff] = field(default_factory=dict)
-    tokens: dict[str, threading.Event] = field(default_factory=dict)  # durable cancel tokens
+    tokens: dict[str, threading.Event] = field(default_factory=dict)  # each call's cancel
+    # token (its durable effects' and its ctx.processes'), set when it ends
     actors: dict[str, ActorRef[Any]] = field(default_factory=dict)  # each running call's
     # actor, stopped (the call cancelled) on release
     sessions: dict[str, CallSessions] = field(default_factory=dict)  # each call's children,
@@ -96,6 +101,7 @@ class CallStarter:
         self._timer = timer
         self._runs: dict[str, RunCalls] = {}
         self._gated = GatedCalls(settings.gates, self._launch, me, on_progress)
+        self._completions = Completions.of(settings, timer)
         self._log = get_event_log("orchestrator")
 
     def gate_woke(self, ticket: int) -> None:
@@ -119,9 +125,12 @@ class CallStarter:
         is over; each one's reply reaches the orchestrator once.
 
         A restored run re-emits its effect (``run.reemitted``): a backoff there counts from
-        when the effect that scheduled it was emitted, so the retry waits only what is left.
+        when the effect that scheduled it was emitted, so the retry waits only what is left;
+        its background processes whose host died are recovered first (at most once).
         """
         reemitted = effect.id == run.reemitted
+        if reemitted and self._settings.processes is not None:  # its processes whose host
+            self._settings.processes.recover(run.run_id)  # died: run again, or interrupted
         calls = self._runs.setdefault(run.run_id, RunCalls())
         for planned in effect.calls:
             call_id = planned.call.id
@@ -181,10 +190,15 @@ class CallStarter:
         settings, waits = self._settings, self._waits
         registry = settings.registry
         view = StateView(planned.state)
-        token = keys = durable = None
+        keys = durable = None
         if waits is not None:
             token, keys, durable = waits.capabilities(run.run_id, planned)
-            self._runs.setdefault(run.run_id, RunCalls()).tokens[planned.call.id] = token
+        else:
+            token = threading.Event()  # set when the call ends: its ctx.processes then refuses
+        self._runs.setdefault(run.run_id, RunCalls()).tokens[planned.call.id] = token
+        processes = None if settings.processes is None else CallProcesses(
+            settings.processes, run.run_id,
+            durable_call_id(planned.turn, planned.attempt, planned.call.id), token, planned.turn)
         sessions = None if settings.sessions is None else CallSessions(
             run_id=run.run_id, call_id=planned.call.id, host=settings.sessions,
             registry=registry, durable=durable, keys=keys)
@@ -199,6 +213,7 @@ class CallStarter:
             sessions=sessions,
             completion_keys=keys,
             durable=durable,
+            process_admin=processes,
         )
         tool = registry.resolve(planned.call.name, ctx)  # not_found: the handler never runs
         if not isinstance(tool, Err) and reemitted and waits is not None \
@@ -214,6 +229,11 @@ class CallStarter:
                 sessions.trace_scope = span.scope
         if sessions is not None and not isinstance(tool, Err):
             self._runs.setdefault(run.run_id, RunCalls()).sessions[planned.call.id] = sessions
+        ctx = dataclasses.replace(ctx, direct_completions=self._completions.for_call(
+            run.run_id, planned, None if waits is None else durable_call_id(
+                planned.turn, planned.attempt, planned.call.id), span,
+            None if durable is None else durable.fence),
+            progress=ToolProgress(self._me, run.run_id, planned, name, span))
         reply = functools.partial(self._finished.on_reply,
                                   CallTarget(self._me, run.run_id, view, ctx, token, ticket,
                                              span))

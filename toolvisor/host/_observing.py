@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from toolvisor._logging import get_event_log
 from toolvisor.contract import ModelError, ModelResponse
 from toolvisor.host._model_calls import Scope
+from toolvisor.host._processes import Processes
 from toolvisor.host._tracing import ToolSpan, Tracing
 from toolvisor.machine import CallToRun, Effect, LlmCall
 
@@ -36,13 +37,16 @@ class _Observed:
 
 
 class RunObserver:
-    """Logs model calls and run ends with their ids and durations; spans them if tracing."""
+    """Logs model calls and run ends with their ids and durations; spans them if tracing;
+    tells ``processes`` when a run ends (its processes but the detached ones are cancelled)."""
 
     def __init__(self, tracing: Tracing | None,
                  on_progress: Callable[[str, str, dict[str, Any]], None] | None = None,
+                 processes: Processes | None = None,
                  sessions: AgentSessionHost | None = None) -> None:
         self.tracing = tracing
         self._on_progress = on_progress
+        self._processes = processes
         self._sessions = sessions  # a child run's link says its parent call's span
         self._runs: dict[str, _Observed] = {}
         self._log = get_event_log("orchestrator")
@@ -51,6 +55,12 @@ class RunObserver:
         """A run's progress event: logged (debug), and told to ``on_progress``."""
         self._log.debug("run_progress", run_id=run_id, progress=event, **data)
         self.tell_progress(run_id, event, data)
+
+    def tool_progress(self, run_id: str, data: dict[str, Any]) -> None:
+        """A running call's progress report: logged (``tool_progress``, info: the live view
+        reads it), and told to ``on_progress`` as the progress event ``tool_progress``."""
+        self._log.info("tool_progress", run_id=run_id, **data)
+        self.tell_progress(run_id, "tool_progress", data)
 
     def tell_progress(self, run_id: str, event: str, data: dict[str, Any]) -> None:
         """Tell ``on_progress`` (if any); what it raises is logged with its traceback and
@@ -78,6 +88,9 @@ class RunObserver:
         """The run leaves this host: ``outcome`` is its outcome, ``None`` if it was lost (the
         host stopped, or its lease went), ``"answer_refused"`` if a resume's answers were
         refused (it stays suspended)."""
+        if self._processes is not None and getattr(outcome, "kind", None) in (
+                "completed", "halted", "failed"):  # the run ended (a suspension goes on)
+            self._processes.run_ended(run_id)
         run = self._runs.get(run_id)
         if run is None:
             return

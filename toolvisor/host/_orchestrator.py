@@ -36,7 +36,7 @@ from pykka import ActorRef
 
 from toolvisor._logging import get_event_log
 from toolvisor.contract import ModelError
-from toolvisor.durable import UnknownRunError
+from toolvisor.durable import StaleLeaseError
 from toolvisor.executor import DeadlineTimer
 from toolvisor.host._call_starter import CallStarter
 from toolvisor.host._commands import (
@@ -56,8 +56,10 @@ from toolvisor.host._models_in_flight import ModelsInFlight
 from toolvisor.host._observing import RunObserver
 from toolvisor.host._question_timer import QuestionsDue
 from toolvisor.host._questions import Questions, suspended_now
+from toolvisor.host._restore import restore
 from toolvisor.host._run import HostedRun, RunMessage
 from toolvisor.host._session_host import SnapshotRun, answer_snapshot
+from toolvisor.host._tool_progress import ToolProgressed
 from toolvisor.machine import (
     Done,
     Effect,
@@ -89,16 +91,17 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
         self._runs: dict[str, HostedRun] = {}
         self._finished = FinishedCalls(settings.projection, settings.registry)
         me: ActorRef[Any] = self.actor_ref
-        self._waits = None if settings.store is None else DurableWaits(
+        self._leases = None if settings.store is None else RunLeases(
+            settings.store, settings.lease_ttl, functools.partial(tell, me))
+        self._waits = None if settings.store is None or self._leases is None else DurableWaits(
             settings.store, settings.registry, settings.key_poll_interval,
-            functools.partial(tell, me), settings.sessions)
-        self._observe = RunObserver(settings.tracing, settings.on_progress, settings.sessions)
+            functools.partial(tell, me), self._leases.token, sessions=settings.sessions)
+        self._observe = RunObserver(settings.tracing, settings.on_progress, settings.processes,
+                                    settings.sessions)
         self._timer = DeadlineTimer("toolvisor-waits")  # its thread starts on the first wait
         self._calls = CallStarter(settings, self._waits, self._finished, me, self._observe,
                                   timer=self._timer, on_progress=self._hosted_progress)
         self._models = ModelsInFlight(settings, me, self._observe)
-        self._leases = None if settings.store is None else RunLeases(
-            settings.store, settings.lease_ttl, functools.partial(tell, me))
         self._questions = Questions(settings, functools.partial(tell, me))
         self._log = get_event_log("orchestrator")
 
@@ -122,9 +125,7 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
                 try:
                     self._handle(message)
                 except Exception as exc:  # one run's failure ends that run, never the host
-                    reply = message.reply if isinstance(message, StartRun | AnswerRun | AttachRun
-                                                        | CancelRun | SnapshotRun) else None
-                    self._crash(run_id, exc, reply)
+                    self._crash(run_id, exc, getattr(message, "reply", None))
             case _:
                 return super().on_receive(message)
         return None
@@ -159,6 +160,8 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
                 self._model_answered(message)
             case ModelProgress():
                 self._models.progress(message)
+            case ToolProgressed(run_id, data) if run_id in self._runs:  # a report of a run
+                self._observe.tool_progress(run_id, data)  # still hosted here
             case KeyResolved(run_id, key):
                 self._key_resolved(run_id, key)
             case QuestionsDue(run_id):
@@ -170,18 +173,16 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
 
     def _crash(self, run_id: str, exc: Exception, reply: Future[Any] | None = None) -> None:
         """End run ``run_id`` alone, ``Failed`` with what went wrong (logged with its traceback):
-        whatever one run's input or callbacks do, the other runs go on."""
+        whatever one run's input or callbacks do, the other runs go on. Fenced off: let go."""
+        if isinstance(exc, StaleLeaseError):
+            self._let_go(run_id, exc, reply)
+            return
         error = (f"the host could not go on with the run: {type(exc).__name__}: {exc}; the run "
                  "was ended, other runs were not affected")
         self._log.error("run_crashed", run_id=run_id, error=f"{type(exc).__name__}: {exc}",
                         traceback="".join(traceback.format_exception(exc)))
-        run = self._runs.get(run_id)
-        if run is None:
-            if reply is not None and not reply.done():
-                reply.set_exception(exc)
+        if (run := self._watched(run_id, exc, reply)) is None:
             return
-        if reply is not None and reply not in run.watchers:
-            run.watchers.append(reply)
         machine = run.machine
         try:
             done = machine.abort(error)[-1]
@@ -193,6 +194,16 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
         if not isinstance(outcome, Failed):
             outcome = Failed(error=error, messages=(), turns=machine.turn)
         self._finish(run, outcome)
+
+    def _watched(self, run_id: str, exc: Exception, reply: Future[Any] | None) -> HostedRun | None:
+        """The hosted run, ``reply`` among its watchers; ``None`` (``reply`` failed) if none."""
+        run = self._runs.get(run_id)
+        if run is None:
+            if reply is not None and not reply.done():
+                reply.set_exception(exc)
+        elif reply is not None and reply not in run.watchers:
+            run.watchers.append(reply)
+        return run
 
     def _respond(self, run_id: str, step: Callable[[TurnMachine], list[Effect]]) -> None:
         run = self._runs.get(run_id)
@@ -215,31 +226,18 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
 
     def _save(self, run: HostedRun) -> None:
         machine = run.machine
-        if self._store is not None:
+        if self._store is not None and self._leases is not None:
             self._store.save_checkpoint(run.run_id, machine.last_effect_id,
-                                        machine.checkpoint().to_json(), status=machine.status)
+                                        machine.checkpoint().to_json(), status=machine.status,
+                                        fence=self._leases.token(run.run_id))
 
     # --- runs the store knows ---------------------------------------------------------------
 
     def _adopt(self, run_id: str, reply: Future[Any]) -> HostedRun | None:
         """Host the run from the store's latest checkpoint; ``None`` (reply failed) if we can't."""
-        store, config = self._store, self._settings.config
         try:
-            if store is None or config is None:
-                raise LookupError(f"run {run_id!r} is not running here and there is no session "
-                                  "store to restore it from; give the agent a store")
-            if store.get_run(run_id) is None:
-                raise UnknownRunError(f"the session store has no run {run_id!r}")
-            if self._leases is not None:
-                self._leases.take(run_id)
-            saved = store.latest_checkpoint(run_id)
-            if saved is None:
-                raise LookupError(f"run {run_id!r} stopped before its first checkpoint, before "
-                                  "any effect was performed; start it again")
-            machine = TurnMachine.restore(config, saved.data)
+            machine, saved = restore(self._store, self._settings.config, self._leases, run_id)
         except Exception as exc:
-            if self._leases is not None:
-                self._leases.release(run_id)
             reply.set_exception(exc)
             return None
         outstanding = machine.outstanding
@@ -420,8 +418,7 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
         """Hand every finished call to its machine: one ``ToolResults`` per run, for the
         ``ToolCalls`` effect it waits on now (a superseding effect takes over the calls of the
         one before)."""
-        for run_id, outcomes in self._calls.take_finished(self._runs.keys(),
-                                                          self._crash).items():
+        for run_id, outcomes in self._calls.take_finished(self._runs.keys(), self._crash).items():
             try:
                 self._respond(run_id, functools.partial(send_results, outcomes=outcomes))
             except Exception as exc:  # one run's failure ends that run, never the host
@@ -466,18 +463,21 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
         if self._leases is not None:
             self._leases.release(run.run_id)
 
+    def _let_go(self, run_id: str, error: Exception, reply: Future[Any] | None = None) -> None:
+        """Another host drives the run now: stop, writing nothing more; fail its waiters."""
+        if (run := self._watched(run_id, error, reply)) is None:
+            return
+        self._log.error("lease_lost", run_id=run_id)
+        self._observe.run_finished(run_id, None)
+        self._drop(run)  # the lease is another's: releasing it only forgets our token
+        run.fail(error)
+
     def _renew_leases(self) -> None:
         """Keep hosting only the runs whose lease this host still holds."""
         assert self._leases is not None
         for run_id in self._leases.renew():
-            run = self._runs.get(run_id)
-            if run is None:
-                continue
-            self._log.error("lease_lost", run_id=run_id)
-            self._observe.run_finished(run_id, None)
-            self._unhost(run)
-            run.fail(RunLeasedError(f"run {run_id!r} was taken over by another host: its lease "
-                                    "was not renewed in time"))
+            self._let_go(run_id, RunLeasedError(f"run {run_id!r} was taken over by another "
+                                                "host: its lease was not renewed in time"))
 
     # --- lifecycle --------------------------------------------------------------------------
 

@@ -47,15 +47,16 @@ def answer_snapshot(message: SnapshotRun, run: HostedRun | None,
     run_id, reply, store = message.run_id, message.reply, settings.store
     machine = None if run is None else run.machine
     link = None if settings.sessions is None else settings.sessions.link_of(run_id)
-    saved = None if machine is not None or store is None else store.latest_checkpoint(run_id)
-    if machine is None and (saved is None or settings.config is None):
-        reply.set_exception(LookupError(f"run {run_id!r} is not hosted here and no store "
-                                        "holds it"))
-        return
-    if machine is None:
-        assert saved is not None and settings.config is not None
-        machine = TurnMachine.restore(settings.config, saved.data)
-    reply.set_result(snapshot_of(run_id, machine, link))
+    try:  # a snapshot that cannot be made is the asker's error, never the run's
+        saved = None if machine is not None or store is None else store.latest_checkpoint(run_id)
+        if machine is None and (saved is None or settings.config is None):
+            raise LookupError(f"run {run_id!r} is not hosted here and no store holds it")
+        if machine is None:
+            assert saved is not None and settings.config is not None
+            machine = TurnMachine.restore(settings.config, saved.data)
+        reply.set_result(snapshot_of(run_id, machine, link))
+    except Exception as exc:
+        reply.set_exception(exc)
 
 
 def snapshot_of(run_id: str, machine: TurnMachine, link: ChildLink | None) -> SessionSnapshot:

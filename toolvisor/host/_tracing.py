@@ -29,7 +29,6 @@ from toolvisor.contract import (
     ToolError,
     result_outcome,
 )
-from toolvisor.host._model_info import model_info
 from toolvisor.host._remote_spans import RemoteSpans
 
 if TYPE_CHECKING:
@@ -62,9 +61,17 @@ def tracing_for(model: Any, provider: TracerProvider | None, *, agent_name: str,
     provider = tracer_provider_in_use(provider)
     if provider is None:
         return None
-    info = model_info(model)
-    return Tracing(provider, agent_name=agent_name, model_name=info.name,
-                   provider_name=info.provider, record_content=record_content)
+    provider_name, model_name = model_names(model)
+    return Tracing(provider, agent_name=agent_name, model_name=model_name,
+                   provider_name=provider_name, record_content=record_content)
+
+
+def model_names(model: Any) -> tuple[str, str]:
+    """``(provider name, model name)`` of a model, as its spans say them."""
+    module = type(model).__module__
+    provider_name = "anthropic" if module.endswith("_anthropic") \
+        else "openai" if module.startswith("toolvisor.models") else type(model).__name__
+    return provider_name, str(getattr(model, "model", None) or type(model).__name__)
 
 
 def _clip(value: Any) -> str:
@@ -86,6 +93,14 @@ class ToolSpan:
 
         return use_span(self.span, end_on_exit=False, record_exception=False,
                         set_status_on_exception=False)
+
+    def progress(self, message: str, fraction: float | None) -> None:
+        """The handler reported progress: an event ``tool_progress`` (``message``, and
+        ``fraction`` when known)."""
+        attributes: dict[str, Any] = {"message": message}
+        if fraction is not None:
+            attributes["fraction"] = fraction
+        self.span.add_event("tool_progress", attributes)
 
     def end(self, result: HandlerResult, text: str) -> None:
         """Set the outcome (``error.type`` and status ``ERROR`` for a failure) and end."""
@@ -188,6 +203,18 @@ class Tracing:
                         "gen_ai.provider.name": self._provider_name,
                         "gen_ai.request.model": self._model_name,
                         "toolvisor.turn": turn, "toolvisor.attempt": attempt})
+
+    def completion_call(self, tool_span: ToolSpan, names: tuple[str, str], *, source: str,
+                        attempt: int) -> Span:
+        """The span of one attempt of a tool call's direct completion, a child of the call's
+        span; ``names`` are the asked model's provider and model names."""
+        provider_name, model_name = names
+        return self._tracer.start_span(
+            f"chat {model_name}", kind=self._trace.SpanKind.CLIENT,
+            context=self._trace.set_span_in_context(tool_span.span),
+            attributes={"gen_ai.operation.name": "chat", "gen_ai.provider.name": provider_name,
+                        "gen_ai.request.model": model_name,
+                        "toolvisor.completion.source": source, "toolvisor.attempt": attempt})
 
     def scope(self, span: Span) -> Callable[[], AbstractContextManager[Any]]:
         """Enters ``span`` as the current span (without ending it) where the work runs."""

@@ -1,8 +1,9 @@
 """The call context of a handler that runs out of process, as the worker sees it.
 
 A worker (a ``process`` pool worker, a Ray task) gets a ``CallContext`` whose state, sessions,
-completion keys, durable effects, cancel token and trace spans (``_worker_tracing.py``) are
-proxies: each use is one request over a
+completion keys, durable effects, direct completions, progress, background processes, cancel
+token and trace spans
+(``_worker_tracing.py``) are proxies: each use is one request over a
 ``ContextLink`` to the agent, which performs it on the call's real context (the very objects an
 in-process handler gets, see ``_context_server.py``) and answers. A callable argument (the
 ``fn`` of ``run_json``) stays here: the agent calls it back over the same link. So a journaled
@@ -27,18 +28,23 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from toolvisor.contract import (
+    NO_DIRECT_COMPLETIONS,
     AskUser,
     CallContext,
     CapabilityError,
     CatalogEntry,
     Message,
     ModelInfo,
+    ModelRequest,
+    ModelResponse,
     Pending,
     SessionSnapshot,
     ToolCall,
 )
+from toolvisor.isolation._link._remote_processes import RemoteProcesses
 
-CAPABILITIES = ("state", "sessions", "completion_keys", "durable", "trace_spans")
+CAPABILITIES = ("state", "sessions", "completion_keys", "durable", "trace_spans",
+                "direct_completions", "progress", "process_admin")
 """The context's capabilities a worker can reach, by the ``CallContext`` field that holds them."""
 
 SERVED: Mapping[str, frozenset[str]] = {
@@ -51,6 +57,9 @@ SERVED: Mapping[str, frozenset[str]] = {
                           "emit_process_event"}),
     "cancelled": frozenset({"is_set", "wait"}),
     "trace_spans": frozenset({"start", "apply", "end"}),
+    "progress": frozenset({"report", "heartbeat"}),
+    "direct_completions": frozenset({"complete"}),
+    "process_admin": frozenset({"start", "wait", "list", "cancel"}),
 }
 """What a worker may ask for: the methods of each capability, and nothing else."""
 
@@ -290,6 +299,31 @@ class _RemoteDurable(_Asker):
         return seq
 
 
+class _RemoteProgress(_Asker):
+    """The call's progress sink in the agent: a report or a heartbeat is a sign of life there
+    (the runner's idle deadline), and a report goes on to whoever watches the call."""
+
+    def report(self, message: str, fraction: float | None) -> None:
+        self._ask("progress", "report", message, fraction)
+
+    def heartbeat(self) -> None:
+        self._ask("progress", "heartbeat")
+
+
+class _RemoteCompletions(_Asker):
+    """Direct completions asked by the agent, through its model path; ``acomplete`` waits on
+    the link as ``complete`` does (the worker's event loop runs this handler alone)."""
+
+    def complete(self, request: ModelRequest | str, source: str | None = None
+                 ) -> ModelResponse:
+        response: ModelResponse = self._ask("direct_completions", "complete", request, source)
+        return response
+
+    async def acomplete(self, request: ModelRequest | str, source: str | None = None
+                        ) -> ModelResponse:
+        return self.complete(request, source)
+
+
 class _RemoteToken(_Asker):
     """The call's cancel token, read from the agent; a call that ended or a link that closed
     reads as cancelled."""
@@ -328,6 +362,10 @@ def remote_context(call: RemoteCall, link: ContextLink) -> CallContext:
         sessions=_RemoteSessions(link, tag, keys) if "sessions" in has else None,
         completion_keys=keys,
         durable=_RemoteDurable(link, tag) if "durable" in has else None,
+        direct_completions=_RemoteCompletions(link, tag) if "direct_completions" in has
+        else NO_DIRECT_COMPLETIONS,
+        progress=_RemoteProgress(link, tag) if "progress" in has else None,
+        process_admin=RemoteProcesses(link, tag) if "process_admin" in has else None,
     )
 
 
