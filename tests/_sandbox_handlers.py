@@ -226,11 +226,14 @@ def starts_a_process(arguments: dict[str, Any], ctx: CallContext) -> Ok:
 
 
 def edits_the_catalog(arguments: dict[str, Any], ctx: CallContext) -> Ok:
-    """Read the catalog, then try to add a tool to it."""
-    assert ctx.catalog is not None
-    members = sorted(ctx.catalog.members())
-    try:
-        ctx.catalog.add("other")
-    except CapabilityError as exc:
-        return Ok([members, exc.code])
-    return Ok([members, "added"])
+    """Read the catalog, then try to add a tool to it, then to start a child session."""
+    assert ctx.sessions is not None
+    members = sorted(e.name for e in ctx.sessions.tool_catalog() if e.present)
+    refused = []
+    for attempt in (lambda: ctx.sessions.set_tool_membership(["other"], True),  # type: ignore[union-attr]
+                    lambda: ctx.sessions.start_turn("hello")):  # type: ignore[union-attr]
+        try:
+            attempt()
+        except CapabilityError as exc:
+            refused.append(exc.code)
+    return Ok([members, *refused])

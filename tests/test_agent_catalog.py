@@ -37,8 +37,8 @@ def test_a_tool_added_to_a_provider_mid_session_is_offered_and_runs() -> None:
 
 def test_a_handler_edits_the_session_catalog_through_its_context() -> None:
     def unlock(arguments: dict[str, Any], ctx: CallContext) -> Ok:
-        assert ctx.catalog is not None
-        return Ok(ctx.catalog.add("admin"))
+        assert ctx.sessions is not None
+        return Ok(sorted(ctx.sessions.set_tool_membership(["admin"], True)))
 
     admin = Tool(name="admin", handler=lambda a: Ok("root"))
     registry = ToolRegistry.from_tools([Tool(name="unlock", handler=unlock), admin])
@@ -50,7 +50,7 @@ def test_a_handler_edits_the_session_catalog_through_its_context() -> None:
     assert isinstance(outcome, Completed)
     assert offered(model, 0) == ["unlock"] and offered(model, 2) == ["unlock", "admin"]
     got = results(outcome)
-    assert "not_found" in got["a1"] and got["u"] == "true" and got["a2"] == "root"
+    assert "not_found" in got["a1"] and got["u"] == '["admin"]' and got["a2"] == "root"
 
 
 def test_tools_passed_with_a_registry_join_it_and_a_wrong_registry_is_refused() -> None:

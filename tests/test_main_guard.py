@@ -50,7 +50,7 @@ with ToolRunner() as runner:
 
 
 def admit_pid(arguments, ctx):
-    ctx.catalog.add("pid")
+    ctx.sessions.set_tool_membership(["pid"], True)
     return Ok("admitted")
 
 

@@ -7,8 +7,7 @@ from typing import Any
 
 import pytest
 
-from toolvisor import function_tool
-from toolvisor.contract import CallContext, CatalogAccess, Err, Ok, Tool, ToolCall, ToolError
+from toolvisor.contract import CallContext, Err, Ok, Tool, ToolCall, ToolError
 from toolvisor.registry import (
     DynamicToolProvider,
     GenerationMismatchError,
@@ -228,56 +227,21 @@ def test_an_orphan_its_source_no_longer_provides_is_dropped(rec: Recorder) -> No
     assert rebound and rebound[0]["dropped"] == ["b"]
 
 
-def test_handlers_edit_the_catalog_through_ctx(rec: Recorder) -> None:
-    hidden = rec.tool("hidden")
-    seen: list[CatalogAccess | None] = []
-
-    @function_tool
-    def unlock(ctx: CallContext) -> bool:
-        assert ctx.catalog is not None
-        seen.append(ctx.catalog)
-        return ctx.catalog.add("hidden")
-
-    @function_tool
-    def lock(ctx: CallContext) -> tuple[bool, bool, list[str]]:
-        assert ctx.catalog is not None
-        return (ctx.catalog.remove("hidden"), ctx.catalog.remove("lock"),
-                sorted(ctx.catalog.members()))
-
-    registry = ToolRegistry.from_tools([unlock, lock, hidden])
-    registry.remove_member("hidden")
-    assert is_not_found(registry.execute("hidden", {}))
-    assert registry.execute("unlock", {}) == Ok(True)
-    assert registry.execute("unlock", {}) == Ok(False)
-    assert isinstance(seen[0], CatalogAccess)
-    assert registry.execute("hidden", {}) == Ok("hidden")
-    assert registry.execute("lock", {}) == Ok((True, True, ["unlock"]))
-    assert is_not_found(registry.execute("lock", {}))
-    assert rec.calls == ["hidden"]
-
-
-def test_a_catalog_edit_naming_an_unknown_tool_fails_the_call(rec: Recorder) -> None:
-    @function_tool
-    def grab(ctx: CallContext) -> None:
-        assert ctx.catalog is not None
-        ctx.catalog.add("nowhere")
-
-    registry = ToolRegistry.from_tools([grab])
-    result = registry.execute("grab", {})
-    assert isinstance(result, Err) and isinstance(result.reason, ToolError)
-    assert result.reason.reason == "handler_raised"
-    assert "no live source provides a tool named 'nowhere'" in result.reason.message
-
-
-def test_prepare_binds_the_call_and_keeps_a_given_catalog(rec: Recorder) -> None:
+def test_prepare_binds_the_call_and_keeps_the_given_context(rec: Recorder) -> None:
     registry = ToolRegistry.from_tools([rec.tool("a")])
     prepared = registry.prepare("a", {"x": 1})
     assert isinstance(prepared, PreparedCall)
     assert prepared.tool.name == "a" and prepared.arguments == {"x": 1}
-    assert prepared.ctx.catalog is registry.catalog_access
-    other = ToolRegistry().catalog_access
-    kept = registry.prepare("a", {}, CallContext(catalog=other))
-    assert isinstance(kept, PreparedCall) and kept.ctx.catalog is other
+    given = CallContext(session_id="s")
+    kept = registry.prepare("a", {}, given)
+    assert isinstance(kept, PreparedCall) and kept.ctx is given
+
+
+def test_available_lists_every_tool_of_the_live_sources_members_or_not(rec: Recorder) -> None:
+    registry = ToolRegistry.from_tools([rec.tool("a"), rec.tool("b")])
+    registry.remove_member("b")
+    assert [m.name for m in registry.available()] == ["a", "b"]
+    assert registry.members() == {"a"}
 
 
 def test_source_errors_are_clear(rec: Recorder) -> None:

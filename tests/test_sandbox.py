@@ -115,7 +115,7 @@ def test_the_sandbox_reads_the_catalog_but_cannot_widen_it() -> None:
     with Agent(model, [sandboxed(h.edits_the_catalog), other]) as agent:
         outcome = agent.run("go", timeout=60)
     assert [m.content for m in outcome.messages if m.role == "tool"] == [
-        '[["boxed","other"],"not_served"]']
+        '[["boxed","other"],"not_served","not_served"]']
 
 
 def test_sandboxes_count_among_the_runners_workers(runner: ToolRunner) -> None:

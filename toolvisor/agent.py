@@ -28,11 +28,11 @@ from toolvisor.durable import (
     ResolveOutcome,
     SessionStore,
     Signer,
-    open_store,
     require_signed,
 )
 from toolvisor.executor import ToolRunner
 from toolvisor.host import (
+    AgentSessionHost,
     AgentTree,
     AnswerRun,
     AttachRun,
@@ -41,8 +41,10 @@ from toolvisor.host import (
     ProgressCallback,
     ResilienceConfig,
     ResumedSuspensions,
+    SessionLimits,
     StartRun,
     ToolGates,
+    agent_tool,
     reply_future,
     tracing_for,
 )
@@ -103,7 +105,8 @@ class Agent:
     ``models`` names more models (or strings) a direct completion may ask (``ModelRequest.model``).
 
     The keywords come in groups: the loop (``system_prompt`` to ``on_progress``), the catalog
-    and its guards, sizing, durability, tracing, and determinism for tests.
+    and its guards, sizing (child sessions too: ``ctx.sessions``' depth and runs per call),
+    durability, tracing, and determinism for tests.
 
     ``store`` (a :class:`~toolvisor.durable.SessionStore`, a SQLite file's path or a
     ``postgresql://`` URL, which the agent opens and closes) makes runs durable: a run gets a
@@ -151,6 +154,8 @@ class Agent:
         # sizing
         process_workers: int = 2,
         max_concurrent_calls: int = 1024,
+        max_session_depth: int = 3,
+        max_child_sessions: int = 16,
         # durability
         store: SessionStore | str | os.PathLike[str] | None = None,
         durability: Durability | None = None,
@@ -167,7 +172,7 @@ class Agent:
         check_seconds("model_timeout", model_timeout, positive=True)
         named_models = {name: _model(given, f"models[{name!r}]")
                         for name, given in dict(models or {}).items()}
-        durability = _durability(store, durability)
+        durability = Durability.given(store, durability)
         self._registry = registry = _catalog(tools, registry, mcp)
         check_main_guard(registry.process_tools)
         check_hosts(t for n in registry.members() if isinstance(t := registry.resolve(n), Tool))
@@ -177,13 +182,15 @@ class Agent:
             tool_policies=dict(tool_policies or {}), mode=mode, max_turns=max_turns, seed=seed,
             on_model_error=on_model_error, catalog=self._catalog_member,
             catalog_names=registry.members)
-        opened = durability.store
-        self._owns_store = isinstance(opened, str | os.PathLike)
-        self._store: SessionStore | None = (
-            open_store(opened) if isinstance(opened, str | os.PathLike) else opened)
+        self._store, self._owns_store = durability.opened()
         self._signer: Signer = durability.signer(self._store)
         self._resumed = ResumedSuspensions(
             self._config, clock if self._store is None else self._store.now)
+        self._closed = False
+        self.session_host = AgentSessionHost(  # what ctx.sessions starts children on
+            name, model, config=self._config, store=self._store, closed=lambda: self._closed,
+            orchestrator=self._orchestrator, resume=self._continue,
+            limits=SessionLimits(max_session_depth, max_child_sessions))
         tracing = tracing_for(model, tracer_provider, agent_name=name, record_content=trace_content)
         on_event = None if tracing is None else tracing.supervisor_event
         settings = functools.partial(
@@ -191,7 +198,7 @@ class Agent:
             projection=output_projection or OutputProjection(), context=context,
             on_progress=on_progress, store=self._store, config=self._config,
             lease_ttl=durability.lease_ttl, gates=self._gates, tracing=tracing,
-            clock=self._resumed.clock)
+            clock=self._resumed.clock, sessions=self.session_host)
         try:
             self._tree = AgentTree(
                 model, ToolRunner(tool_timeout=tool_timeout, process_workers=process_workers),
@@ -202,7 +209,6 @@ class Agent:
         except BaseException:
             self._close_store()
             raise
-        self._closed = False
         self.processes = self._tree.processes_of  # agent.processes(run_id): see AgentTree
 
     def _orphan(self, source: str) -> None:
@@ -214,6 +220,10 @@ class Agent:
         """The machine's view of the catalog: members only, whichever source provides them."""
         found = self._registry.resolve(name)
         return found if isinstance(found, Tool) else None
+
+    def as_tool(self, *, name: str, description: str, timeout: float | None = None) -> Tool:
+        """A tool running this agent as a child session of the calling run (``{"prompt"}``)."""
+        return agent_tool(self, name=name, description=description, timeout=timeout)
 
     @property
     def registry(self) -> ToolRegistry:
@@ -294,19 +304,23 @@ class Agent:
         return self._submit(machine, machine.start(prompt, state=state))
 
     def _continue(self, suspended: Suspended, answer: Any) -> tuple[str, Future[Any]]:
-        """The run keeps its id: resumed from the store, or without one from ``suspended``."""
+        """Check ``suspended`` and the answers; a relayed question's answer goes to its child."""
         if not isinstance(suspended, Suspended):
-            raise TypeError(f"resume() takes the Suspended outcome a run returned, got "
+            raise TypeError(f"resume() takes the Suspended a run returned, got "
                             f"{type(suspended).__name__}")
         check_main_guard(self._registry.process_tools)
         require_signed(self._signer, suspended.signed_text(), suspended.signature)
         answers = answers_for(suspended, answer, self._config.mode)
-        run_id = suspended.run_id
-        if self._store is not None and run_id and self._store.get_run(run_id) is not None:
-            future = reply_future()
-            self._orchestrator().tell(AnswerRun(run_id, dict(answers), future, suspended))
-            return run_id, future
-        return self._submit(*self._resumed.resume(suspended, answers))
+        return suspended.run_id, self.session_host.relays.answer(  # relayed ones: children
+            suspended.run_id, dict(answers), functools.partial(self._answered, suspended))
+
+    def _answered(self, suspended: Suspended, answers: dict[str, Any]) -> Future[Any]:
+        """The run keeps its id: resumed from the store, or without one from ``suspended``."""
+        if self._store is None or self._store.get_run(run_id := suspended.run_id) is None:
+            return self._submit(*self._resumed.resume(suspended, answers))[1]
+        future = reply_future()
+        self._orchestrator().tell(AnswerRun(run_id, answers, future, suspended))
+        return future
 
     # --- durable runs -----------------------------------------------------------------------
 
@@ -459,19 +473,6 @@ class Agent:
 
 
 
-def _durability(store: SessionStore | str | os.PathLike[str] | None,
-                durability: Durability | None) -> Durability:
-    """``durability``, or ``store=`` as its shorthand (not both)."""
-    if durability is None:
-        return Durability(store=store)
-    if not isinstance(durability, Durability):
-        raise TypeError(f"durability must be a Durability, got {type(durability).__name__}")
-    if store is not None:
-        raise TypeError("give the store once: Agent(store=...) is short for "
-                        "Agent(durability=Durability(store=...)); pass it in the Durability")
-    return durability
-
-
 def _catalog(tools: Sequence[Tool], registry: ToolRegistry | None,
              mcp: Sequence[McpToolProvider]) -> ToolRegistry:
     """The agent's catalog: ``registry`` (``tools`` added as the source ``"agent"``), else
@@ -488,7 +489,6 @@ def _catalog(tools: Sequence[Tool], registry: ToolRegistry | None,
             raise TypeError(f"mcp takes McpToolProvider objects, got {type(server).__name__}")
         registry.add_source(server.source, server)
     return registry
-
 
 
 def _model(model: Model | AsyncModel | str, setting: str) -> Model | AsyncModel:

@@ -6,7 +6,6 @@ from toolvisor.contract._context import (
     CallContext,
     CancelToken,
     CapabilityError,
-    CatalogAccess,
     CompletionKeys,
     DurableEffectsAccess,
     StateAccess,
@@ -73,6 +72,12 @@ from toolvisor.contract._results import (
     Pending,
 )
 from toolvisor.contract._seconds import check_seconds, is_seconds
+from toolvisor.contract._sessions import (
+    CatalogEntry,
+    ModelInfo,
+    SessionsAccess,
+    SessionSnapshot,
+)
 from toolvisor.contract._tool import (
     CancelHook,
     Handler,
@@ -98,7 +103,7 @@ __all__ = [
     "CancelHook",
     "CancelToken",
     "CapabilityError",
-    "CatalogAccess",
+    "CatalogEntry",
     "CompletionKeys",
     "DirectCompletions",
     "DurableEffectsAccess",
@@ -116,6 +121,7 @@ __all__ = [
     "Model",
     "ModelError",
     "ModelErrorReason",
+    "ModelInfo",
     "ModelProgressSink",
     "ModelRequest",
     "ModelResponse",
@@ -132,6 +138,8 @@ __all__ = [
     "ProgressSink",
     "RunProcesses",
     "Scheduling",
+    "SessionSnapshot",
+    "SessionsAccess",
     "StateAccess",
     "SystemMessage",
     "Tool",

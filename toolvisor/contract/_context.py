@@ -16,6 +16,7 @@ from toolvisor.contract._errors import ToolvisorError
 from toolvisor.contract._idempotency import idempotency_key
 from toolvisor.contract._messages import ToolCall
 from toolvisor.contract._progress import ProgressSink, check_progress
+from toolvisor.contract._sessions import SessionsAccess
 
 if TYPE_CHECKING:
     from toolvisor.contract._processes import ProcessAccess
@@ -82,21 +83,6 @@ class StateAccess(Protocol):
 
 
 @runtime_checkable
-class CatalogAccess(Protocol):
-    """How a handler edits the current session's tool catalog (what the model is offered).
-
-    ``add`` and ``remove`` return whether membership really changed; adding a tool no source
-    provides is refused with a ``LookupError``, adding an internal tool with a ``ValueError``.
-    """
-
-    def add(self, name: str) -> bool: ...
-
-    def remove(self, name: str) -> bool: ...
-
-    def members(self) -> frozenset[str]: ...
-
-
-@runtime_checkable
 class CompletionKeys(Protocol):
     """Issues the completion key of one call execution (``ctx.completion_key()``)."""
 
@@ -158,7 +144,7 @@ class CallContext:
     attempt: int = 1
     turn: int | None = None  # the run's turn whose model response asked for the call
     state: StateAccess | None = None
-    catalog: CatalogAccess | None = None
+    sessions: SessionsAccess | None = None  # the run's own view, and child sessions
     completion_keys: CompletionKeys | None = None
     durable: DurableEffectsAccess | None = None
     trace_scope: Callable[[], AbstractContextManager[Any]] | None = None  # entered around a

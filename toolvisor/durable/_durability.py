@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from toolvisor.contract import check_seconds
+from toolvisor.durable._open import open_store
 from toolvisor.durable._signing import KeyRing, Signer
 from toolvisor.durable._store import SessionStore
 
@@ -43,6 +44,25 @@ class Durability:
         if self.signing_keys is not None:
             KeyRing(self.signing_keys)  # refuses bad keys now, naming what is wrong
         check_seconds("lease_ttl", self.lease_ttl, positive=True)
+
+    @classmethod
+    def given(cls, store: SessionStore | str | os.PathLike[str] | None,
+              durability: Durability | None) -> Durability:
+        """An agent's durability: ``durability``, or ``store=`` as its shorthand (not both)."""
+        if durability is None:
+            return cls(store=store)
+        if not isinstance(durability, Durability):
+            raise TypeError(f"durability must be a Durability, got {type(durability).__name__}")
+        if store is not None:
+            raise TypeError("give the store once: Agent(store=...) is short for "
+                            "Agent(durability=Durability(store=...)); pass it in the Durability")
+        return durability
+
+    def opened(self) -> tuple[SessionStore | None, bool]:
+        """The store runs use, and whether the agent opened it (from a path: it closes it)."""
+        if isinstance(self.store, str | os.PathLike):
+            return open_store(self.store), True
+        return self.store, False
 
     def signer(self, store: SessionStore | None) -> Signer:
         """What signs the agent's ``Suspended`` outcomes: its keys, else its (opened)

@@ -1,6 +1,6 @@
 """``CallStarter``: what the host hands the dispatcher for each call of a ``ToolCalls`` effect.
 
-Each planned call gets its context (ids, attempt, state view, catalog access, and in durable
+Each planned call gets its context (ids, attempt, state view, its ``ctx.sessions``, and in durable
 runs its completion keys, durable effects and cancel token) and is started in its own
 ``ToolCallActor``, unless it left the catalog (``not_found``) or a restored run finds it
 interrupted and it may not run twice (at most once); a call of a guarded tool passes its gate
@@ -29,6 +29,7 @@ from toolvisor._logging import get_event_log
 from toolvisor.actors import CallReply
 from toolvisor.contract import CallContext, Err, Tool, ToolCall
 from toolvisor.executor import Deadline, DeadlineTimer
+from toolvisor.host._child_sessions import CallSessions
 from toolvisor.host._commands import OrchestratorSettings
 from toolvisor.host._direct_completions import Completions
 from toolvisor.host._durable_waits import DurableWaits, durable_call_id, interrupted_error
@@ -63,6 +64,8 @@ class RunCalls:
     # token (its durable effects' and its ctx.processes'), set when it ends
     actors: dict[str, ActorRef[Any]] = field(default_factory=dict)  # each running call's
     # actor, stopped (the call cancelled) on release
+    sessions: dict[str, CallSessions] = field(default_factory=dict)  # each call's children,
+    # ended (cancelled) when its reply is taken or on release
 
     def release(self) -> None:
         """Cancel every backoff, stop every call's actor (its ``ctx.cancelled`` is set at
@@ -74,6 +77,8 @@ class RunCalls:
             retry.deadline.cancel()
         for token in self.tokens.values():
             token.set()
+        for sessions in self.sessions.values():
+            sessions.end(released=True)
 
 
 class CallStarter:
@@ -168,6 +173,10 @@ class CallStarter:
                 calls.handed.pop(call_id, None)
                 calls.tokens.pop(call_id, None)
                 calls.actors.pop(call_id, None)
+                if (sessions := calls.sessions.pop(call_id, None)) is not None \
+                        and sessions.end():  # the call ended: so do the children it left
+                    calls.sessions[call_id] = sessions  # but one whose key it relays: that
+                    # child is linked until the run is released
             if done.run_id in hosted and self._waits is not None:
                 try:
                     self._waits.settle_key(done.run_id, done.outcome, done.key)
@@ -190,6 +199,9 @@ class CallStarter:
         processes = None if settings.processes is None else CallProcesses(
             settings.processes, run.run_id,
             durable_call_id(planned.turn, planned.attempt, planned.call.id), token, planned.turn)
+        sessions = None if settings.sessions is None else CallSessions(
+            run_id=run.run_id, call_id=planned.call.id, host=settings.sessions,
+            registry=registry, durable=durable, keys=keys)
         ctx = CallContext(
             session_id=run.run_id,
             request_id=f"{run.run_id}/{planned.call.id}/{planned.attempt}",
@@ -198,7 +210,7 @@ class CallStarter:
             attempt=planned.attempt,
             turn=planned.turn,
             state=view,
-            catalog=registry.catalog_access,
+            sessions=sessions,
             completion_keys=keys,
             durable=durable,
             process_admin=processes,
@@ -213,6 +225,10 @@ class CallStarter:
         span = self._observe.tool_call(run.run_id, planned, name, isolation)
         if span is not None:  # the handler's own spans nest under the call's
             ctx = dataclasses.replace(ctx, trace_scope=span.scope, trace_spans=span.remote)
+            if sessions is not None:  # and its children's runs too
+                sessions.trace_scope = span.scope
+        if sessions is not None and not isinstance(tool, Err):
+            self._runs.setdefault(run.run_id, RunCalls()).sessions[planned.call.id] = sessions
         ctx = dataclasses.replace(ctx, direct_completions=self._completions.for_call(
             run.run_id, planned, None if waits is None else durable_call_id(
                 planned.turn, planned.attempt, planned.call.id), span,

@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from toolvisor.actors import ToolCallDispatcher
 from toolvisor.call import OutputProjection
@@ -24,6 +24,9 @@ from toolvisor.host._run import RunMessage
 from toolvisor.host._tracing import Tracing
 from toolvisor.machine import Effect, MachineConfig, ResponseRefused, Suspended, TurnMachine
 from toolvisor.registry import ToolRegistry
+
+if TYPE_CHECKING:
+    from toolvisor.host._session_host import AgentSessionHost
 
 ProgressCallback = Callable[[str, str, dict[str, Any]], None]
 """``(run_id, event, data)``: called on the orchestrator's thread; keep it quick."""
@@ -96,7 +99,8 @@ class OrchestratorSettings:
     the tools' breakers, bulkheads and rate limits (owned by the agent, which reads them);
     ``tracing`` makes the runs' spans (``None``: the agent does not trace); ``processes``
     runs the runs' background processes (``None``: calls get no ``ctx.processes``);
-    ``named_models`` are the other models a tool's direct completion may name.
+    ``named_models`` are the other models a tool's direct completion may name; ``sessions``
+    is the agent as a host of child sessions (each call's ``ctx.sessions`` is built on it).
     """
 
     models: ModelCalls
@@ -115,3 +119,4 @@ class OrchestratorSettings:
     clock: Callable[[], float] = time.time
     processes: Processes | None = None
     named_models: Mapping[str, ModelCalls] = field(default_factory=dict)
+    sessions: AgentSessionHost | None = None

@@ -17,7 +17,7 @@ import threading
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from toolvisor._logging import get_event_log
 from toolvisor.contract import Err, HandlerResult, Ok, Pending, Tool, ToolCall, ToolError
@@ -32,6 +32,9 @@ from toolvisor.host._key_waiter import KeyWaiter
 from toolvisor.host._run import HostedRun, RunMessage
 from toolvisor.machine import CallOutcome, CallToRun, Done, PendingCall, Suspended
 from toolvisor.registry import ToolRegistry
+
+if TYPE_CHECKING:
+    from toolvisor.host._session_host import AgentSessionHost
 
 PENDING_TIMEOUT_CODE = "pending_deadline_exceeded"
 """The ``ToolError`` code a ``Pending`` call gets when its deadline passes unresolved."""
@@ -82,9 +85,11 @@ class DurableWaits:
     """
 
     def __init__(self, store: SessionStore, registry: ToolRegistry, poll_interval: float,
-                 tell: Callable[[Any], None], fence: Callable[[str], int | None]) -> None:
+                 tell: Callable[[Any], None], fence: Callable[[str], int | None], *,
+                 sessions: AgentSessionHost | None = None) -> None:
         self._store = store
         self._fence = fence
+        self._sessions = sessions  # a call relaying its child's key shows the child's
         self._registry = registry
         self._poll_interval = poll_interval
         self._tell = tell
@@ -168,8 +173,10 @@ class DurableWaits:
         return ready
 
     def waiting_keys(self, run: HostedRun) -> dict[str, str]:
-        """The keys the run waits on, by call id."""
-        return {entry.call.id: key for key, entry in self.parked(run).items()}
+        """The keys the run waits on, by call id (a relaying call's: its child's key)."""
+        keys = {entry.call.id: key for key, entry in self.parked(run).items()}
+        return keys if self._sessions is None else \
+            self._sessions.relays.shown_keys(run.run_id, keys)
 
     def key_resolved(self, run: HostedRun, key: str) -> Suspended | None:
         """Join the key's waiter; the suspension to look at again, if the run still waits."""

@@ -23,6 +23,8 @@ from toolvisor.machine import CallToRun, Effect, LlmCall
 if TYPE_CHECKING:
     from opentelemetry.trace import Span
 
+    from toolvisor.host._session_host import AgentSessionHost
+
 
 @dataclass(eq=False, slots=True)
 class _Observed:
@@ -40,10 +42,12 @@ class RunObserver:
 
     def __init__(self, tracing: Tracing | None,
                  on_progress: Callable[[str, str, dict[str, Any]], None] | None = None,
-                 processes: Processes | None = None) -> None:
+                 processes: Processes | None = None,
+                 sessions: AgentSessionHost | None = None) -> None:
         self.tracing = tracing
         self._on_progress = on_progress
         self._processes = processes
+        self._sessions = sessions  # a child run's link says its parent call's span
         self._runs: dict[str, _Observed] = {}
         self._log = get_event_log("orchestrator")
 
@@ -76,7 +80,9 @@ class RunObserver:
         if self.tracing is not None:
             fresh = effects is not None and any(
                 isinstance(e, LlmCall) and e.turn == 1 and e.attempt == 1 for e in effects)
-            run.span = self.tracing.run_started(run_id, resumed=not fresh)
+            link = None if self._sessions is None else self._sessions.link_of(run_id)
+            run.span = self.tracing.run_started(run_id, resumed=not fresh,
+                                                parent=None if link is None else link.trace)
 
     def run_finished(self, run_id: str, outcome: Any) -> None:
         """The run leaves this host: ``outcome`` is its outcome, ``None`` if it was lost (the

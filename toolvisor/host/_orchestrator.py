@@ -58,6 +58,7 @@ from toolvisor.host._question_timer import QuestionsDue
 from toolvisor.host._questions import Questions, suspended_now
 from toolvisor.host._restore import restore
 from toolvisor.host._run import HostedRun, RunMessage
+from toolvisor.host._session_host import SnapshotRun, answer_snapshot
 from toolvisor.host._tool_progress import ToolProgressed
 from toolvisor.machine import (
     Done,
@@ -94,8 +95,9 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
             settings.store, settings.lease_ttl, functools.partial(tell, me))
         self._waits = None if settings.store is None or self._leases is None else DurableWaits(
             settings.store, settings.registry, settings.key_poll_interval,
-            functools.partial(tell, me), self._leases.token)
-        self._observe = RunObserver(settings.tracing, settings.on_progress, settings.processes)
+            functools.partial(tell, me), self._leases.token, sessions=settings.sessions)
+        self._observe = RunObserver(settings.tracing, settings.on_progress, settings.processes,
+                                    settings.sessions)
         self._timer = DeadlineTimer("toolvisor-waits")  # its thread starts on the first wait
         self._calls = CallStarter(settings, self._waits, self._finished, me, self._observe,
                                   timer=self._timer, on_progress=self._hosted_progress)
@@ -123,9 +125,7 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
                 try:
                     self._handle(message)
                 except Exception as exc:  # one run's failure ends that run, never the host
-                    reply = message.reply if isinstance(
-                        message, StartRun | AnswerRun | AttachRun | CancelRun) else None
-                    self._crash(run_id, exc, reply)
+                    self._crash(run_id, exc, getattr(message, "reply", None))
             case _:
                 return super().on_receive(message)
         return None
@@ -168,6 +168,8 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
                 self._questions_due(run_id)
             case CancelRun(run_id, reply):
                 self._cancel(run_id, reply)
+            case SnapshotRun(run_id):
+                answer_snapshot(message, self._runs.get(run_id), self._settings)
 
     def _crash(self, run_id: str, exc: Exception, reply: Future[Any] | None = None) -> None:
         """End run ``run_id`` alone, ``Failed`` with what went wrong (logged with its traceback):
@@ -193,8 +195,7 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
             outcome = Failed(error=error, messages=(), turns=machine.turn)
         self._finish(run, outcome)
 
-    def _watched(self, run_id: str, exc: Exception,
-                 reply: Future[Any] | None) -> HostedRun | None:
+    def _watched(self, run_id: str, exc: Exception, reply: Future[Any] | None) -> HostedRun | None:
         """The hosted run, ``reply`` among its watchers; ``None`` (``reply`` failed) if none."""
         run = self._runs.get(run_id)
         if run is None:
@@ -417,8 +418,7 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
         """Hand every finished call to its machine: one ``ToolResults`` per run, for the
         ``ToolCalls`` effect it waits on now (a superseding effect takes over the calls of the
         one before)."""
-        for run_id, outcomes in self._calls.take_finished(self._runs.keys(),
-                                                          self._crash).items():
+        for run_id, outcomes in self._calls.take_finished(self._runs.keys(), self._crash).items():
             try:
                 self._respond(run_id, functools.partial(send_results, outcomes=outcomes))
             except Exception as exc:  # one run's failure ends that run, never the host

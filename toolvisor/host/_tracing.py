@@ -16,7 +16,7 @@ import functools
 import json
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -140,8 +140,15 @@ class Tracing:
         self._lock = threading.Lock()
         self._live: set[Span] = set()
 
-    def run_started(self, run_id: str, *, resumed: bool) -> Span:
-        """The span of one run's stretch on this host (a ``run``, ``resume`` or restore)."""
+    def run_started(self, run_id: str, *, resumed: bool,
+                    parent: Mapping[str, str] | None = None) -> Span:
+        """The span of one run's stretch on this host (a ``run``, ``resume`` or restore); a
+        child session's is made under its parent call's span (``parent``: its W3C headers)."""
+        context = None
+        if parent:
+            from opentelemetry import propagate  # noqa: PLC0415
+
+            context = propagate.extract(dict(parent))
         span = self._tracer.start_span(
             f"invoke_agent {self._agent_name}", kind=self._trace.SpanKind.INTERNAL,
             attributes={"gen_ai.operation.name": "invoke_agent",
@@ -149,7 +156,7 @@ class Tracing:
                         "gen_ai.conversation.id": run_id,
                         "gen_ai.provider.name": self._provider_name,
                         "gen_ai.request.model": self._model_name,
-                        "toolvisor.run.resumed": resumed})
+                        "toolvisor.run.resumed": resumed}, context=context)
         with self._lock:
             self._live.add(span)
         return span

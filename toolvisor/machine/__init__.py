@@ -54,7 +54,7 @@ from toolvisor.machine._policy import (
     apply_policy,
     check_policy,
 )
-from toolvisor.machine._response_checks import answers_for
+from toolvisor.machine._response_checks import Relayed, answers_for
 from toolvisor.machine._responses import (
     CallOutcome,
     ModelReplied,
@@ -107,6 +107,7 @@ __all__ = [
     "Policy",
     "Progress",
     "Question",
+    "Relayed",
     "Response",
     "ResponseRefused",
     "RetryAfter",

@@ -9,6 +9,7 @@ answers) and leaves the run as it was. ``answers_for`` reads a user's answer to 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, TypeAlias
 
 from pydantic import TypeAdapter, ValidationError
@@ -38,6 +39,16 @@ from toolvisor.machine._responses import (
 from toolvisor.machine._state_view import json_value
 
 Prepared: TypeAlias = tuple[CallRecord, CallOutcome, dict[str, Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class Relayed:
+    """The answer a host gives a call that relayed a child session's question: what the child
+    did with the user's answer, taken as the call's result as it is (the child checked the
+    answer against the options). An ``AskUser`` (the child asks again) keeps the call
+    suspended on that question; a user's own answer is never one."""
+
+    result: Ok | Err | AskUser
 """A checked outcome: the running call's record, the outcome and its writes as JSON values."""
 
 _EXPECTED: dict[str, type] = {"llm_call": ModelReplied, "tool_calls": ToolResults, "sleep": Slept}
@@ -118,7 +129,8 @@ def check_outcomes(response: ToolResults, running: Mapping[str, CallRecord]) -> 
 
 
 def check_answers(run: RunState, answers: Mapping[str, Any]) -> dict[str, HandlerResult]:
-    """The result each answer gives its suspended call: ``Ok`` or ``Err`` as given, else ``Ok``."""
+    """The result each answer gives its suspended call: ``Ok`` or ``Err`` as given, a
+    ``Relayed`` result, else ``Ok``."""
     if run.phase != "suspended":
         raise ResponseRefused(f"resume() needs a suspended run; this one is {run.phase}")
     if not isinstance(answers, Mapping) or not answers:
@@ -132,6 +144,9 @@ def check_answers(run: RunState, answers: Mapping[str, Any]) -> dict[str, Handle
                  if r.status == "suspended" and r.question is not None}
     results: dict[str, HandlerResult] = {}
     for call_id, answer in answers.items():
+        if isinstance(answer, Relayed):
+            results[call_id] = answer.result
+            continue
         if isinstance(answer, AskUser | Halt | Pending):
             raise ResponseRefused(f"the answer for call {call_id!r} is a "
                                   f"{type(answer).__name__}; answer with a value, Ok or Err")

@@ -42,6 +42,7 @@ class RunView:
     run_id: str
     status: str = "running"
     turns: dict[int, TurnView] = field(default_factory=dict)
+    parent: tuple[str, str] | None = None  # a child session's parent run and call
 
     def turn(self, number: Any) -> TurnView:
         return self.turns.setdefault(int(number or 0), TurnView())
@@ -134,6 +135,10 @@ class Board:
             case "run_started":
                 run.status = "running"
                 return f"{head} started"
+            case "child_session_started":
+                run.parent = (str(fields.get("parent_run_id")), str(fields.get("parent_call_id")))
+                return f"{head} started by run {run.parent[0][:8]} call {run.parent[1]} " \
+                    f"on agent {fields.get('agent')}"
             case "model_call_started" | "model_call_finished":
                 status = "running" if event == "model_call_started" else str(fields["outcome"])
                 _set_attempt(run.turn(fields.get("turn")).model, attempt, status, duration)

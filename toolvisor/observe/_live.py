@@ -52,8 +52,15 @@ def render(board: Board) -> Tree:
     """The board as a ``rich`` tree."""
     root: Tree = _rich().tree.Tree(f"[bold]toolvisor[/]  restarts: {board.restarts}  "
                                    f"abandoned threads: {board.abandoned}")
-    for run in board.runs():
-        _render_run(root, run)
+    runs = board.runs()
+    known = {run.run_id for run in runs}
+    children: dict[tuple[str, str], list[RunView]] = {}
+    for run in runs:
+        if run.parent is not None and run.parent[0] in known:
+            children.setdefault(run.parent, []).append(run)
+    for run in runs:
+        if run.parent is None or run.parent[0] not in known:
+            _render_run(root, run, children)
     return root
 
 
@@ -70,7 +77,9 @@ def save_svg(board: Board, path: str | Path, *, width: int = 100,
     return target
 
 
-def _render_run(root: Tree, run: RunView) -> None:
+def _render_run(root: Tree, run: RunView,
+                children: dict[tuple[str, str], list[RunView]]) -> None:
+    """A run's branch; a child session's run is drawn under the call that started it."""
     colour = "yellow" if run.status in ("running", "suspended") \
         else "green" if is_good(run.status) else "red"
     branch = root.add(f"run {run.run_id[:8]} [{colour}]{run.status}[/]")
@@ -85,8 +94,10 @@ def _render_run(root: Tree, run: RunView) -> None:
             running = bool(call.attempts) and call.attempts[-1][1] == "running"
             progress = "" if call.progress is None or not running \
                 else f"  [cyan]{_rich().markup.escape(call.progress)}[/]"
-            node.add(f"{call.tool_name} [dim]{call_id}[/]  {_attempts(call.attempts)}{retried}"
-                     f"{expires}{progress}")
+            leaf = node.add(f"{call.tool_name} [dim]{call_id}[/]  "
+                            f"{_attempts(call.attempts)}{retried}{expires}{progress}")
+            for child in children.get((run.run_id, call_id), ()):
+                _render_run(leaf, child, children)
 
 
 @contextmanager

@@ -17,13 +17,12 @@ registry.
 
 from __future__ import annotations
 
-import dataclasses
 import threading
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from toolvisor._logging import get_event_log
-from toolvisor.contract import CallContext, CatalogAccess, Err, HandlerResult, Tool, ToolSpec
+from toolvisor.contract import CallContext, Err, HandlerResult, Tool, ToolSpec
 from toolvisor.registry._catalog_book import CatalogBook
 from toolvisor.registry._live_source import LiveSource
 from toolvisor.registry._local import StaticToolProvider
@@ -47,24 +46,6 @@ def _shown(names: Iterable[str]) -> str:
     return f"{listed}, and {more} more" if more > 0 else listed
 
 
-class _SessionCatalog:
-    """The ``CatalogAccess`` handlers get in ``ctx.catalog``: edits this registry's catalog."""
-
-    __slots__ = ("_registry",)
-
-    def __init__(self, registry: ToolRegistry) -> None:
-        self._registry = registry
-
-    def add(self, name: str) -> bool:
-        return self._registry.add_member(name)
-
-    def remove(self, name: str) -> bool:
-        return self._registry.remove_member(name)
-
-    def members(self) -> frozenset[str]:
-        return self._registry.members()
-
-
 class ToolRegistry:
     """The tools of one session: named sources, and which of their tools are in the catalog.
 
@@ -80,7 +61,6 @@ class ToolRegistry:
         self._log = get_event_log("registry")
         self._book = CatalogBook(self._log)
         self._view = self._book.commit()
-        self._catalog_access = _SessionCatalog(self)
         for name, provider in (sources or {}).items():
             self.add_source(name, provider)
 
@@ -216,11 +196,6 @@ class ToolRegistry:
         return [name for name in self.members()
                 if isinstance(tool := self.resolve(name), Tool) and tool.isolation == "process"]
 
-    @property
-    def catalog_access(self) -> CatalogAccess:
-        """The ``CatalogAccess`` handed to handlers as ``ctx.catalog``."""
-        return self._catalog_access
-
     # -- what the model sees ---------------------------------------------------------------
 
     @property
@@ -235,6 +210,12 @@ class ToolRegistry:
     def specs(self) -> tuple[ToolSpec, ...]:
         """What the model is offered: the members' specs, in :meth:`catalog` order."""
         return tuple(m.spec for m in self._current().catalog)
+
+    def available(self) -> tuple[ToolManifest, ...]:
+        """Every tool the live sources provide (internal ones excepted), members or not, in
+        source order: what ``set_tool_membership`` may put in the catalog."""
+        view = self._current()
+        return tuple(m for m in view.manifests.values() if not m.internal)
 
     def orphans(self) -> dict[str, tuple[str, ...]]:
         """Missing sources a restored snapshot waits for, with their member tools."""
@@ -253,8 +234,8 @@ class ToolRegistry:
 
     def prepare(self, name: str, arguments: Any, ctx: CallContext | None = None
                 ) -> PreparedCall | Err:
-        """A model call bound to its tool, with ``ctx.catalog`` set to this session's catalog;
-        ``Err(ToolError("not_found"))`` unless ``name`` is a member."""
+        """A model call bound to its tool; ``Err(ToolError("not_found"))`` unless ``name`` is
+        a member."""
         prepared = self._prepare(name, arguments, ctx or CallContext(), internal=False)
         return prepared if isinstance(prepared, Err) else prepared[1]
 
@@ -298,8 +279,6 @@ class ToolRegistry:
         provider = self._admit(name, ctx, internal=internal)
         if isinstance(provider, Err):
             return provider
-        if ctx.catalog is None:
-            ctx = dataclasses.replace(ctx, catalog=self._catalog_access)
         prepared = provider.prepare(name, arguments, ctx)
         return prepared if isinstance(prepared, Err) else (provider, prepared)
 

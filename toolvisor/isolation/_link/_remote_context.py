@@ -1,6 +1,6 @@
 """The call context of a handler that runs out of process, as the worker sees it.
 
-A worker (a ``process`` pool worker, a Ray task) gets a ``CallContext`` whose state, catalog,
+A worker (a ``process`` pool worker, a Ray task) gets a ``CallContext`` whose state, sessions,
 completion keys, durable effects, direct completions, progress, background processes, cancel
 token and trace spans
 (``_worker_tracing.py``) are proxies: each use is one request over a
@@ -22,28 +22,36 @@ import contextlib
 import itertools
 import pickle
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
 
 from toolvisor.contract import (
     NO_DIRECT_COMPLETIONS,
+    AskUser,
     CallContext,
     CapabilityError,
+    CatalogEntry,
+    Message,
+    ModelInfo,
     ModelRequest,
     ModelResponse,
+    Pending,
+    SessionSnapshot,
     ToolCall,
 )
 from toolvisor.isolation._link._remote_processes import RemoteProcesses
 
-CAPABILITIES = ("state", "catalog", "completion_keys", "durable", "trace_spans",
+CAPABILITIES = ("state", "sessions", "completion_keys", "durable", "trace_spans",
                 "direct_completions", "progress", "process_admin")
 """The context's capabilities a worker can reach, by the ``CallContext`` field that holds them."""
 
 SERVED: Mapping[str, frozenset[str]] = {
     "state": frozenset({"get", "set"}),
-    "catalog": frozenset({"add", "remove", "members"}),
+    "sessions": frozenset({"model", "snapshot_current", "snapshot", "tool_catalog",
+                           "set_tool_membership", "create_session", "start_turn",
+                           "relay", "close_session"}),
     "completion_keys": frozenset({"issue"}),
     "durable": frozenset({"run_json", "external_event_key", "await_event_json",
                           "emit_process_event"}),
@@ -201,17 +209,63 @@ class _RemoteState(_Asker):
         self._ask("state", "set", key, value)
 
 
-class _RemoteCatalog(_Asker):
-    """The session's catalog, edited in the agent."""
+class _RemoteSessions(_Asker):
+    """The run's own view and its child sessions, served by the agent. An ``Agent`` object
+    cannot cross to a worker: children here run on the calling agent (``agent=None``)."""
 
-    def add(self, name: str) -> bool:
-        return bool(self._ask("catalog", "add", name))
+    def __init__(self, link: ContextLink, tag: int, keys: _RemoteKeys | None) -> None:
+        super().__init__(link, tag)
+        self.keys = keys
 
-    def remove(self, name: str) -> bool:
-        return bool(self._ask("catalog", "remove", name))
+    def model(self) -> ModelInfo:
+        info: ModelInfo = self._ask("sessions", "model")
+        return info
 
-    def members(self) -> frozenset[str]:
-        return frozenset(self._ask("catalog", "members"))
+    def snapshot_current(self) -> SessionSnapshot:
+        snapshot: SessionSnapshot = self._ask("sessions", "snapshot_current")
+        return snapshot
+
+    def snapshot(self, run_id: str) -> SessionSnapshot:
+        snapshot: SessionSnapshot = self._ask("sessions", "snapshot", run_id)
+        return snapshot
+
+    def tool_catalog(self) -> tuple[CatalogEntry, ...]:
+        return tuple(self._ask("sessions", "tool_catalog"))
+
+    def set_tool_membership(self, names: Iterable[str], present: bool) -> frozenset[str]:
+        if isinstance(names, str):
+            raise TypeError(f"names must be a collection of tool names, got the str {names!r}; "
+                            f"pass [{names!r}]")
+        return frozenset(self._ask("sessions", "set_tool_membership", list(names), present))
+
+    def create_session(self, agent: Any = None, *,
+                       state: Mapping[str, Any] | None = None) -> str:
+        _local(agent)
+        session: str = self._ask("sessions", "create_session", None, state)
+        return session
+
+    def start_turn(self, prompt: str | Sequence[Message], *, session: str | None = None,
+                   agent: Any = None, state: Mapping[str, Any] | None = None) -> Any:
+        _local(agent)
+        return self._ask("sessions", "start_turn", prompt, session, None, state)
+
+    def relay(self, outcome: Any) -> AskUser | Pending:
+        if getattr(outcome, "keys", None) and self.keys is not None:
+            self.keys.issue()  # the agent relays the key through this call's: take it here too
+        relayed: AskUser | Pending = self._ask("sessions", "relay", outcome)
+        return relayed
+
+    def close_session(self, session: str) -> None:
+        self._ask("sessions", "close_session", session)
+
+
+def _local(agent: Any) -> None:
+    """Only the calling agent hosts the children of a handler out of process."""
+    if agent is not None:
+        raise CapabilityError(
+            "agent_not_reachable", "a handler in a worker process cannot name another Agent "
+            "(it lives in the agent's process); start the child on the calling agent "
+            "(agent=None), or run this tool with isolation='thread'")
 
 
 class _RemoteKeys(_Asker):
@@ -300,12 +354,13 @@ class _RemoteToken(_Asker):
 def remote_context(call: RemoteCall, link: ContextLink) -> CallContext:
     """The context a worker's handler gets for ``call``: capabilities served over ``link``."""
     has, tag = call.capabilities, call.tag
+    keys = _RemoteKeys(link, tag) if "completion_keys" in has else None
     return CallContext(
         session_id=call.session_id, request_id=call.request_id, tool_call=call.tool_call,
         attempt=call.attempt, turn=call.turn, cancelled=_RemoteToken(link, tag),
         state=_RemoteState(link, tag) if "state" in has else None,
-        catalog=_RemoteCatalog(link, tag) if "catalog" in has else None,
-        completion_keys=_RemoteKeys(link, tag) if "completion_keys" in has else None,
+        sessions=_RemoteSessions(link, tag, keys) if "sessions" in has else None,
+        completion_keys=keys,
         durable=_RemoteDurable(link, tag) if "durable" in has else None,
         direct_completions=_RemoteCompletions(link, tag) if "direct_completions" in has
         else NO_DIRECT_COMPLETIONS,

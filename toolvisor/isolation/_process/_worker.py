@@ -3,7 +3,7 @@
 The parent sends one pickled :class:`WorkRequest` at a time over a pipe; the worker imports the
 handler by module and qualified name, runs it through ``execute`` and sends the pickled result
 back. The handler's context reaches the agent over a second pipe (``_remote_context.py``): its
-state, catalog, completion keys, durable effects and cancel token are served there. Only the
+state, sessions, completion keys, durable effects and cancel token are served there. Only the
 parent's own messages are unpickled here (the pipes are private to the pool).
 """
 

@@ -34,10 +34,12 @@ from toolvisor.isolation._sandbox._wire import read_message
 _log = get_event_log("tool_runner", isolation="sandbox")
 _SIGNAL_LIMITS = {signal.SIGXCPU: "cpu_limit", signal.SIGXFSZ: "file_size_limit"}
 SANDBOX_SERVED = {**{target: methods for target, methods in SERVED.items()
-                     if target != "process_admin"}, "catalog": frozenset({"members"})}
+                     if target not in ("process_admin", "sessions")},
+                  "sessions": frozenset({"model", "snapshot_current", "tool_catalog"})}
 """What a sandbox's link performs: the call context, but not ``ctx.processes``, which would
 run a function the sandbox names in the agent's own process (or anywhere but a sandbox), nor
-changes to the catalog, which would widen what the model may call."""
+of ``ctx.sessions`` more than reading its own run: changes to the catalog would widen what the
+model may call, and a child session would run the agent's tools and model outside it."""
 
 
 class Sandbox:

@@ -1,0 +1,179 @@
+"""``AgentSessionHost``: one agent as the host of child sessions, and of its runs' own view.
+
+It starts (or, when its store already holds the run, re-attaches to) a child run on its
+orchestrator, cancels one, snapshots one, and remembers each live child's ``ChildLink`` (its
+parent run and call, its depth, its trace parent) under a lock, since the calls of any agent's
+runs reach it from their own threads. A snapshot is a ``SnapshotRun`` answered on the
+orchestrator's thread (``answer_snapshot``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Any
+
+from pykka import ActorDeadError, ActorRef
+
+from toolvisor.contract import CapabilityError, Message, ModelInfo, SessionSnapshot
+from toolvisor.durable import SessionStore
+from toolvisor.host._commands import (
+    AttachRun,
+    CancelRun,
+    OrchestratorSettings,
+    StartRun,
+    reply_future,
+)
+from toolvisor.host._model_info import model_info
+from toolvisor.host._relays import Relays, Resume
+from toolvisor.host._run import HostedRun, RunMessage
+from toolvisor.machine import MachineConfig, TurnMachine
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotRun(RunMessage):
+    """Reply with a :class:`SessionSnapshot` of the run (hosted here, else from the store)."""
+
+    reply: Future[Any]
+
+
+def answer_snapshot(message: SnapshotRun, run: HostedRun | None,
+                    settings: OrchestratorSettings) -> None:
+    """Answer a snapshot on the orchestrator's thread: of a run hosted there, else from the
+    store's latest checkpoint."""
+    run_id, reply, store = message.run_id, message.reply, settings.store
+    machine = None if run is None else run.machine
+    link = None if settings.sessions is None else settings.sessions.link_of(run_id)
+    try:  # a snapshot that cannot be made is the asker's error, never the run's
+        saved = None if machine is not None or store is None else store.latest_checkpoint(run_id)
+        if machine is None and (saved is None or settings.config is None):
+            raise LookupError(f"run {run_id!r} is not hosted here and no store holds it")
+        if machine is None:
+            assert saved is not None and settings.config is not None
+            machine = TurnMachine.restore(settings.config, saved.data)
+        reply.set_result(snapshot_of(run_id, machine, link))
+    except Exception as exc:
+        reply.set_exception(exc)
+
+
+def snapshot_of(run_id: str, machine: TurnMachine, link: ChildLink | None) -> SessionSnapshot:
+    """The snapshot of a run as its machine stands (on the orchestrator's thread)."""
+    run = machine.checkpoint().run
+    return SessionSnapshot(run_id=run_id, status=machine.status, messages=tuple(run.messages),
+                           state=dict(machine.state), usage=run.usage, turns=machine.turn,
+                           parent_run_id=None if link is None else link.parent_run_id)
+
+
+@dataclass(frozen=True, slots=True)
+class ChildLink:
+    """What a child run knows of its parent: the run and the call that started it, how deep
+    it is (a child of a top-level run is 1), and the W3C trace headers of the parent call's
+    span (its ``invoke_agent`` span is made under it)."""
+
+    parent_run_id: str
+    parent_call_id: str
+    depth: int
+    trace: Mapping[str, str] | None = field(default=None, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class SessionLimits:
+    """How deep child sessions may nest (a top-level run is depth 0) and how many one call
+    may start; each is refused past its limit with a ``CapabilityError``."""
+
+    max_session_depth: int = 3
+    max_child_sessions: int = 16
+
+    def __post_init__(self) -> None:
+        for name in ("max_session_depth", "max_child_sessions"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"{name} must be an int >= 0, got {value!r}")
+
+
+class AgentSessionHost:
+    """One agent as a host of child sessions (and of its runs' own view). Thread-safe."""
+
+    def __init__(self, agent_name: str, model: Any, *, config: MachineConfig,
+                 store: SessionStore | None, orchestrator: Callable[[], ActorRef[Any]],
+                 closed: Callable[[], bool], limits: SessionLimits, resume: Resume) -> None:
+        self._agent_name = agent_name
+        self._model = model_info(model)
+        self._config = config
+        self._store = store
+        self._orchestrator = orchestrator
+        self._closed = closed
+        self.limits = limits
+        self.resume = resume  # the agent's resume: a relayed answer reaches a child through it
+        self.relays = Relays()  # the questions its runs' calls ask for their children
+        self._lock = threading.Lock()
+        self._links: dict[str, ChildLink] = {}  # live child runs hosted here
+
+    @property
+    def agent_name(self) -> str:
+        return self._agent_name
+
+    def model_info(self) -> ModelInfo:
+        return self._model
+
+    def start_child(self, run_id: str, prompt: str | Sequence[Message],
+                    state: Mapping[str, Any] | None, link: ChildLink) -> Future[Any]:
+        self._check_open()
+        future = reply_future()
+        with self._lock:
+            self._links[run_id] = link
+        try:
+            if self._store is not None and self._store.get_run(run_id) is not None:
+                self._tell(AttachRun(run_id, future))  # a parent resumed: the same child
+            else:
+                machine = TurnMachine(self._config)
+                self._tell(StartRun(run_id, machine, machine.start(prompt, state=state),
+                                    future))
+        except BaseException:
+            self.forget(run_id)
+            raise
+        return future
+
+    @property
+    def store(self) -> SessionStore | None:
+        return self._store
+
+    def attach(self, run_id: str) -> Future[Any]:
+        """The future of run ``run_id``'s next outcome (hosted here, else restored)."""
+        future = reply_future()
+        self._tell(AttachRun(run_id, future))
+        return future
+
+    def cancel_child(self, run_id: str) -> None:
+        with contextlib.suppress(ActorDeadError, CapabilityError):
+            self._tell(CancelRun(run_id))
+
+    def snapshot(self, run_id: str) -> SessionSnapshot:
+        future: Future[Any] = reply_future()
+        self._tell(SnapshotRun(run_id, future))
+        snapshot: SessionSnapshot = future.result()
+        return snapshot
+
+    def link_of(self, run_id: str) -> ChildLink | None:
+        with self._lock:
+            return self._links.get(run_id)
+
+    def forget(self, run_id: str) -> None:
+        with self._lock:
+            self._links.pop(run_id, None)
+
+    def _check_open(self) -> None:
+        if self._closed():
+            raise CapabilityError("agent_closed", f"agent {self._agent_name!r} is closed: it "
+                                  "hosts no more sessions; start children on an open Agent")
+
+    def _tell(self, message: Any) -> None:
+        self._check_open()
+        try:
+            self._orchestrator().tell(message)
+        except ActorDeadError as exc:
+            raise CapabilityError("agent_closed", f"agent {self._agent_name!r} is stopping: "
+                                  "it hosts no more sessions") from exc
