@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 
 from tests._relay_host import agents
-from toolvisor import Agent, Suspended, Tool
-from toolvisor.contract import CapabilityError
+from toolvisor import Agent, AlreadyResumedError, AskUser, Suspended, Tool
+from toolvisor.contract import CapabilityError, ModelRequest, ModelResponse, ToolResultMessage
 from toolvisor.testing import FunctionModel, call, calls
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -114,3 +114,53 @@ def test_another_agent_on_the_store_answers_the_child_and_one_without_its_agent_
         outcome = writer.resume(suspended, "2024", timeout=30)
     assert outcome.text == "wrote: report for 2024"
     assert steps(tmp_path) == ["child-model-1", "child-model-2", "record 2024", "child-model-3"]
+
+
+def chain(store: Path) -> tuple[Agent, Agent, Agent]:
+    """writer > researcher > analyst, each relaying the question below it; the analyst asks
+    twice."""
+    def ask(arguments: dict[str, Any]) -> AskUser:
+        return AskUser(("Which year?", "Which month?")[arguments["n"]], options=("1", "2"))
+
+    def analyst_model(request: ModelRequest) -> ModelResponse:
+        got = answered(request)
+        return calls(call("ask", {"n": len(got)}, id=f"q{len(got)}")) if len(got) < 2 else \
+            ModelResponse(text="report for " + "/".join(got))
+
+    def relaying(tool: str) -> FunctionModel:
+        return FunctionModel(lambda request: ModelResponse(text=f"{tool}: {answered(request)[0]}")
+                             if answered(request) else calls(call(tool, {"prompt": "dig"},
+                                                                  id=tool[0])))
+
+    analyst = Agent(FunctionModel(analyst_model), [Tool(name="ask", handler=ask)],
+                    store=store, name="analyst")
+    researcher = Agent(relaying("analyse"), [analyst.as_tool(name="analyse", description="a")],
+                       store=store, name="researcher")
+    writer = Agent(relaying("research"), [researcher.as_tool(name="research", description="r")],
+                   store=store, name="writer")
+    return analyst, researcher, writer
+
+
+def answered(request: ModelRequest) -> list[str]:
+    return [m.content for m in request.messages if isinstance(m, ToolResultMessage)]
+
+
+def test_new_agents_answer_a_chain_of_three_and_a_spent_suspended_is_refused(
+        tmp_path: Path) -> None:
+    store = tmp_path / "runs.sqlite"
+    analyst, researcher, writer = chain(store)
+    with analyst, researcher, writer:
+        first = writer.run("write", timeout=30)
+        assert isinstance(first, Suspended)
+    assert first.questions[0].question == "researcher > analyst > Which year?"
+    analyst, researcher, writer = chain(store)
+    with analyst, researcher, writer:
+        second = writer.resume(first, "1", timeout=30)
+    assert isinstance(second, Suspended)
+    assert second.questions[0].question == "researcher > analyst > Which month?"
+    analyst, researcher, writer = chain(store)
+    with analyst, researcher, writer:
+        with pytest.raises(AlreadyResumedError, match="resumed already"):
+            writer.resume(first, "2", timeout=30)  # its question was answered
+        outcome = writer.resume(second, "2", timeout=30)
+    assert outcome.text == "research: analyse: report for 1/2"

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from toolvisor.contract import CapabilityError, DurableEffectsAccess, Ok
 from toolvisor.durable import SessionStore
 from toolvisor.host._agent_tool import AgentToolHandler, outcome_result
+from toolvisor.host._commands import AlreadyResumedError
 from toolvisor.host._durable_waits import durable_call_id
 from toolvisor.host._relays import Relay
 from toolvisor.machine import Suspended
@@ -111,7 +112,14 @@ def recover_relay(host: AgentSessionHost, asked: Suspended, call_id: str) -> Rel
             f"agent {stored.agent!r}'s child, but its signed question {question!r} is not that "
             "agent's; the store's journal does not match the run")
     child = child_host(host, stored.agent, stored.run_id)
-    return Relay(stored.agent, child.answer_stored, child.stored_suspension(stored.run_id))
+    suspension = child.stored_suspension(stored.run_id)
+    if [f"{stored.agent} > {q.question}" for q in suspension.questions] != [question]:
+        raise AlreadyResumedError(
+            f"run {asked.run_id}: this Suspended was resumed already: call {call_id!r} asked "
+            f"{question!r}, and its child run {stored.run_id!r} now waits on "
+            f"{[q.question for q in suspension.questions] or sorted(suspension.call_ids)}; "
+            f"agent.resume_run({asked.run_id!r}) gives the run's outcome")
+    return Relay(stored.agent, child.answer_stored, suspension)
 
 
 def resolve_with_child(store: SessionStore, key: str, agent: str,
