@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 from toolvisor.call import OutputProjection
 from toolvisor.contract import AsyncModel, Message, Model, Tool, check_seconds
 from toolvisor.durable import (
+    QUEUED,
     UNSET,
     Durability,
     DurableError,
@@ -37,6 +38,7 @@ from toolvisor.host import (
     AnswerRun,
     AttachRun,
     CancelRun,
+    ClaimRuns,
     OrchestratorSettings,
     ProgressCallback,
     ResilienceConfig,
@@ -78,51 +80,44 @@ class Agent:
 
     ``run(prompt)`` blocks until the run ends and returns :data:`RunOutcome`; a ``Suspended``
     run (a tool asked the user, or returned ``Pending``) continues with ``resume``. Runs may be
-    started from several threads at once. Invalid configuration is refused here, with a
-    ``ValueError`` or ``TypeError`` that names the setting. ``close()`` (or leaving a ``with``
-    block) stops the tree and leaves no thread or process behind (and without it, no thread of
-    the agent keeps the interpreter alive). Each blocking method has an asyncio twin that keeps
-    the event loop going: ``arun``, ``aresume``, ``aresume_run``, ``acancel_run``,
-    ``aresolve``, ``aclose``. With a ``process`` tool in the catalog, building or running the
-    agent outside ``if __name__ == "__main__":`` raises ``RuntimeError``, in the caller's
-    thread (every worker process would run the program again).
+    started from several threads at once. Invalid configuration is refused here (``ValueError``
+    or ``TypeError`` naming the setting). ``close()`` (or leaving a ``with`` block) stops the
+    tree and leaves no thread or process behind (nor does any keep the interpreter alive). Each
+    blocking method has an asyncio twin: ``arun``, ``aresume``, ``aresume_run``,
+    ``acancel_run``, ``aresolve``, ``asubmit``, ``aclose``. With a ``process`` tool in the
+    catalog, building or running the agent outside ``if __name__ == "__main__":`` raises
+    ``RuntimeError`` (every worker process would run the program again).
 
     ``registry`` (a :class:`~toolvisor.registry.ToolRegistry`) is the catalog to use, for tools
     that come and go at run time; ``tools`` are then added to it as the source ``"agent"``.
     Only catalog members are offered to the model and only members run.
 
     ``mcp`` (:class:`~toolvisor.mcp.McpToolProvider` objects) are MCP servers whose tools join
-    the catalog as sources ``mcp:<name>``; each connection is a supervised child of the tree,
-    restarted within its intensity, past which its tools leave the catalog (orphaned).
+    the catalog as sources ``mcp:<name>``, each a supervised child of the tree (past its
+    intensity its tools leave the catalog, orphaned).
 
-    ``model`` is a model object, or a string naming a provider's model
-    (``"openai:gpt-4.1-mini"``, ``"anthropic:claude-sonnet-4-5"``,
-    ``"openai-compatible:<model>@<base_url>"``: see :func:`toolvisor.models.from_string`). A
-    model with ``async aclose()`` (every adapter of :mod:`toolvisor.models`) is closed when the
-    agent closes, on the event loop its calls ran on, where its HTTP connections live.
-
-    The keywords come in groups: the loop (``system_prompt`` to ``on_progress``), the catalog
-    and its guards, sizing, durability, tracing, and determinism for tests.
+    ``model`` is a model object, or a provider's model string (``"openai:gpt-4.1-mini"``,
+    ``"anthropic:claude-sonnet-4-5"``, ``"openai-compatible:<model>@<base_url>"``: see
+    :func:`toolvisor.models.from_string`). A model with ``async aclose()`` (every adapter) is
+    closed with the agent, on the event loop its calls ran on.
 
     ``store`` (a :class:`~toolvisor.durable.SessionStore`, or a path to a SQLite file the agent
     opens and closes) makes runs durable: every run gets a ``run_id`` in the store and a
     checkpoint after every step, tools may take completion keys and return ``Pending``
-    (:meth:`resolve` delivers their results), and :meth:`resume_run` picks a run up, in this
-    process or a new one. It is short for ``durability=Durability(store=...)``; a
-    :class:`~toolvisor.Durability` also holds the keys that sign ``Suspended`` outcomes
-    (``signing_keys``) and how long a run's lease outlives its host (``lease_ttl``).
+    (:meth:`resolve` delivers their results), :meth:`resume_run` picks a run up, in this
+    process or a new one, and :meth:`submit` queues one for the workers on the store. It is
+    short for ``durability=Durability(store=...)``, which also holds the keys that sign
+    ``Suspended`` outcomes (``signing_keys``) and how long a lease outlives its host.
 
-    ``resilience`` guards tools against a failing dependency: a ``Resilience`` (circuit
-    breaker, bulkhead, rate limit) for every tool, or a mapping from tool name to one. The
-    state is shared by all runs; ``resilience_clock`` is the clock its state machines read
-    (a ``toolvisor.testing.FakeClock`` in tests); :meth:`resilience_state` reports it.
+    ``resilience`` guards tools against a failing dependency: a ``Resilience`` (breaker,
+    bulkhead, rate limit) for every tool, or by tool name; its state, shared by all runs, reads
+    ``resilience_clock`` (a ``FakeClock`` in tests); :meth:`resilience_state` reports it.
     ``clock`` (wall time) dates expiring questions' deadlines; with a store, its clock does.
 
     Runs are traced with OpenTelemetry (``toolvisor[otel]``) when ``tracer_provider`` is given
     or the application set a global one: spans ``invoke_agent {name}``, ``chat {model}`` and
     ``execute_tool {tool}``; ``trace_content=True`` records tool arguments and results too. A
-    supervisor of the tree restarting a child (the orchestrator, an MCP connection) or giving
-    up is an event on the spans of the runs in flight (else a span of its own).
+    supervisor restarting a child or giving up is an event on the runs' spans in flight.
     """
 
     def __init__(
@@ -167,7 +162,7 @@ class Agent:
             raise TypeError(f"model must have respond(request) -> ModelResponse or async "
                             f"arespond(request) -> ModelResponse, got {model!r}")
         check_seconds("model_timeout", model_timeout, positive=True)
-        durability = _durability(store, durability)
+        durability = Durability.given(store, durability)
         self._registry = registry = _catalog(tools, registry, mcp)
         check_main_guard(registry.process_tools)
         self._gates = ToolGates(resilience, clock=resilience_clock)
@@ -309,6 +304,33 @@ class Agent:
         return self._submit(*self._resumed.resume(suspended, answers))
 
     # --- durable runs -----------------------------------------------------------------------
+
+    def submit(self, prompt: str | Sequence[Message], *,
+               state: Mapping[str, Any] | None = None) -> str:
+        """Put a run on ``prompt`` into the store (``queued``, with its first checkpoint) for a
+        worker on any machine to drive (``python -m toolvisor.cli worker``); its ``run_id``.
+        ``resume_run`` waits for its outcome (driving it here if no worker took it yet)."""
+        store = self._require_store("submit")
+        machine = TurnMachine(self._config)
+        machine.start(prompt, state=state)
+        run_id = store.create_run(status=QUEUED).run_id
+        store.save_checkpoint(run_id, machine.last_effect_id, machine.checkpoint().to_json(),
+                              status=QUEUED)
+        return run_id
+
+    async def asubmit(self, prompt: str | Sequence[Message], *,
+                      state: Mapping[str, Any] | None = None) -> str:
+        """``submit`` for asyncio: the store's writes run on a worker thread."""
+        return await asyncio.to_thread(self.submit, prompt, state=state)
+
+    def claim_runs(self, limit: int) -> dict[str, Future[RunOutcome]]:
+        """Claim up to ``limit`` runnable runs of the store and drive them here (a ``Worker``
+        does): each one's next outcome, by run id; one that comes to wait on keys is let go."""
+        self._require_store("claim_runs")
+        future = reply_future()
+        self._orchestrator().tell(ClaimRuns(limit, future))
+        claimed: dict[str, Future[RunOutcome]] = future.result()
+        return claimed
 
     def resume_run(self, run_id: str, *, timeout: float | None = None) -> RunOutcome:
         """The next outcome of run ``run_id``, picking it up from the store if needed.
@@ -457,19 +479,6 @@ class Agent:
                  tb: TracebackType | None) -> None:
         self.close()
 
-
-
-def _durability(store: SessionStore | str | os.PathLike[str] | None,
-                durability: Durability | None) -> Durability:
-    """``durability``, or ``store=`` as its shorthand (not both)."""
-    if durability is None:
-        return Durability(store=store)
-    if not isinstance(durability, Durability):
-        raise TypeError(f"durability must be a Durability, got {type(durability).__name__}")
-    if store is not None:
-        raise TypeError("give the store once: Agent(store=...) is short for "
-                        "Agent(durability=Durability(store=...)); pass it in the Durability")
-    return durability
 
 
 def _catalog(tools: Sequence[Tool], registry: ToolRegistry | None,

@@ -1,5 +1,6 @@
 """Durable tool calls: completion keys, the journal of effects and the SQLite session store."""
 
+from toolvisor.durable._claims import QUEUED
 from toolvisor.durable._durability import Durability
 from toolvisor.durable._effects import DurableEffects
 from toolvisor.durable._errors import DURABLE_ERROR_CODES, DurableError, DurableErrorCode
@@ -29,6 +30,7 @@ from toolvisor.durable._store import UNSET, SessionStore, UnknownRunError
 __all__ = [
     "DURABLE_ERROR_CODES",
     "POLL_INTERVAL",
+    "QUEUED",
     "UNSET",
     "CompletionKeyIssuer",
     "Durability",

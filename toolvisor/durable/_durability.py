@@ -42,6 +42,19 @@ class Durability:
             KeyRing(self.signing_keys)  # refuses bad keys now, naming what is wrong
         check_seconds("lease_ttl", self.lease_ttl, positive=True)
 
+    @staticmethod
+    def given(store: SessionStore | str | os.PathLike[str] | None,
+              durability: Durability | None) -> Durability:
+        """What an agent was given: ``durability``, or ``store=`` as its shorthand (not both)."""
+        if durability is None:
+            return Durability(store=store)
+        if not isinstance(durability, Durability):
+            raise TypeError(f"durability must be a Durability, got {type(durability).__name__}")
+        if store is not None:
+            raise TypeError("give the store once: Agent(store=...) is short for "
+                            "Agent(durability=Durability(store=...)); pass it in the Durability")
+        return durability
+
     def signer(self, store: SessionStore | None) -> Signer:
         """What signs the agent's ``Suspended`` outcomes: its keys, else its (opened)
         ``store``, else a random key of its own."""

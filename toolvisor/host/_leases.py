@@ -56,11 +56,23 @@ class RunLeases:
         self._held.add(run_id)
         self._arm()
 
-    def release(self, run_id: str) -> None:
-        """Give ``run_id``'s lease up (the run ended or left this host)."""
+    def claim(self, limit: int) -> list[str]:
+        """Claim up to ``limit`` runnable runs of the store and hold their leases."""
+        claimed = self._store.claim_runs(self.holder, self._ttl, limit)
+        if claimed:
+            self._held.update(claimed)
+            self._arm()
+        return claimed
+
+    def release(self, run_id: str, waiting_on: list[str] | None = None) -> None:
+        """Give ``run_id``'s lease up (the run ended or left this host); ``waiting_on``: the
+        run waits on these keys (``[]``: on answers) and is let go until they wake it."""
         if run_id in self._held:
             self._held.discard(run_id)
-            self._store.release_lease(run_id, self.holder)
+            if waiting_on is None:
+                self._store.release_lease(run_id, self.holder)
+            else:
+                self._store.let_go(run_id, self.holder, waiting_on)
 
     def renew(self) -> list[str]:
         """Extend every held lease; the run ids whose lease another host took meanwhile."""

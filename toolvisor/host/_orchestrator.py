@@ -2,23 +2,20 @@
 
 The machine decides; this actor does what the effects say: it starts each model call
 (``ModelCalls``: off this thread, with a deadline), hands each tool call to its own
-``ToolCallActor`` once its retry's backoff is over, waits out a model call's backoff (each
-wait is an entry on its deadline timer, whose thread only tells it the wait is over), logs,
-and gives suspensions out signed (its ``Questions`` date their deadlines). Answers and
-outcomes come back as messages, so the actor never blocks and the runs it hosts go on
-concurrently. With a session store it saves the checkpoint after every machine step (before
-performing the step's effects: no effect is performed that a restart would not know about),
-its ``DurableWaits`` give calls their keys and durable effects and park ``Pending`` calls, its
-``RunLeases`` keep one host per run. What goes wrong with one run's message ends that run
-alone (``Failed``), never the actor.
+``ToolCallActor`` once its retry's backoff is over, waits out a model call's backoff (an entry
+on its deadline timer, whose thread only tells it the wait is over), logs, and gives
+suspensions out signed (its ``Questions`` date their deadlines). Answers and outcomes come back
+as messages: the actor never blocks. With a store it saves the checkpoint after every machine
+step, before performing its effects; its ``DurableWaits`` give calls their keys and durable
+effects and park ``Pending`` calls; its ``RunLeases`` keep one host per run, and claim
+runnable runs (a claimed run that comes to wait on keys is let go). One run's failure ends
+that run alone (``Failed``).
 
-State: every ``HostedRun`` (machine, watchers, ``Sleep`` timers) belongs to this actor's
-thread, and so do its collaborators, each of which keeps its own per-run state by run id: the
-``CallStarter`` the calls it started and their gates, the ``ModelsInFlight`` each run's model
-call, the ``DurableWaits`` the key waiters and parked calls, the ``RunObserver`` the spans.
-Releasing a run releases it in each. Other threads only ``tell`` it messages (a
-``RunMessage`` names its run): call actors, the runner, the deadline timer, key waiters, the
-question timer and the ``Agent``.
+State: every ``HostedRun`` belongs to this actor's thread, and so do its collaborators, each
+keeping its own per-run state by run id: the ``CallStarter`` the calls and their gates, the
+``ModelsInFlight`` each run's model call, the ``DurableWaits`` the key waiters and parked
+calls, the ``RunObserver`` the spans. Releasing a run releases it in each. Other threads (call
+actors, the runner, timers, key waiters, the ``Agent``) only ``tell`` it messages.
 """
 
 from __future__ import annotations
@@ -36,16 +33,17 @@ from pykka import ActorRef
 
 from toolvisor._logging import get_event_log
 from toolvisor.contract import ModelError
-from toolvisor.durable import UnknownRunError
 from toolvisor.executor import DeadlineTimer
 from toolvisor.host._call_starter import CallStarter
 from toolvisor.host._commands import (
     AnswerRun,
     AttachRun,
     CancelRun,
+    ClaimRuns,
     OrchestratorSettings,
     OrchestratorStopped,
     StartRun,
+    reply_future,
 )
 from toolvisor.host._durable_waits import DurableWaits, KeyResolved, Ready
 from toolvisor.host._effect_messages import ModelAnswered, ModelProgress, RetryDue, Woke
@@ -56,6 +54,7 @@ from toolvisor.host._models_in_flight import ModelsInFlight
 from toolvisor.host._observing import RunObserver
 from toolvisor.host._question_timer import QuestionsDue
 from toolvisor.host._questions import Questions, suspended_now
+from toolvisor.host._restore import restore_run
 from toolvisor.host._run import HostedRun, RunMessage
 from toolvisor.machine import (
     Done,
@@ -103,8 +102,7 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
 
     @staticmethod
     def _create_actor_inbox() -> Any:
-        # Every run's messages pass through this one mailbox: the C queue costs a fraction of
-        # pykka's default (a Condition-based queue.Queue) per message.
+        # every run's messages pass here: the C queue costs a fraction of pykka's default
         return queue.SimpleQueue()
 
     # --- messages ---------------------------------------------------------------------------
@@ -117,6 +115,8 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
                 self._calls.gate_woke(ticket)
             case RenewLeases():
                 self._renew_leases()
+            case ClaimRuns(limit, claimed):
+                self._claim(limit, claimed)
             case RunMessage(run_id=run_id):
                 try:
                     self._handle(message)
@@ -145,8 +145,8 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
                 self._perform(run_id, self._checkpointed(started, effects))
             case AnswerRun():
                 self._answer(message)
-            case AttachRun(run_id, reply):
-                self._attach(run_id, reply)
+            case AttachRun(run_id, reply, claimed):
+                self._attach(run_id, reply, claimed=claimed)
             case Woke(run_id, effect_id):
                 if (run := self._runs.get(run_id)) is not None:
                     run.timers.pop(effect_id, None)
@@ -166,8 +166,7 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
                 self._cancel(run_id, reply)
 
     def _crash(self, run_id: str, exc: Exception, reply: Future[Any] | None = None) -> None:
-        """End run ``run_id`` alone, ``Failed`` with what went wrong (logged with its traceback):
-        whatever one run's input or callbacks do, the other runs go on."""
+        """End run ``run_id`` alone, ``Failed`` with what went wrong (logged, with traceback)."""
         error = (f"the host could not go on with the run: {type(exc).__name__}: {exc}; the run "
                  "was ended, other runs were not affected")
         self._log.error("run_crashed", run_id=run_id, error=f"{type(exc).__name__}: {exc}",
@@ -220,23 +219,10 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
 
     def _adopt(self, run_id: str, reply: Future[Any]) -> HostedRun | None:
         """Host the run from the store's latest checkpoint; ``None`` (reply failed) if we can't."""
-        store, config = self._store, self._settings.config
         try:
-            if store is None or config is None:
-                raise LookupError(f"run {run_id!r} is not running here and there is no session "
-                                  "store to restore it from; give the agent a store")
-            if store.get_run(run_id) is None:
-                raise UnknownRunError(f"the session store has no run {run_id!r}")
-            if self._leases is not None:
-                self._leases.take(run_id)
-            saved = store.latest_checkpoint(run_id)
-            if saved is None:
-                raise LookupError(f"run {run_id!r} stopped before its first checkpoint, before "
-                                  "any effect was performed; start it again")
-            machine = TurnMachine.restore(config, saved.data)
+            machine, saved = restore_run(self._store, self._settings.config, self._leases,
+                                         run_id)
         except Exception as exc:
-            if self._leases is not None:
-                self._leases.release(run_id)
             reply.set_exception(exc)
             return None
         outstanding = machine.outstanding
@@ -246,7 +232,7 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
         self._observe.run_started(run_id, None)
         return run
 
-    def _attach(self, run_id: str, reply: Future[Any]) -> None:
+    def _attach(self, run_id: str, reply: Future[Any], *, claimed: bool = False) -> None:
         run = self._runs.get(run_id)
         if run is not None:
             run.watchers.append(reply)
@@ -254,6 +240,7 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
         run = self._adopt(run_id, reply)
         if run is None:
             return
+        run.claimed = claimed
         failed = run.machine.outstanding
         if isinstance(failed, Done) and isinstance(failed.outcome, Failed) \
                 and failed.outcome.model_error is not None:  # try its model again
@@ -261,6 +248,18 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
             self._perform(run_id, self._checkpointed(run, run.machine.retry_model()))
             return
         self._perform(run_id, run.machine.reemit())
+
+    def _claim(self, limit: int, reply: Future[Any]) -> None:
+        """Claim runnable runs (their leases now held by this host), then attach each."""
+        try:
+            assert self._leases is not None, "claiming runs needs a session store"
+            futures = {run_id: reply_future() for run_id in self._leases.claim(limit)}
+        except Exception as exc:  # the store failed: nothing was claimed
+            reply.set_exception(exc)
+            return
+        for run_id, future in futures.items():
+            self.actor_ref.tell(AttachRun(run_id, future, claimed=True))
+        reply.set_result(futures)
 
     def _answer(self, message: AnswerRun) -> None:
         run_id, reply = message.run_id, message.reply
@@ -320,8 +319,7 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
         return []
 
     def _questions_due(self, run_id: str) -> None:
-        """A deadline passed: answer due questions here, adopting the run unless another host
-        drives it (that host answers them)."""
+        """Answer due questions here, adopting the run unless another host drives it."""
         now = self._questions.clock()
         run = self._runs.get(run_id)
         if run is None and self._questions.due_in_store(run_id, now):
@@ -344,6 +342,10 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
         keys = self._waits.waiting_keys(run)
         self._log.info("run_waiting_on_keys", run_id=run.run_id, call_ids=sorted(keys))
         run.reply(self._signed(outcome.model_copy(update={"run_id": run.run_id, "keys": keys})))
+        if run.claimed:  # let go: whoever claims it once it is woken drives it on
+            self._log.info("run_released", run_id=run.run_id)
+            self._observe.run_finished(run.run_id, "released")
+            self._drop(run)
         return []
 
     def _key_resolved(self, run_id: str, key: str) -> None:
@@ -415,8 +417,7 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
 
     def _take_finished_calls(self) -> None:
         """Hand every finished call to its machine: one ``ToolResults`` per run, for the
-        ``ToolCalls`` effect it waits on now (a superseding effect takes over the calls of the
-        one before)."""
+        ``ToolCalls`` effect it waits on now (a superseding one takes over earlier calls)."""
         for run_id, outcomes in self._calls.take_finished(self._runs.keys(),
                                                           self._crash).items():
             try:
@@ -441,9 +442,8 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
         run.reply(outcome)
 
     def _release(self, run: HostedRun) -> None:
-        """Stop everything started for the run (it stays hosted): its model call, its calls
-        (waiting at their gates, backing off, or running: cancelled), its timers and its key
-        waiters."""
+        """Stop everything started for the run (it stays hosted): model call, calls (at their
+        gates, backing off, or running: cancelled), timers, key waiters."""
         run_id = run.run_id
         self._models.release(run_id)
         self._calls.release(run_id)
@@ -459,9 +459,12 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
             self._waits.forget(run.run_id)
 
     def _drop(self, run: HostedRun) -> None:
+        """The run leaves; a waiting one is let go (it is claimable once a key wakes it)."""
+        waiting = None if self._waits is None or run.machine.status != "suspended" \
+            else list(self._waits.waiting_keys(run).values())
         self._unhost(run)
         if self._leases is not None:
-            self._leases.release(run.run_id)
+            self._leases.release(run.run_id, waiting)
 
     def _renew_leases(self) -> None:
         """Keep hosting only the runs whose lease this host still holds."""

@@ -1,0 +1,30 @@
+"""Restoring a run from the store: its lease taken, its latest checkpoint read and verified."""
+
+from __future__ import annotations
+
+from toolvisor.durable import SavedCheckpoint, SessionStore, UnknownRunError
+from toolvisor.host._leases import RunLeases
+from toolvisor.machine import MachineConfig, TurnMachine
+
+
+def restore_run(store: SessionStore | None, config: MachineConfig | None,
+                leases: RunLeases | None, run_id: str) -> tuple[TurnMachine, SavedCheckpoint]:
+    """Run ``run_id``'s machine as its latest checkpoint left it, its lease held by
+    ``leases``; an exception saying why not (the lease is not kept then)."""
+    try:
+        if store is None or config is None:
+            raise LookupError(f"run {run_id!r} is not running here and there is no session "
+                              "store to restore it from; give the agent a store")
+        if store.get_run(run_id) is None:
+            raise UnknownRunError(f"the session store has no run {run_id!r}")
+        if leases is not None:
+            leases.take(run_id)
+        saved = store.latest_checkpoint(run_id)
+        if saved is None:
+            raise LookupError(f"run {run_id!r} stopped before its first checkpoint, before "
+                              "any effect was performed; start it again")
+        return TurnMachine.restore(config, saved.data), saved
+    except Exception:
+        if leases is not None:
+            leases.release(run_id)
+        raise
