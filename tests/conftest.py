@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from types import ModuleType
 
 import pytest
 from test_supervisor import Events
 
+from tests._postgres import PostgresServer, StoreTargets
 from tests._provider_server import ProviderServer
 from tests._ray_cluster import start_cluster, worker_sockets
 from toolvisor._logging import set_event_sink
@@ -47,6 +49,31 @@ def ray_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ModuleType
     yield ray
     withdraw()
     ray.shutdown()
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    """One real PostgreSQL server for the whole session, started before the first test that
+    needs it takes its leak snapshot (its admin connection is the session's), deleted last."""
+    server = PostgresServer()
+    yield server
+    server.close()
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def store_targets(request: pytest.FixtureRequest, tmp_path: Path,
+                  postgres_server: PostgresServer) -> StoreTargets:
+    """New, empty session stores' places, once per backend: SQLite files in ``tmp_path``, or
+    fresh schemas on the session's PostgreSQL server (``open_store`` takes either)."""
+    if request.param == "sqlite":
+        return StoreTargets("sqlite", lambda n: str(tmp_path / f"store-{n}.sqlite"))
+    return StoreTargets("postgres", lambda _: postgres_server.fresh_url())
+
+
+@pytest.fixture
+def store_target(store_targets: StoreTargets) -> str:
+    """Where a new, empty session store goes, on each backend in turn."""
+    return store_targets.fresh()
 
 
 @pytest.fixture

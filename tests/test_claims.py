@@ -1,19 +1,18 @@
 """The claim protocol of a store: which runs are runnable, and letting a waiting run go.
 
-In-process, on a store whose clock the test moves: a run is claimable when it is new (queued,
-with a checkpoint), orphaned (running, its lease run out or released), or waiting and woken (a
-wait resolved or overdue); never while a live lease holds it. The worker tests drive the same
-protocol with real processes.
+In-process, on each backend, on a store whose clock the test moves: a run is claimable when it
+is new (queued, with a checkpoint), orphaned (running, its lease run out or released), or
+waiting and woken (a wait resolved or overdue); never while a live lease holds it. The worker
+tests drive the same protocol with real processes.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-from toolvisor.durable import QUEUED, SessionStore, SqliteSessionStore
+from toolvisor.durable import QUEUED, SessionStore, open_store
 from toolvisor.testing import FakeClock
 
 TTL = 30.0
@@ -25,8 +24,8 @@ def clock() -> FakeClock:
 
 
 @pytest.fixture
-def store(tmp_path: Path, clock: FakeClock) -> Iterator[SessionStore]:
-    with SqliteSessionStore(tmp_path / "runs.sqlite", clock=clock) as opened:
+def store(store_target: str, clock: FakeClock) -> Iterator[SessionStore]:
+    with open_store(store_target, clock=clock) as opened:
         yield opened
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import socket
 import subprocess
 import sys
@@ -14,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from toolvisor.durable import SqliteSessionStore
+from toolvisor.durable import open_store
 
 ROOT = Path(__file__).resolve().parent.parent
 DAY = 86400.0
@@ -33,23 +34,23 @@ def dead_pid() -> int:
 
 
 @pytest.fixture
-def stored(tmp_path: Path) -> tuple[Path, int]:
+def stored(store_target: str) -> tuple[str, int]:
     """A store with four runs (ages, on the store clock, whole minutes past the hour, so a
     slow start of the command cannot change what it shows): one waiting on a key, hosted by a
     process that died (its pid is returned); one hosted by this live process; one whose host's
     lease has expired; one that completed."""
-    path, dead = tmp_path / "runs.sqlite", dead_pid()
+    path, dead = store_target, dead_pid()
     now = time.time()
     here = socket.gethostname()
-    with SqliteSessionStore(path, clock=lambda: now - 2 * DAY - 3 * 3600 - 120) as old:
+    with open_store(path, clock=lambda: now - 2 * DAY - 3 * 3600 - 120) as old:
         old.create_run("waiting", status="suspended")
         key = old.issue_key("waiting", "1.1.c_hook")
         old.park(key, deadline_at=None)
         old.acquire_lease("waiting", f"{here}:{dead}:aaaa", 30)
-    with SqliteSessionStore(path, clock=lambda: now - 3 * 3600 - 60) as later:
+    with open_store(path, clock=lambda: now - 3 * 3600 - 60) as later:
         later.create_run("hosted")
         later.acquire_lease("hosted", f"{here}:{os.getpid()}:bbbb", 10 * DAY)
-    with SqliteSessionStore(path, clock=lambda: now - 2 * 3600 - 30 * 60 - 20) as recent:
+    with open_store(path, clock=lambda: now - 2 * 3600 - 30 * 60 - 20) as recent:
         recent.create_run("abandoned")
         recent.acquire_lease("abandoned", "elsewhere:77:cccc", 30)
         recent.create_run("done", status="completed")
@@ -57,7 +58,7 @@ def stored(tmp_path: Path) -> tuple[Path, int]:
 
 
 def test_runs_lists_each_run_newest_first_with_status_age_host_and_waiting_calls(
-        stored: tuple[Path, int]) -> None:
+        stored: tuple[str, int]) -> None:
     path, dead = stored
     done = cli("runs", "--store", path)
     assert (done.returncode, done.stderr) == (0, "")
@@ -72,12 +73,12 @@ def test_runs_lists_each_run_newest_first_with_status_age_host_and_waiting_calls
 
 
 def test_runs_json_gives_one_object_a_line_with_the_waiting_keys(
-        stored: tuple[Path, int]) -> None:
+        stored: tuple[str, int]) -> None:
     store_path, _ = stored
     done = cli("runs", "--store", store_path, "--json", "--status", "suspended")
     assert (done.returncode, done.stderr) == (0, "")
     (line,) = [json.loads(text) for text in done.stdout.splitlines()]
-    with SqliteSessionStore(store_path) as store:
+    with open_store(store_path) as store:
         (wait,) = store.open_waits()
         (run,) = store.runs(status="suspended")
     assert line["run_id"] == "waiting" and line["status"] == "suspended"
@@ -88,17 +89,17 @@ def test_runs_json_gives_one_object_a_line_with_the_waiting_keys(
                                 "deadline_at": None}]
 
 
-def test_runs_with_no_match_says_so(stored: tuple[Path, int]) -> None:
+def test_runs_with_no_match_says_so(stored: tuple[str, int]) -> None:
     store_path, _ = stored
     done = cli("runs", "--store", store_path, "--status", "failed")
     assert (done.returncode, done.stdout) == (0, "no runs with status 'failed'\n")
     assert cli("runs", "--store", store_path, "--status", "failed", "--json").stdout == ""
 
 
-def test_runs_piped_into_head_stops_quietly(tmp_path: Path) -> None:
+def test_runs_piped_into_head_stops_quietly(store_target: str) -> None:
     """More lines than a pipe holds, so ``head`` closes it while the command still writes."""
-    path = tmp_path / "runs.sqlite"
-    with SqliteSessionStore(path) as store:
+    path = shlex.quote(store_target)
+    with open_store(store_target) as store:
         for _ in range(2000):
             store.create_run()
     for json_lines in ("", " --json"):

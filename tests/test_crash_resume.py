@@ -1,5 +1,5 @@
 """A run survives its process being SIGKILLed: listed by the command line, resumed in a new
-process from the store.
+process from the store (a SQLite file, or a PostgreSQL database: ``store_targets``).
 
 Each host is a real subprocess (``tests._durable_handlers``); the test reads its stdout lines
 to know when it reached the point to kill it, so nothing here sleeps.
@@ -20,7 +20,8 @@ from typing import Any
 import pytest
 
 from tests._durable_handlers import scenario_agent, step_runs
-from toolvisor.durable import SqliteSessionStore
+from tests._postgres import StoreTargets
+from toolvisor.durable import open_store
 
 ROOT = Path(__file__).resolve().parent.parent
 HOST = [sys.executable, "-m", "tests._durable_handlers"]
@@ -73,21 +74,21 @@ def cli(*args: Any) -> subprocess.CompletedProcess[str]:
                           capture_output=True, text=True, timeout=60, check=False)
 
 
-def listed(store: Path) -> dict[str, dict[str, Any]]:
+def listed(store: str) -> dict[str, dict[str, Any]]:
     """``runs --json``: each run's line, by run id."""
     done = cli("runs", "--store", store, "--json")
     assert (done.returncode, done.stderr) == (0, "")
     return {line["run_id"]: line for line in map(json.loads, done.stdout.splitlines())}
 
 
-def effect_ids(store_path: Path, run_id: str) -> list[int]:
-    with SqliteSessionStore(store_path) as store:
+def effect_ids(store_target: str, run_id: str) -> list[int]:
+    with open_store(store_target) as store:
         return sorted({c.effect_id for c in store.checkpoints(run_id)})
 
 
 def test_a_run_killed_mid_batch_finishes_in_a_new_process_without_rerunning_steps(
-        tmp_path: Path, start: Start) -> None:
-    work, store = tmp_path / "crashed", tmp_path / "crashed" / "runs.sqlite"
+        tmp_path: Path, start: Start, store_targets: StoreTargets) -> None:
+    work, store = tmp_path / "crashed", store_targets.fresh()
     work.mkdir()
     first = start("batch", "first", store, work)
     run_id = next_line(first)["run_id"]
@@ -100,7 +101,7 @@ def test_a_run_killed_mid_batch_finishes_in_a_new_process_without_rerunning_step
     for step in ("fast", "slow-before", "slow-after"):
         assert step_runs(work / "steps.log", step) == 1, step
 
-    straight, straight_store = tmp_path / "straight", tmp_path / "straight" / "runs.sqlite"
+    straight, straight_store = tmp_path / "straight", store_targets.fresh()
     straight.mkdir()
     lines = finish("batch", "straight", straight_store, straight)
     assert lines[-1]["outcome"]["kind"] == "completed"
@@ -108,8 +109,8 @@ def test_a_run_killed_mid_batch_finishes_in_a_new_process_without_rerunning_step
 
 
 def test_a_run_killed_while_pending_is_resolved_by_another_process_and_finishes(
-        tmp_path: Path, start: Start) -> None:
-    store = tmp_path / "runs.sqlite"
+        tmp_path: Path, start: Start, store_target: str) -> None:
+    store = store_target
     first = start("webhook", "first", store, tmp_path)
     run_id = next_line(first)["run_id"]
     suspended = next_line(first)["outcome"]
@@ -118,7 +119,7 @@ def test_a_run_killed_while_pending_is_resolved_by_another_process_and_finishes(
     assert next_line(first) == {"blocked": "suspended"}
     kill(first)
 
-    resolve = [sys.executable, "-m", "toolvisor.cli", "resolve", "--store", str(store), key]
+    resolve = [sys.executable, "-m", "toolvisor.cli", "resolve", "--store", store, key]
     accepted = subprocess.run([*resolve, "--ok", '"pong"'], cwd=ROOT, capture_output=True,
                               text=True, timeout=60, check=False)
     assert (accepted.returncode, accepted.stdout.strip()) == (0, "accepted")
@@ -129,14 +130,14 @@ def test_a_run_killed_while_pending_is_resolved_by_another_process_and_finishes(
     lines = finish("webhook", "resume", store, tmp_path, run_id)
     assert lines[-1]["outcome"] == {"kind": "completed", "text": "hook said pong"}
     assert step_runs(tmp_path / "steps.log", "register") == 1
-    with SqliteSessionStore(store) as opened:
+    with open_store(store) as opened:
         assert opened.get_run(run_id).status == "completed"  # type: ignore[union-attr]
         assert opened.open_waits(run_id) == []
 
 
 def test_after_a_crash_a_call_runs_at_most_once_unless_retryable_or_journaled(
-        tmp_path: Path, start: Start) -> None:
-    store, log = tmp_path / "runs.sqlite", tmp_path / "steps.log"
+        tmp_path: Path, start: Start, store_target: str) -> None:
+    store, log = store_target, tmp_path / "steps.log"
     first = start("once", "first", store, tmp_path)
     run_id = next_line(first)["run_id"]
     assert next_line(first) == {"blocked": "once"}  # all three ran their side effect
@@ -154,9 +155,9 @@ def test_after_a_crash_a_call_runs_at_most_once_unless_retryable_or_journaled(
 
 
 def test_a_journaled_step_in_a_worker_process_is_not_run_again_after_a_crash(
-        tmp_path: Path, start: Start) -> None:
+        tmp_path: Path, start: Start, store_target: str) -> None:
     """The step's record was journaled by the host that was killed, over the worker's link."""
-    store, fifo = tmp_path / "runs.sqlite", tmp_path / "blocked.fifo"
+    store, fifo = store_target, tmp_path / "blocked.fifo"
     os.mkfifo(fifo)
     first = start("remote", "first", store, tmp_path)
     run_id = next_line(first)["run_id"]
@@ -171,10 +172,10 @@ def test_a_journaled_step_in_a_worker_process_is_not_run_again_after_a_crash(
 
 
 def test_a_killed_run_is_listed_by_the_command_line_and_resumed_by_its_id(
-        tmp_path: Path, start: Start) -> None:
+        tmp_path: Path, start: Start, store_target: str) -> None:
     """The recovery the README shows: after a SIGKILL, ``runs`` finds the run (its host gone),
     and ``agent.resume_run(run_id)`` in another process finishes it."""
-    store = tmp_path / "runs.sqlite"
+    store = store_target
     first = start("batch", "first", store, tmp_path)
     run_id = next_line(first)["run_id"]
     assert next_line(first) == {"blocked": "slow"}
@@ -191,7 +192,7 @@ def test_a_killed_run_is_listed_by_the_command_line_and_resumed_by_its_id(
     assert (line["status"], line["host"]["state"], line["waiting"]) == ("running", "gone", [])
     assert line["host"]["holder"].startswith(f"{socket.gethostname()}:{pid}:")
 
-    with scenario_agent("batch", "resume", str(store), str(tmp_path)) as agent:
+    with scenario_agent("batch", "resume", store, str(tmp_path)) as agent:
         outcome = agent.resume_run(run_id, timeout=60)
     assert (outcome.run_id, outcome.status) == (run_id, "completed")
     assert outcome.text == "done: fast done / slow done"
@@ -200,8 +201,8 @@ def test_a_killed_run_is_listed_by_the_command_line_and_resumed_by_its_id(
 
 
 def test_a_killed_run_waiting_on_a_key_is_listed_with_its_key(
-        tmp_path: Path, start: Start) -> None:
-    store = tmp_path / "runs.sqlite"
+        tmp_path: Path, start: Start, store_target: str) -> None:
+    store = store_target
     first = start("webhook", "first", store, tmp_path)
     run_id = next_line(first)["run_id"]
     key = next_line(first)["outcome"]["keys"]["c_hook"]
@@ -215,7 +216,7 @@ def test_a_killed_run_waiting_on_a_key_is_listed_with_its_key(
     assert cli("runs", "--store", store).stdout.splitlines()[1].split()[-1] == "1.1.c_hook"
 
     assert cli("resolve", "--store", store, key, "--ok", '"pong"').returncode == 0
-    with scenario_agent("webhook", "resume", str(store), str(tmp_path)) as agent:
+    with scenario_agent("webhook", "resume", store, str(tmp_path)) as agent:
         outcome = agent.resume_run(run_id, timeout=60)
     assert (outcome.run_id, outcome.text) == (run_id, "hook said pong")
     assert listed(store)[run_id]["waiting"] == []

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from tests._postgres import StoreTargets
 from toolvisor import (
     Agent,
     AskUser,
@@ -31,13 +32,13 @@ from toolvisor.contract import (
     ToolCall,
     ToolResultMessage,
 )
-from toolvisor.durable import DurableError, SqliteSessionStore
+from toolvisor.durable import DurableError, SessionStore, open_store
 from toolvisor.testing import FunctionModel, call, calls, execute
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Iterator[SqliteSessionStore]:
-    with SqliteSessionStore(tmp_path / "runs.sqlite", poll_interval=0.01) as opened:
+def store(store_target: str) -> Iterator[SessionStore]:
+    with open_store(store_target, poll_interval=0.01) as opened:
         yield opened
 
 
@@ -77,7 +78,7 @@ def pending_tool(**pending: Any) -> Tool:
 
 
 def test_a_pending_call_suspends_with_its_key_and_the_resolution_finishes_the_run(
-        store: SqliteSessionStore) -> None:
+        store: SessionStore) -> None:
     with Agent(one_call("hook"), [pending_tool(deadline=600)], store=store) as agent:
         suspended = agent.run("go", timeout=30)
         assert isinstance(suspended, Suspended)
@@ -91,7 +92,7 @@ def test_a_pending_call_suspends_with_its_key_and_the_resolution_finishes_the_ru
 
 
 def test_an_error_resolution_reaches_the_model_as_a_reported_error(
-        store: SqliteSessionStore) -> None:
+        store: SessionStore) -> None:
     with Agent(one_call("hook"), [pending_tool()], store=store) as agent:
         suspended = agent.run("go", timeout=30)
         assert isinstance(suspended, Suspended)
@@ -101,7 +102,7 @@ def test_an_error_resolution_reaches_the_model_as_a_reported_error(
 
 
 def test_a_resolution_that_arrives_before_the_run_waits_is_kept(
-        store: SqliteSessionStore) -> None:
+        store: SessionStore) -> None:
     def fast_webhook(arguments: dict[str, Any], ctx: CallContext) -> Pending:
         key = ctx.completion_key()
         assert store.resolve(key, ok="early") == "accepted"  # the webhook fired at once
@@ -113,7 +114,7 @@ def test_a_resolution_that_arrives_before_the_run_waits_is_kept(
 
 
 def test_a_tampered_or_foreign_key_is_refused_and_changes_nothing(
-        store: SqliteSessionStore, tmp_path: Path) -> None:
+        store: SessionStore, store_targets: StoreTargets) -> None:
     with Agent(one_call("hook"), [pending_tool()], store=store) as agent:
         suspended = agent.run("go", timeout=30)
         assert isinstance(suspended, Suspended)
@@ -121,7 +122,7 @@ def test_a_tampered_or_foreign_key_is_refused_and_changes_nothing(
         flipped = key[:-2] + ("A" if key[-2] != "A" else "B") + key[-1]
         assert agent.resolve(flipped, ok="forged") == "unknown_or_revoked"
         assert agent.resolve(key + "x", ok="forged") == "unknown_or_revoked"
-        with SqliteSessionStore(tmp_path / "other.sqlite") as other:
+        with open_store(store_targets.fresh()) as other:
             run = other.create_run()
             foreign = other.issue_key(run.run_id, "c1")
         assert agent.resolve(foreign, ok="forged") == "unknown_or_revoked"
@@ -131,7 +132,7 @@ def test_a_tampered_or_foreign_key_is_refused_and_changes_nothing(
 
 
 def test_a_key_taken_by_a_call_that_did_not_return_pending_is_revoked(
-        store: SqliteSessionStore) -> None:
+        store: SessionStore) -> None:
     taken: list[str] = []
 
     def changed_its_mind(arguments: dict[str, Any], ctx: CallContext) -> Ok:
@@ -145,7 +146,7 @@ def test_a_key_taken_by_a_call_that_did_not_return_pending_is_revoked(
 
 
 def test_pending_without_a_key_fails_the_call_with_its_code(
-        store: SqliteSessionStore) -> None:
+        store: SessionStore) -> None:
     keyless = Tool(name="hook", handler=lambda arguments: Pending())
     with Agent(one_call("hook"), [keyless], store=store) as agent:
         seen = final(agent.run("go", timeout=30))["error"]
@@ -157,7 +158,7 @@ def test_pending_without_a_key_fails_the_call_with_its_code(
 
 
 def test_on_timeout_error_as_result_feeds_a_timeout_error_to_the_model(
-        store: SqliteSessionStore) -> None:
+        store: SessionStore) -> None:
     with Agent(one_call("hook"), [pending_tool(deadline=0.05)], store=store) as agent:
         suspended = agent.run("go", timeout=30)
         assert isinstance(suspended, Suspended)
@@ -167,7 +168,7 @@ def test_on_timeout_error_as_result_feeds_a_timeout_error_to_the_model(
     assert seen["code"] == "pending_deadline_exceeded"
 
 
-def test_on_timeout_fail_turn_ends_the_run_failed(store: SqliteSessionStore) -> None:
+def test_on_timeout_fail_turn_ends_the_run_failed(store: SessionStore) -> None:
     tool = pending_tool(deadline=0.05, on_timeout="fail_turn")
     with Agent(one_call("hook"), [tool], store=store) as agent:
         suspended = agent.run("go", timeout=30)
@@ -180,7 +181,7 @@ def test_on_timeout_fail_turn_ends_the_run_failed(store: SqliteSessionStore) -> 
 
 @pytest.mark.parametrize("on_cancel", ["cancel_external_work", "ignore"])
 def test_cancelling_a_run_cancels_its_waits_and_calls_the_hook_when_asked(
-        store: SqliteSessionStore, on_cancel: str) -> None:
+        store: SessionStore, on_cancel: str) -> None:
     hooked: list[tuple[str, str]] = []
 
     def handler(arguments: dict[str, Any], ctx: CallContext) -> Pending:
@@ -222,7 +223,7 @@ def test_without_a_store_the_durable_capabilities_say_so() -> None:
     assert issubclass(DurableError, CapabilityError)
 
 
-def test_durable_effects_run_through_the_agent(store: SqliteSessionStore) -> None:
+def test_durable_effects_run_through_the_agent(store: SessionStore) -> None:
     ran: list[int] = []
 
     def journaled(arguments: dict[str, Any], ctx: CallContext) -> Ok:
@@ -237,7 +238,7 @@ def test_durable_effects_run_through_the_agent(store: SqliteSessionStore) -> Non
 
 
 def test_an_awaited_event_is_cancelled_when_the_runner_gives_up_on_the_call(
-        store: SqliteSessionStore) -> None:
+        store: SessionStore) -> None:
     gave_up = threading.Event()
 
     def awaits(arguments: dict[str, Any], ctx: CallContext) -> Ok:
@@ -258,7 +259,7 @@ def test_an_awaited_event_is_cancelled_when_the_runner_gives_up_on_the_call(
 
 
 def test_an_asked_question_and_a_pending_key_are_answered_separately(
-        store: SqliteSessionStore) -> None:
+        store: SessionStore) -> None:
     def respond(request: ModelRequest) -> ModelResponse:
         seen = shown(request)
         if not seen:
@@ -279,7 +280,7 @@ def test_an_asked_question_and_a_pending_key_are_answered_separately(
 
 
 def test_the_durability_settings_are_checked_and_the_store_is_given_once(
-        store: SqliteSessionStore, tmp_path: Path) -> None:
+        store: SessionStore, tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="lease_ttl must be a positive, finite number"):
         Durability(store=store, lease_ttl=0)
     with pytest.raises(ValueError, match="at least 16 bytes"):
@@ -292,8 +293,8 @@ def test_the_durability_settings_are_checked_and_the_store_is_given_once(
         Agent(one_call("hook"), durability=store)  # type: ignore[arg-type]
 
 
-def test_a_durability_makes_runs_durable_as_store_does(tmp_path: Path) -> None:
-    durability = Durability(store=tmp_path / "runs.sqlite", signing_keys=[b"k" * 32],
+def test_a_durability_makes_runs_durable_as_store_does(store_target: str) -> None:
+    durability = Durability(store=store_target, signing_keys=[b"k" * 32],
                             lease_ttl=5)
     with Agent(one_call("hook"), [pending_tool(deadline=600)],
                durability=durability) as agent:

@@ -7,12 +7,11 @@ import sys
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from toolvisor.durable import DurableEffects, DurableError, SqliteSessionStore
+from toolvisor.durable import DurableEffects, DurableError, SessionStore, open_store
 
 
 class FakeClock:
@@ -26,18 +25,18 @@ class FakeClock:
 
 
 @pytest.fixture
-def db(tmp_path: Path) -> Path:
-    return tmp_path / "effects.db"
+def db(store_target: str) -> str:
+    return store_target
 
 
 @pytest.fixture
-def store(db: Path) -> Iterator[SqliteSessionStore]:
-    with SqliteSessionStore(db) as opened:
+def store(db: str) -> Iterator[SessionStore]:
+    with open_store(db) as opened:
         opened.create_run("run-1")
         yield opened
 
 
-def effects(store: SqliteSessionStore | None, call_id: str | None = "call-1") -> DurableEffects:
+def effects(store: SessionStore | None, call_id: str | None = "call-1") -> DurableEffects:
     """A fresh execution of the call (what the host builds per attempt or after a restart)."""
     return DurableEffects(store, "run-1", call_id)
 
@@ -61,24 +60,24 @@ def code(error: pytest.ExceptionInfo[DurableError]) -> str:
 # -- run_json --------------------------------------------------------------------------------------
 
 
-def test_a_step_runs_once_and_replays_from_the_journal(store: SqliteSessionStore) -> None:
+def test_a_step_runs_once_and_replays_from_the_journal(store: SessionStore) -> None:
     fn = Counting()
     assert effects(store).run_json("double", 21, fn) == {"double": 42}
     assert effects(store).run_json("double", 21, fn) == {"double": 42}
     assert fn.inputs == [21]
 
 
-def test_a_step_replays_after_a_restart(db: Path) -> None:
+def test_a_step_replays_after_a_restart(db: str) -> None:
     fn = Counting()
-    with SqliteSessionStore(db) as before:
+    with open_store(db) as before:
         before.create_run("run-1")
         effects(before).run_json("double", 5, fn)
-    with SqliteSessionStore(db) as after:
+    with open_store(db) as after:
         assert effects(after).run_json("double", 5, fn) == {"double": 10}
     assert fn.inputs == [5]
 
 
-def test_steps_are_journaled_per_call(store: SqliteSessionStore) -> None:
+def test_steps_are_journaled_per_call(store: SessionStore) -> None:
     fn = Counting()
     effects(store, "call-1").run_json("double", 1, fn)
     effects(store, "call-2").run_json("double", 1, fn)
@@ -86,7 +85,7 @@ def test_steps_are_journaled_per_call(store: SqliteSessionStore) -> None:
 
 
 def test_the_result_is_what_json_reads_back_on_first_run_and_replay(
-    store: SqliteSessionStore,
+    store: SessionStore,
 ) -> None:
     fn = Counting(lambda _: (1, 2))
     assert effects(store).run_json("pair", None, fn) == [1, 2]
@@ -95,7 +94,7 @@ def test_the_result_is_what_json_reads_back_on_first_run_and_replay(
 
 @pytest.mark.parametrize("step_id", ["", None, 7])
 def test_a_step_needs_a_non_empty_id_before_fn_runs(
-    store: SqliteSessionStore, step_id: Any
+    store: SessionStore, step_id: Any
 ) -> None:
     fn = Counting()
     with pytest.raises(DurableError) as error:
@@ -105,7 +104,7 @@ def test_a_step_needs_a_non_empty_id_before_fn_runs(
 
 
 def test_a_step_id_repeated_in_one_execution_is_refused_before_fn_runs(
-    store: SqliteSessionStore,
+    store: SessionStore,
 ) -> None:
     fn = Counting()
     execution = effects(store)
@@ -117,7 +116,7 @@ def test_a_step_id_repeated_in_one_execution_is_refused_before_fn_runs(
 
 
 def test_the_same_step_id_with_another_input_is_a_mismatch_not_a_replay(
-    store: SqliteSessionStore,
+    store: SessionStore,
 ) -> None:
     fn = Counting()
     effects(store).run_json("step", {"a": 1, "b": 2}, lambda _: "one")
@@ -129,7 +128,7 @@ def test_the_same_step_id_with_another_input_is_a_mismatch_not_a_replay(
     assert fn.inputs == []
 
 
-def test_a_step_that_raises_records_nothing(store: SqliteSessionStore) -> None:
+def test_a_step_that_raises_records_nothing(store: SessionStore) -> None:
     def fail(_: Any) -> Any:
         raise ConnectionError("flaky")
 
@@ -139,7 +138,7 @@ def test_a_step_that_raises_records_nothing(store: SqliteSessionStore) -> None:
     assert effects(store).run_json("fetch", 1, lambda _: "fetched") == "fetched"
 
 
-def test_values_that_are_not_json_are_refused(store: SqliteSessionStore) -> None:
+def test_values_that_are_not_json_are_refused(store: SessionStore) -> None:
     fn = Counting(lambda _: {1, 2})
     with pytest.raises(DurableError) as bad_input:
         effects(store).run_json("step", object(), fn)
@@ -151,13 +150,13 @@ def test_values_that_are_not_json_are_refused(store: SqliteSessionStore) -> None
     assert store.journal_record("run-1", "call-1", "step") is None
 
 
-def test_racing_executions_of_one_step_both_see_the_first_record(db: Path) -> None:
-    with SqliteSessionStore(db) as setup:
+def test_racing_executions_of_one_step_both_see_the_first_record(db: str) -> None:
+    with open_store(db) as setup:
         setup.create_run("run-1")
     both_running = threading.Barrier(2)
 
     def execution(tag: str) -> Any:
-        with SqliteSessionStore(db) as own:
+        with open_store(db) as own:
 
             def step(_: Any) -> str:
                 both_running.wait()  # both ran fn; only one record may win
@@ -189,7 +188,7 @@ def test_without_a_store_every_effect_is_unavailable(use: Callable[[DurableEffec
 
 @pytest.mark.parametrize("use", EVERY_EFFECT)
 def test_outside_a_prepared_call_every_effect_needs_a_call_id(
-    store: SqliteSessionStore, use: Callable[[DurableEffects], Any]
+    store: SessionStore, use: Callable[[DurableEffects], Any]
 ) -> None:
     with pytest.raises(DurableError) as error:
         use(effects(store, call_id=None))
@@ -199,7 +198,7 @@ def test_outside_a_prepared_call_every_effect_needs_a_call_id(
 # -- external events -------------------------------------------------------------------------------
 
 
-def test_an_event_key_is_stable_per_call_and_name(store: SqliteSessionStore) -> None:
+def test_an_event_key_is_stable_per_call_and_name(store: SessionStore) -> None:
     key = effects(store).external_event_key("approval")
     assert effects(store).external_event_key("approval") == key
     assert effects(store).external_event_key("payment") != key
@@ -209,7 +208,7 @@ def test_an_event_key_is_stable_per_call_and_name(store: SqliteSessionStore) -> 
 
 
 def test_an_event_delivered_before_the_await_is_returned_at_once(
-    store: SqliteSessionStore,
+    store: SessionStore,
 ) -> None:
     execution = effects(store)
     key = execution.external_event_key("approval")
@@ -217,7 +216,7 @@ def test_an_event_delivered_before_the_await_is_returned_at_once(
     assert execution.await_event_json(key) == {"approved": True}
 
 
-def test_an_event_delivered_while_awaiting_wakes_the_call(store: SqliteSessionStore) -> None:
+def test_an_event_delivered_while_awaiting_wakes_the_call(store: SessionStore) -> None:
     execution = effects(store)
     key = execution.external_event_key("approval")
     with ThreadPoolExecutor(1) as pool:
@@ -226,35 +225,35 @@ def test_an_event_delivered_while_awaiting_wakes_the_call(store: SqliteSessionSt
         assert awaiting.result() == "yes"
 
 
-def test_a_replay_gets_the_event_delivered_to_an_earlier_execution(db: Path) -> None:
-    with SqliteSessionStore(db) as before:
+def test_a_replay_gets_the_event_delivered_to_an_earlier_execution(db: str) -> None:
+    with open_store(db) as before:
         before.create_run("run-1")
         first = effects(before)
         key = first.external_event_key("approval")
         before.resolve(key, ok="yes")
         assert first.await_event_json(key) == "yes"
-    with SqliteSessionStore(db) as after:
+    with open_store(db) as after:
         replay = effects(after)
         assert replay.await_event_json(replay.external_event_key("approval")) == "yes"
 
 
 RESOLVE_IN_CHILD = """
 import sys
-from toolvisor.durable import SqliteSessionStore
-with SqliteSessionStore(sys.argv[1]) as store:
+from toolvisor.durable import open_store
+with open_store(sys.argv[1]) as store:
     print(store.resolve(sys.argv[2], ok={"from": "another process"}))
 """
 
 
 def test_an_event_resolved_by_another_process_is_delivered(
-    store: SqliteSessionStore, db: Path
+    store: SessionStore, db: str
 ) -> None:
     execution = effects(store)
     key = execution.external_event_key("webhook")
     with ThreadPoolExecutor(1) as pool:
         awaiting = pool.submit(execution.await_event_json, key, 60)
         child = subprocess.run(
-            [sys.executable, "-c", RESOLVE_IN_CHILD, str(db), key],
+            [sys.executable, "-c", RESOLVE_IN_CHILD, db, key],
             check=True,
             capture_output=True,
             text=True,
@@ -264,7 +263,7 @@ def test_an_event_resolved_by_another_process_is_delivered(
     assert child.stdout.strip() == "accepted"
 
 
-def test_a_delivered_error_raises_with_its_value(store: SqliteSessionStore) -> None:
+def test_a_delivered_error_raises_with_its_value(store: SessionStore) -> None:
     execution = effects(store)
     key = execution.external_event_key("payment")
     store.resolve(key, error={"reason": "card declined"})
@@ -274,7 +273,7 @@ def test_a_delivered_error_raises_with_its_value(store: SqliteSessionStore) -> N
     assert error.value.detail == {"reason": "card declined"}
 
 
-def test_an_event_that_does_not_arrive_in_time_raises_timeout(store: SqliteSessionStore) -> None:
+def test_an_event_that_does_not_arrive_in_time_raises_timeout(store: SessionStore) -> None:
     execution = effects(store)
     key = execution.external_event_key("late")
     with pytest.raises(DurableError) as error:
@@ -283,9 +282,9 @@ def test_an_event_that_does_not_arrive_in_time_raises_timeout(store: SqliteSessi
     assert store.resolve(key, ok="too late") == "already_resolved"
 
 
-def test_the_host_expiring_an_event_wait_ends_the_await(db: Path) -> None:
+def test_the_host_expiring_an_event_wait_ends_the_await(db: str) -> None:
     clock = FakeClock()
-    with SqliteSessionStore(db, clock=clock) as store:
+    with open_store(db, clock=clock) as store:
         store.create_run("run-1")
         execution = effects(store)
         key = execution.external_event_key("slow")
@@ -299,7 +298,7 @@ def test_the_host_expiring_an_event_wait_ends_the_await(db: Path) -> None:
     assert code(error) == "durable_effect_event_timeout"
 
 
-def test_cancelling_the_run_ends_the_await(store: SqliteSessionStore) -> None:
+def test_cancelling_the_run_ends_the_await(store: SessionStore) -> None:
     execution = effects(store)
     key = execution.external_event_key("approval")
     with ThreadPoolExecutor(1) as pool:
@@ -310,7 +309,7 @@ def test_cancelling_the_run_ends_the_await(store: SqliteSessionStore) -> None:
     assert code(error) == "durable_effect_event_cancelled"
 
 
-def test_the_calls_cancel_token_ends_the_await(store: SqliteSessionStore) -> None:
+def test_the_calls_cancel_token_ends_the_await(store: SessionStore) -> None:
     token = threading.Event()
     execution = DurableEffects(store, "run-1", "call-1", cancelled=token)
     key = execution.external_event_key("approval")
@@ -323,7 +322,7 @@ def test_the_calls_cancel_token_ends_the_await(store: SqliteSessionStore) -> Non
     assert store.resolution(key) is None  # the run decides what happens to the wait
 
 
-def test_only_this_calls_event_keys_can_be_awaited(store: SqliteSessionStore) -> None:
+def test_only_this_calls_event_keys_can_be_awaited(store: SessionStore) -> None:
     other_key = effects(store, "call-2").external_event_key("approval")
     call_key = store.issue_key("run-1", "call-1")
     for key in (other_key, call_key, "not a key"):
@@ -333,7 +332,7 @@ def test_only_this_calls_event_keys_can_be_awaited(store: SqliteSessionStore) ->
 
 
 @pytest.mark.parametrize("timeout", [0, -1, True, "5"])
-def test_a_bad_timeout_is_refused(store: SqliteSessionStore, timeout: Any) -> None:
+def test_a_bad_timeout_is_refused(store: SessionStore, timeout: Any) -> None:
     execution = effects(store)
     key = execution.external_event_key("approval")
     with pytest.raises(ValueError, match="timeout"):
@@ -344,7 +343,7 @@ def test_a_bad_timeout_is_refused(store: SqliteSessionStore, timeout: Any) -> No
 
 
 def test_process_events_are_ordered_and_replays_do_not_repeat_them(
-    store: SqliteSessionStore,
+    store: SessionStore,
 ) -> None:
     first = effects(store)
     seqs = [first.emit_process_event("progress", {"done": n}) for n in range(3)]
@@ -364,14 +363,14 @@ def test_process_events_are_ordered_and_replays_do_not_repeat_them(
     assert [e.type for e in store.process_events(after_seq=events[3].seq)] == ["finished"]
 
 
-def test_a_replay_that_emits_something_else_is_a_mismatch(store: SqliteSessionStore) -> None:
+def test_a_replay_that_emits_something_else_is_a_mismatch(store: SessionStore) -> None:
     effects(store).emit_process_event("progress", {"done": 1})
     with pytest.raises(DurableError) as error:
         effects(store).emit_process_event("progress", {"done": 2})
     assert code(error) == "durable_effect_replay_mismatch"
 
 
-def test_a_process_event_needs_a_type_and_a_json_payload(store: SqliteSessionStore) -> None:
+def test_a_process_event_needs_a_type_and_a_json_payload(store: SessionStore) -> None:
     with pytest.raises(ValueError, match="type"):
         effects(store).emit_process_event("", {})
     with pytest.raises(DurableError) as error:

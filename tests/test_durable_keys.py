@@ -6,19 +6,19 @@ import base64
 import json
 import string
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from toolvisor.durable import CompletionKeyIssuer, DurableError, SqliteSessionStore
+from tests._postgres import StoreTargets
+from toolvisor.durable import CompletionKeyIssuer, DurableError, SessionStore, open_store
 from toolvisor.durable._keys import KeyClaims, sign_key, verify_key
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Iterator[SqliteSessionStore]:
-    with SqliteSessionStore(tmp_path / "keys.db") as opened:
+def store(store_target: str) -> Iterator[SessionStore]:
+    with open_store(store_target) as opened:
         opened.create_run("run-1")
         yield opened
 
@@ -91,7 +91,7 @@ def tampered_keys(key: str) -> dict[str, str]:
 
 @pytest.mark.parametrize("part", list(tampered_keys(sign_key(b"x", KeyClaims("k", "r", "c")))))
 def test_a_tampered_key_is_refused_and_changes_nothing(
-    store: SqliteSessionStore, part: str
+    store: SessionStore, part: str
 ) -> None:
     key = store.issue_key("run-1", "call-1")
     store.issue_key("run-1", "call-2")  # a real key with the call id the tampering names
@@ -108,7 +108,7 @@ def test_a_tampered_key_is_refused_and_changes_nothing(
 )
 @given(index=st.integers(min_value=0), char=st.characters(codec="ascii"))
 def test_any_one_character_change_is_refused(
-    store: SqliteSessionStore, index: int, char: str
+    store: SessionStore, index: int, char: str
 ) -> None:
     key = store.issue_key("run-1", "call-1")
     index %= len(key)
@@ -119,9 +119,9 @@ def test_any_one_character_change_is_refused(
 
 
 def test_a_key_signed_by_another_store_is_foreign(
-    store: SqliteSessionStore, tmp_path: Path
+    store: SessionStore, store_targets: StoreTargets
 ) -> None:
-    with SqliteSessionStore(tmp_path / "other.db") as other:
+    with open_store(store_targets.fresh()) as other:
         other.create_run("run-1")
         foreign = other.issue_key("run-1", "call-1")
     own = store.issue_key("run-1", "call-1")
@@ -133,17 +133,17 @@ def test_a_key_signed_by_another_store_is_foreign(
 
 
 def test_a_well_signed_key_this_store_never_issued_is_unknown(
-    store: SqliteSessionStore,
+    store: SessionStore,
 ) -> None:
     never_issued = sign_key(store._db.secret, KeyClaims("made-up", "run-1", "call-1"))
     assert store.resolve(never_issued, ok="x") == "unknown_or_revoked"
 
 
-def test_keys_outlive_the_store_object(tmp_path: Path) -> None:
-    with SqliteSessionStore(tmp_path / "s.db") as first:
+def test_keys_outlive_the_store_object(store_target: str) -> None:
+    with open_store(store_target) as first:
         first.create_run("r")
         key = first.issue_key("r", "c")
-    with SqliteSessionStore(tmp_path / "s.db") as second:
+    with open_store(store_target) as second:
         assert second.issue_key("r", "c") == key
         assert second.resolve(key, ok=1) == "accepted"
 
@@ -151,7 +151,7 @@ def test_keys_outlive_the_store_object(tmp_path: Path) -> None:
 # -- the per-call issuer ---------------------------------------------------------------------------
 
 
-def test_the_issuer_gives_the_call_one_key_and_remembers_it(store: SqliteSessionStore) -> None:
+def test_the_issuer_gives_the_call_one_key_and_remembers_it(store: SessionStore) -> None:
     issuer = CompletionKeyIssuer(store, "run-1", "call-1")
     assert issuer.issued is None
     key = issuer.issue()
@@ -159,7 +159,7 @@ def test_the_issuer_gives_the_call_one_key_and_remembers_it(store: SqliteSession
     assert store.resolve(key, ok="done") == "accepted"  # recorded at issue time
 
 
-def test_a_new_execution_of_the_call_gets_the_same_key(store: SqliteSessionStore) -> None:
+def test_a_new_execution_of_the_call_gets_the_same_key(store: SessionStore) -> None:
     key = CompletionKeyIssuer(store, "run-1", "call-1").issue()
     replay = CompletionKeyIssuer(store, "run-1", "call-1")
     assert replay.issued is None
@@ -167,7 +167,7 @@ def test_a_new_execution_of_the_call_gets_the_same_key(store: SqliteSessionStore
     assert CompletionKeyIssuer(store, "run-1", "call-2").issue() != key
 
 
-def test_the_issuer_says_why_it_cannot_issue(store: SqliteSessionStore) -> None:
+def test_the_issuer_says_why_it_cannot_issue(store: SessionStore) -> None:
     with pytest.raises(DurableError) as no_store:
         CompletionKeyIssuer(None, "run-1", "call-1").issue()
     assert no_store.value.code == "completion_keys_unavailable"

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from toolvisor import Agent, CallContext, Pending, RunLeasedError, Suspended, Tool, set_event_sink
-from toolvisor.durable import Durability, Lease, SqliteSessionStore
+from toolvisor.durable import Durability, Lease, SessionStore, open_store
 from toolvisor.testing import ScriptedModel, call, calls
 
 
@@ -36,17 +35,12 @@ def clock() -> Clock:
 
 
 @pytest.fixture
-def path(tmp_path: Path) -> Path:
-    return tmp_path / "runs.sqlite"
-
-
-@pytest.fixture
-def store(path: Path, clock: Clock) -> Iterator[SqliteSessionStore]:
-    with SqliteSessionStore(path, clock=clock, poll_interval=0.01) as opened:
+def store(store_target: str, clock: Clock) -> Iterator[SessionStore]:
+    with open_store(store_target, clock=clock, poll_interval=0.01) as opened:
         yield opened
 
 
-def test_the_store_grants_one_holder_at_a_time(store: SqliteSessionStore, clock: Clock) -> None:
+def test_the_store_grants_one_holder_at_a_time(store: SessionStore, clock: Clock) -> None:
     store.create_run("r")
     assert store.acquire_lease("r", "a", 10) is None
     assert store.acquire_lease("r", "a", 10) is None  # the holder renews
@@ -62,7 +56,7 @@ def test_the_store_grants_one_holder_at_a_time(store: SqliteSessionStore, clock:
 
 
 def test_a_second_host_is_refused_until_the_first_lets_the_run_go(
-        store: SqliteSessionStore) -> None:
+        store: SessionStore) -> None:
     first = Agent(ScriptedModel([calls(call("hook", id="c1"))]), [HOOK], store=store)
     with first:
         suspended = first.run("go")
@@ -75,7 +69,7 @@ def test_a_second_host_is_refused_until_the_first_lets_the_run_go(
 
 
 def test_a_host_that_stops_renewing_loses_the_run_to_another(
-        store: SqliteSessionStore, clock: Clock) -> None:
+        store: SessionStore, clock: Clock) -> None:
     lost = threading.Event()
 
     def sink(level: str, event: str, fields: dict[str, Any]) -> None:

@@ -1,4 +1,4 @@
-"""Several agent processes on one machine share one durable store (one SQLite file).
+"""Several agent processes share one durable store: a SQLite file, or a PostgreSQL database.
 
 Every host is a real OS process (``tests._shared_host``) driven over its stdin and stdout: the
 test writes a command and reads the JSON line that answers it, so nothing here sleeps.
@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from toolvisor.durable import SqliteSessionStore
+from toolvisor.durable import open_store
 
 ROOT = Path(__file__).resolve().parent.parent
 HOST = [sys.executable, "-m", "tests._shared_host"]
@@ -26,8 +26,8 @@ HOST = [sys.executable, "-m", "tests._shared_host"]
 class Host:
     """One agent process: ``ask`` writes a command line and returns the line it answers."""
 
-    def __init__(self, store: Path) -> None:
-        self.process = subprocess.Popen([*HOST, str(store)], cwd=ROOT, text=True,
+    def __init__(self, store: str) -> None:
+        self.process = subprocess.Popen([*HOST, store], cwd=ROOT, text=True,
                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         self.pid = self.process.pid
 
@@ -67,15 +67,15 @@ class Host:
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Path:
-    return tmp_path / "runs.sqlite"
+def store(store_target: str) -> str:
+    return store_target
 
 
 Start = Callable[..., list[Host]]
 
 
 @pytest.fixture
-def start(store: Path) -> Iterator[Start]:
+def start(store: str) -> Iterator[Start]:
     """Start ``count`` hosts on ``store``, all at once, each ready when returned; every one is
     reaped when the test ends, however it ends."""
     started: list[Host] = []
@@ -101,15 +101,15 @@ def suspended_run(host: Host) -> tuple[str, str]:
     return outcome["run_id"], outcome["keys"]["c_hook"]
 
 
-def status(store: Path, run_id: str) -> str:
-    with SqliteSessionStore(store) as opened:
+def status(store: str, run_id: str) -> str:
+    with open_store(store) as opened:
         run = opened.get_run(run_id)
         assert run is not None
         return run.status
 
 
 def test_a_run_has_one_host_until_its_host_exits_then_another_finishes_it(
-        store: Path, start: Start) -> None:
+        store: str, start: Start) -> None:
     a, b, c = start(3)
     run_id, key = suspended_run(a)
     refused = b.ask(f"resume {run_id}")
@@ -127,7 +127,7 @@ def test_a_run_has_one_host_until_its_host_exits_then_another_finishes_it(
     assert status(store, run_id) == "completed"
 
 
-def test_a_killed_hosts_run_is_taken_over_at_once(store: Path, start: Start) -> None:
+def test_a_killed_hosts_run_is_taken_over_at_once(store: str, start: Start) -> None:
     a, b = start(2)
     run_id, key = suspended_run(a)
     a.kill()  # its lease has 30 s left, but its holder is a dead process of this machine
@@ -138,7 +138,7 @@ def test_a_killed_hosts_run_is_taken_over_at_once(store: Path, start: Start) -> 
 
 
 def test_a_killed_host_not_yet_reaped_by_its_parent_is_dead_too(
-        store: Path, start: Start) -> None:
+        store: str, start: Start) -> None:
     """A zombie is told apart by ``/proc`` (Linux, where the project runs)."""
     a, b = start(2)
     run_id, _ = suspended_run(a)
@@ -149,7 +149,7 @@ def test_a_killed_host_not_yet_reaped_by_its_parent_is_dead_too(
 
 
 def test_a_key_taken_in_one_process_is_resolved_from_others_and_the_first_answer_stands(
-        store: Path, start: Start) -> None:
+        store: str, start: Start) -> None:
     a, b, c = start(3)
     run_id, key = suspended_run(a)
     a.send(f"resume {run_id}")  # A waits for the outcome; its key waiter polls the file
@@ -163,7 +163,7 @@ def test_a_key_taken_in_one_process_is_resolved_from_others_and_the_first_answer
     assert status(store, run_id) == "completed"
 
     late = subprocess.run([sys.executable, "-m", "toolvisor.cli", "resolve", "--store",
-                           str(store), key, "--ok", '"late"'], cwd=ROOT, capture_output=True,
+                           store, key, "--ok", '"late"'], cwd=ROOT, capture_output=True,
                           text=True, timeout=60, check=False)
     assert (late.returncode, late.stdout.strip()) == (1, "already_resolved")
     assert b.ask(f'resolve {key} "again"') == {"resolved": "already_resolved"}

@@ -3,16 +3,14 @@ another key, is refused with an error that says so."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import secrets
-import sqlite3
-from pathlib import Path
 
 import pytest
 
+from tests._postgres import behind_the_store
 from toolvisor import Agent, AskUser, Completed, Durability, Ok, Suspended, function_tool
-from toolvisor.durable import KeyRing, SignatureError, SqliteSessionStore
+from toolvisor.durable import KeyRing, SignatureError, open_store
 from toolvisor.testing import ScriptedModel, call, calls
 
 OLD, NEW = secrets.token_bytes(32), secrets.token_bytes(32)
@@ -73,15 +71,14 @@ def test_signing_keys_are_checked() -> None:
         KeyRing(NEW)  # type: ignore[arg-type]
 
 
-def test_an_altered_stored_checkpoint_is_refused(tmp_path: Path) -> None:
-    path = tmp_path / "runs.sqlite"
-    with SqliteSessionStore(path) as store, Agent(model(), [transfer], store=store) as agent:
+def test_an_altered_stored_checkpoint_is_refused(store_target: str) -> None:
+    path = store_target
+    with open_store(path) as store, Agent(model(), [transfer], store=store) as agent:
         suspended = agent.run("pay")
         assert isinstance(suspended, Suspended) and suspended.run_id is not None
-    with contextlib.closing(sqlite3.connect(path)) as db, db:  # edited behind the store's back
-        db.execute("UPDATE checkpoints SET data = replace(data, '\"amount\":10', "
-                   "'\"amount\":10000')")
-    with SqliteSessionStore(path) as store, \
+    behind_the_store(path, "UPDATE checkpoints SET data = replace(data, '\"amount\":10', "
+                           "'\"amount\":10000')")
+    with open_store(path) as store, \
             Agent(model(), [transfer], store=store) as agent:
         with pytest.raises(SignatureError, match="was altered, or not written by this store"):
             agent.resume(suspended, "yes")

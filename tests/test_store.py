@@ -1,6 +1,8 @@
-"""The SQLite session store: runs, checkpoints, resolution, waits, expiry, cancel, atomicity.
+"""The session stores: runs, checkpoints, resolution, waits, expiry, cancel, atomicity.
 
-Every test uses a real SQLite file in ``tmp_path``; "another process" is a real ``python -c``.
+Every test of the store's behaviour runs on both backends (``store_target``): a real SQLite file
+in ``tmp_path`` and a fresh schema on the session's real PostgreSQL server; the tests of a
+SQLite file's own handling use the file. "Another process" is a real ``python -c``.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from toolvisor.durable import (
     SessionStore,
     SqliteSessionStore,
     UnknownRunError,
+    open_store,
 )
 
 
@@ -42,13 +45,14 @@ def clock() -> FakeClock:
 
 
 @pytest.fixture
-def db(tmp_path: Path) -> Path:
-    return tmp_path / "session.db"
+def db(store_target: str) -> str:
+    """Where the test's store goes: a SQLite file's path or a PostgreSQL URL."""
+    return store_target
 
 
 @pytest.fixture
-def store(db: Path, clock: FakeClock) -> Iterator[SqliteSessionStore]:
-    with SqliteSessionStore(db, clock=clock) as opened:
+def store(db: str, clock: FakeClock) -> Iterator[SessionStore]:
+    with open_store(db, clock=clock) as opened:
         opened.create_run("run-1")
         yield opened
 
@@ -66,8 +70,8 @@ def python(code: str, *args: str) -> subprocess.CompletedProcess[str]:
 
 RESOLVE_IN_CHILD = """
 import json, sys
-from toolvisor.durable import SqliteSessionStore
-with SqliteSessionStore(sys.argv[1]) as store:
+from toolvisor.durable import open_store
+with open_store(sys.argv[1]) as store:
     print(store.resolve(sys.argv[2], **{sys.argv[3]: json.loads(sys.argv[4])}))
 """
 
@@ -75,11 +79,12 @@ with SqliteSessionStore(sys.argv[1]) as store:
 # -- the store itself ------------------------------------------------------------------------------
 
 
-def test_it_is_a_session_store(store: SqliteSessionStore) -> None:
+def test_it_is_a_session_store(store: SessionStore) -> None:
     assert isinstance(store, SessionStore)
 
 
-def test_the_file_is_wal_private_and_survives_reopening(db: Path, clock: FakeClock) -> None:
+def test_the_file_is_wal_private_and_survives_reopening(tmp_path: Path, clock: FakeClock) -> None:
+    db = tmp_path / "session.db"
     with SqliteSessionStore(db, clock=clock) as first:
         first.create_run("r")
         first.save_checkpoint("r", 1, '{"a": 1}')
@@ -94,8 +99,8 @@ def test_the_file_is_wal_private_and_survives_reopening(db: Path, clock: FakeClo
         conn.close()
 
 
-def test_close_is_idempotent_and_a_closed_store_says_so(db: Path) -> None:
-    store = SqliteSessionStore(db)
+def test_close_is_idempotent_and_a_closed_store_says_so(db: str) -> None:
+    store = open_store(db)
     store.close()
     store.close()
     with pytest.raises(RuntimeError, match="closed"):
@@ -103,7 +108,8 @@ def test_close_is_idempotent_and_a_closed_store_says_so(db: Path) -> None:
     assert "closed" in repr(store)
 
 
-def test_a_store_from_a_newer_schema_is_refused(db: Path) -> None:
+def test_a_sqlite_store_from_a_newer_schema_is_refused(tmp_path: Path) -> None:
+    db = tmp_path / "session.db"
     SqliteSessionStore(db).close()
     conn = sqlite3.connect(db)
     try:
@@ -160,17 +166,17 @@ def test_a_file_that_is_no_sqlite_database_is_refused_by_name(tmp_path: Path) ->
     assert text.read_text() == "not a database\n" * 100
 
 
-def test_without_create_an_existing_store_opens(db: Path, clock: FakeClock) -> None:
-    with SqliteSessionStore(db, clock=clock) as store:
+def test_without_create_an_existing_store_opens(db: str, clock: FakeClock) -> None:
+    with open_store(db, clock=clock) as store:
         store.create_run("run-1")
-    with SqliteSessionStore(db, create=False) as reopened:
+    with open_store(db, create=False) as reopened:
         assert [r.run_id for r in reopened.runs()] == ["run-1"]
 
 
 # -- runs and checkpoints --------------------------------------------------------------------------
 
 
-def test_runs_are_created_listed_and_updated(store: SqliteSessionStore, clock: FakeClock) -> None:
+def test_runs_are_created_listed_and_updated(store: SessionStore, clock: FakeClock) -> None:
     generated = store.create_run()
     assert len(generated.run_id) == 32 and generated.status == "running"
     with pytest.raises(ValueError, match="already exists"):
@@ -188,7 +194,7 @@ def test_runs_are_created_listed_and_updated(store: SqliteSessionStore, clock: F
         store.set_run_status("run-1", "")
 
 
-def test_leases_are_listed_expired_ones_too(store: SqliteSessionStore, clock: FakeClock) -> None:
+def test_leases_are_listed_expired_ones_too(store: SessionStore, clock: FakeClock) -> None:
     store.create_run("run-2")
     assert store.leases() == []
     assert store.acquire_lease("run-2", "b:2:t", 10) is None
@@ -200,7 +206,7 @@ def test_leases_are_listed_expired_ones_too(store: SqliteSessionStore, clock: Fa
 
 
 def test_checkpoints_keep_history_and_the_latest_wins(
-    store: SqliteSessionStore, clock: FakeClock
+    store: SessionStore, clock: FakeClock
 ) -> None:
     store.save_checkpoint("run-1", 1, '{"at": 1}')
     clock.now += 1
@@ -231,7 +237,7 @@ def test_checkpoints_keep_history_and_the_latest_wins(
     ],
 )
 def test_bad_checkpoints_are_refused(
-    store: SqliteSessionStore, run_id: str, effect_id: Any, data: Any, error: type, match: str
+    store: SessionStore, run_id: str, effect_id: Any, data: Any, error: type, match: str
 ) -> None:
     with pytest.raises(error, match=match):
         store.save_checkpoint(run_id, effect_id, data)
@@ -241,7 +247,7 @@ def test_bad_checkpoints_are_refused(
 # -- completion keys and resolution ----------------------------------------------------------------
 
 
-def test_issue_is_idempotent_per_call_and_purpose(store: SqliteSessionStore) -> None:
+def test_issue_is_idempotent_per_call_and_purpose(store: SessionStore) -> None:
     key = store.issue_key("run-1", "call-1")
     assert store.issue_key("run-1", "call-1") == key
     others = {
@@ -258,7 +264,7 @@ def test_issue_is_idempotent_per_call_and_purpose(store: SqliteSessionStore) -> 
         store.issue_key("run-1", "c", purpose="other")  # type: ignore[arg-type]
 
 
-def test_first_resolution_wins_and_later_ones_change_nothing(store: SqliteSessionStore) -> None:
+def test_first_resolution_wins_and_later_ones_change_nothing(store: SessionStore) -> None:
     key = store.issue_key("run-1", "call-1")
     assert store.resolution(key) is None
     assert store.resolve(key, ok={"n": 1}) == "accepted"
@@ -267,7 +273,7 @@ def test_first_resolution_wins_and_later_ones_change_nothing(store: SqliteSessio
     assert store.resolution(key) == Resolution("ok", {"n": 1}, 1000.0)
 
 
-def test_null_is_a_legal_ok_value_and_errors_are_kept(store: SqliteSessionStore) -> None:
+def test_null_is_a_legal_ok_value_and_errors_are_kept(store: SessionStore) -> None:
     ok_key = store.issue_key("run-1", "call-1")
     error_key = store.issue_key("run-1", "call-2")
     assert store.resolve(ok_key, ok=None) == "accepted"
@@ -276,7 +282,7 @@ def test_null_is_a_legal_ok_value_and_errors_are_kept(store: SqliteSessionStore)
     assert store.resolution(error_key) == Resolution("error", {"reason": "denied"}, 1000.0)
 
 
-def test_resolve_needs_exactly_one_json_value(store: SqliteSessionStore) -> None:
+def test_resolve_needs_exactly_one_json_value(store: SessionStore) -> None:
     key = store.issue_key("run-1", "call-1")
     with pytest.raises(TypeError, match="exactly one"):
         store.resolve(key)
@@ -291,7 +297,7 @@ def test_resolve_needs_exactly_one_json_value(store: SqliteSessionStore) -> None
     assert store.resolution(key) is None
 
 
-def test_a_revoked_key_is_refused(store: SqliteSessionStore) -> None:
+def test_a_revoked_key_is_refused(store: SessionStore) -> None:
     key = store.issue_key("run-1", "call-1")
     assert store.revoke(key) is True
     assert store.revoke(key) is False
@@ -303,7 +309,7 @@ def test_a_revoked_key_is_refused(store: SqliteSessionStore) -> None:
     assert store.revoke(resolved) is False
 
 
-def test_an_early_resolution_is_delivered_when_the_run_parks(store: SqliteSessionStore) -> None:
+def test_an_early_resolution_is_delivered_when_the_run_parks(store: SessionStore) -> None:
     key = store.issue_key("run-1", "call-1")
     assert store.resolve(key, ok="early") == "accepted"
     wait = store.park(key, deadline_at=2000.0, on_timeout="fail_turn")
@@ -312,7 +318,7 @@ def test_an_early_resolution_is_delivered_when_the_run_parks(store: SqliteSessio
     assert store.open_waits() == []
 
 
-def test_parking_again_keeps_the_first_park(store: SqliteSessionStore, clock: FakeClock) -> None:
+def test_parking_again_keeps_the_first_park(store: SessionStore, clock: FakeClock) -> None:
     key = store.issue_key("run-1", "call-1")
     first = store.park(key, deadline_at=1010.0, on_cancel="cancel_external_work")
     clock.now += 100
@@ -331,14 +337,14 @@ def test_parking_again_keeps_the_first_park(store: SqliteSessionStore, clock: Fa
         ({"deadline_at": None, "on_cancel": "explode"}, "on_cancel"),
     ],
 )
-def test_bad_parks_are_refused(store: SqliteSessionStore, kwargs: Any, match: str) -> None:
+def test_bad_parks_are_refused(store: SessionStore, kwargs: Any, match: str) -> None:
     key = store.issue_key("run-1", "call-1")
     with pytest.raises(ValueError, match=match):
         store.park(key, **kwargs)
     assert store.open_waits() == []
 
 
-def test_wait_for_wakes_on_a_same_process_resolution(store: SqliteSessionStore) -> None:
+def test_wait_for_wakes_on_a_same_process_resolution(store: SessionStore) -> None:
     key = store.issue_key("run-1", "call-1")
     store.park(key, deadline_at=None)
     with ThreadPoolExecutor(1) as pool:
@@ -347,13 +353,13 @@ def test_wait_for_wakes_on_a_same_process_resolution(store: SqliteSessionStore) 
         assert waiting.result() == Resolution("ok", [1, 2], 1000.0)
 
 
-def test_wait_for_gives_up_after_its_timeout(store: SqliteSessionStore) -> None:
+def test_wait_for_gives_up_after_its_timeout(store: SessionStore) -> None:
     key = store.issue_key("run-1", "call-1")
     assert store.wait_for(key, timeout=0.01) is None
 
 
 def test_a_key_resolved_from_another_process_wakes_the_waiter(
-    store: SqliteSessionStore, db: Path
+    store: SessionStore, db: str
 ) -> None:
     key = store.issue_key("run-1", "call-1")
     store.park(key, deadline_at=None)
@@ -370,8 +376,8 @@ def test_a_key_resolved_from_another_process_wakes_the_waiter(
     assert again.stdout.strip() == "already_resolved", again.stderr
 
 
-def test_racing_resolvers_in_threads_have_exactly_one_winner(db: Path) -> None:
-    with SqliteSessionStore(db) as setup:
+def test_racing_resolvers_in_threads_have_exactly_one_winner(db: str) -> None:
+    with open_store(db) as setup:
         setup.create_run("r")
         keys = [setup.issue_key("r", f"call-{i}") for i in range(3)]
     racers = 6
@@ -379,25 +385,25 @@ def test_racing_resolvers_in_threads_have_exactly_one_winner(db: Path) -> None:
         start = threading.Barrier(racers)
 
         def race(value: int, key: str = key, start: threading.Barrier = start) -> str:
-            with SqliteSessionStore(db) as own:  # each racer its own connection
+            with open_store(db) as own:  # each racer its own connection
                 start.wait()
                 return own.resolve(key, ok=value)
 
         with ThreadPoolExecutor(racers) as pool:
             outcomes = list(pool.map(race, range(racers)))
         assert sorted(outcomes) == ["accepted"] + ["already_resolved"] * (racers - 1)
-        with SqliteSessionStore(db) as check:
+        with open_store(db) as check:
             resolution = check.resolution(key)
         assert resolution is not None and resolution.value == outcomes.index("accepted")
 
 
-def test_a_racing_resolver_and_expiry_have_exactly_one_winner(db: Path) -> None:
-    with SqliteSessionStore(db, clock=FakeClock()) as setup:
+def test_a_racing_resolver_and_expiry_have_exactly_one_winner(db: str) -> None:
+    with open_store(db, clock=FakeClock()) as setup:
         setup.create_run("r")
         keys = [setup.issue_key("r", f"call-{i}") for i in range(5)]
         for due, key in enumerate(keys):
             setup.park(key, deadline_at=float(due))
-    with SqliteSessionStore(db) as resolver, SqliteSessionStore(db) as expirer:
+    with open_store(db) as resolver, open_store(db) as expirer:
         for due, key in enumerate(keys):
             start = threading.Barrier(2)
 
@@ -425,7 +431,7 @@ def test_a_racing_resolver_and_expiry_have_exactly_one_winner(db: Path) -> None:
 
 
 def test_expiry_resolves_due_waits_and_records_on_timeout(
-    store: SqliteSessionStore, clock: FakeClock
+    store: SessionStore, clock: FakeClock
 ) -> None:
     soft = store.issue_key("run-1", "soft")
     hard = store.issue_key("run-1", "hard")
@@ -451,7 +457,7 @@ def test_expiry_resolves_due_waits_and_records_on_timeout(
     assert [w.call_id for w in store.open_waits()] == ["never"]
 
 
-def test_expire_one_key_lets_an_earlier_resolution_win(store: SqliteSessionStore) -> None:
+def test_expire_one_key_lets_an_earlier_resolution_win(store: SessionStore) -> None:
     resolved = store.issue_key("run-1", "call-1")
     open_key = store.issue_key("run-1", "call-2")
     store.park(open_key, deadline_at=1.0, on_timeout="fail_turn")
@@ -463,7 +469,7 @@ def test_expire_one_key_lets_an_earlier_resolution_win(store: SqliteSessionStore
 
 
 def test_cancel_run_resolves_its_open_keys_and_reports_external_work(
-    store: SqliteSessionStore, clock: FakeClock
+    store: SessionStore, clock: FakeClock
 ) -> None:
     store.create_run("run-2")
     external = store.issue_key("run-1", "external")
@@ -499,24 +505,34 @@ def test_cancel_run_resolves_its_open_keys_and_reports_external_work(
 # -- atomicity -------------------------------------------------------------------------------------
 
 
-def interrupt_at(store: SqliteSessionStore, statement_prefix: str) -> None:
-    """Make the store's connection fail (``OperationalError``) once it runs ``statement_prefix``."""
-    conn = store._db._connection
-    assert conn is not None
-    reached = threading.Event()
-    conn.set_trace_callback(lambda sql: reached.set() if sql.startswith(statement_prefix) else None)
-    conn.set_progress_handler(lambda: 1 if reached.is_set() else 0, 1)
+class Interrupted(Exception):
+    """What the interrupted statement raises."""
+
+
+def interrupt_at(store: SessionStore, statement_prefix: str,
+                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make the store's transactions fail (``Interrupted``) when they run ``statement_prefix``,
+    before the database sees it: whatever the transaction wrote before must roll back."""
+    with store._db.read() as tx:  # type: ignore[attr-defined]
+        transaction = type(tx)
+    execute = transaction.execute
+
+    def interrupted(self: Any, sql: str, params: Any = (), /) -> Any:
+        if sql.startswith(statement_prefix):
+            raise Interrupted(sql)
+        return execute(self, sql, params)
+
+    monkeypatch.setattr(transaction, "execute", interrupted)
 
 
 def test_an_exception_between_two_writes_rolls_back_the_first(
-    store: SqliteSessionStore,
+    store: SessionStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     store.save_checkpoint("run-1", 1, '{"at": 1}')
-    interrupt_at(store, "UPDATE runs")
-    with pytest.raises(sqlite3.OperationalError, match="interrupt"):
-        store.save_checkpoint("run-1", 2, '{"at": 2}', status="waiting")
-    assert store._db._connection is not None
-    store._db._connection.set_progress_handler(None, 1)
+    with monkeypatch.context() as patch:
+        interrupt_at(store, "UPDATE runs", patch)
+        with pytest.raises(Interrupted):
+            store.save_checkpoint("run-1", 2, '{"at": 2}', status="waiting")
     assert [c.effect_id for c in store.checkpoints("run-1")] == [1]
     run = store.get_run("run-1")
     assert run is not None and run.status == "running"
@@ -526,11 +542,16 @@ def test_an_exception_between_two_writes_rolls_back_the_first(
 
 CRASH_IN_CHILD = """
 import os, sys
-from toolvisor.durable import SqliteSessionStore
-store = SqliteSessionStore(sys.argv[1])
-store._db._connection.set_trace_callback(
-    lambda sql: os._exit(17) if sql.startswith("UPDATE runs") else None
-)
+from toolvisor.durable import open_store
+store = open_store(sys.argv[1])
+with store._db.read() as tx:
+    transaction = type(tx)
+execute = transaction.execute
+def crash(self, sql, params=(), /):
+    if sql.startswith("UPDATE runs"):
+        os._exit(17)  # mid-transaction: its earlier writes were sent, not committed
+    return execute(self, sql, params)
+transaction.execute = crash
 if sys.argv[2] == "checkpoint":
     store.save_checkpoint("run-1", 2, '{"at": 2}', status="waiting")
 else:
@@ -540,14 +561,14 @@ else:
 
 @pytest.mark.parametrize("operation", ["checkpoint", "cancel"])
 def test_a_process_killed_between_two_writes_leaves_the_run_resumable(
-    store: SqliteSessionStore, db: Path, operation: str
+    store: SessionStore, db: str, operation: str
 ) -> None:
     store.save_checkpoint("run-1", 1, '{"at": 1}')
     key = store.issue_key("run-1", "call-1")
     store.park(key, deadline_at=None, on_cancel="cancel_external_work")
-    crashed = python(CRASH_IN_CHILD, str(db), operation)
+    crashed = python(CRASH_IN_CHILD, db, operation)
     assert crashed.returncode == 17, crashed.stderr
-    with SqliteSessionStore(db) as after:
+    with open_store(db) as after:
         latest = after.latest_checkpoint("run-1")
         assert latest is not None and latest.effect_id == 1
         assert after.resolution(key) is None

@@ -1,5 +1,5 @@
-"""Workers on one store: ``agent.submit`` queues runs, ``python -m toolvisor.cli worker``
-processes claim and drive them.
+"""Workers on one store, SQLite and PostgreSQL: ``agent.submit`` queues runs, ``python -m
+toolvisor.cli worker`` processes claim and drive them.
 
 Every worker is a real process (``tests._workers``) given the agent of ``tests._worker_app``;
 the tests wait on the lines workers print and on the store, never on time: a short lease ttl is
@@ -11,28 +11,28 @@ from __future__ import annotations
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
-from pathlib import Path
 
 import pytest
 
+from tests._postgres import PostgresServer
 from tests._worker_app import make_agent
 from tests._workers import ROOT, WorkerProcess, until
 from toolvisor import Agent, DurableError
-from toolvisor.durable import SessionStore, SqliteSessionStore
+from toolvisor.durable import SessionStore, open_store
 from toolvisor.testing import FunctionModel
 
 Start = Callable[..., WorkerProcess]
 
 
 @pytest.fixture
-def target(tmp_path: Path) -> str:
-    """Where the store is, as the worker command takes it."""
-    return str(tmp_path / "runs.sqlite")
+def target(store_target: str) -> str:
+    """Where the store is, as the worker command takes it: on each backend in turn."""
+    return store_target
 
 
 @pytest.fixture
 def store(target: str) -> Iterator[SessionStore]:
-    with SqliteSessionStore(target) as opened:
+    with open_store(target) as opened:
         yield opened
 
 
@@ -124,6 +124,27 @@ def test_a_resolution_wakes_a_waiting_run_on_another_worker(
     assert (resolved.returncode, resolved.stdout.strip()) == (0, "accepted")
     assert second.expect(f"finished {run_id}") == f"finished {run_id} completed"
     assert "it said paid" in store.latest_checkpoint(run_id).data  # type: ignore[union-attr]
+
+
+def test_on_postgres_workers_hear_of_runs_without_polling(postgres_server: PostgresServer) -> None:
+    """Workers that would look only once an hour hear of a submitted run and of a resolution
+    through LISTEN/NOTIFY: each is ready (its first look made) before the news it must hear."""
+    target = postgres_server.fresh_url()
+    workers: list[WorkerProcess] = []
+    try:
+        with open_store(target) as store, make_agent(store) as agent:
+            workers.append(WorkerProcess(target, poll=3600).ready())
+            run_id = agent.submit("hook")
+            workers[0].expect(f"waiting {run_id}")
+            assert workers[0].terminate() == 0
+            workers.append(WorkerProcess(target, poll=3600).ready())
+            (wait,) = store.open_waits(run_id)
+            assert agent.resolve(wait.key, ok="paid") == "accepted"
+            assert workers[1].expect(f"finished {run_id}") == f"finished {run_id} completed"
+        assert workers[1].terminate() == 0
+    finally:
+        for worker in workers:
+            worker.reap()
 
 
 def test_submit_needs_a_store() -> None:

@@ -29,7 +29,7 @@ from toolvisor.durable import (
     ResolveOutcome,
     SessionStore,
     Signer,
-    SqliteSessionStore,
+    open_store,
     require_signed,
 )
 from toolvisor.executor import ToolRunner
@@ -101,13 +101,13 @@ class Agent:
     :func:`toolvisor.models.from_string`). A model with ``async aclose()`` (every adapter) is
     closed with the agent, on the event loop its calls ran on.
 
-    ``store`` (a :class:`~toolvisor.durable.SessionStore`, or a path to a SQLite file the agent
-    opens and closes) makes runs durable: every run gets a ``run_id`` in the store and a
-    checkpoint after every step, tools may take completion keys and return ``Pending``
-    (:meth:`resolve` delivers their results), :meth:`resume_run` picks a run up, in this
-    process or a new one, and :meth:`submit` queues one for the workers on the store. It is
-    short for ``durability=Durability(store=...)``, which also holds the keys that sign
-    ``Suspended`` outcomes (``signing_keys``) and how long a lease outlives its host.
+    ``store`` (a :class:`~toolvisor.durable.SessionStore`, or a SQLite file's path or a
+    ``postgresql://`` URL, which the agent opens and closes) makes runs durable: every run gets
+    a ``run_id`` in the store and a checkpoint after every step, tools may take completion keys
+    and return ``Pending`` (:meth:`resolve` delivers their results), :meth:`resume_run` picks
+    a run up, in this process or a new one, and :meth:`submit` queues one for the workers on
+    the store. It is short for ``durability=Durability(store=...)``, which also holds the keys
+    that sign ``Suspended`` outcomes (``signing_keys``) and how long a lease outlives its host.
 
     ``resilience`` guards tools against a failing dependency: a ``Resilience`` (breaker,
     bulkhead, rate limit) for every tool, or by tool name; its state, shared by all runs, reads
@@ -175,7 +175,7 @@ class Agent:
         opened = durability.store
         self._owns_store = isinstance(opened, str | os.PathLike)
         self._store: SessionStore | None = (
-            SqliteSessionStore(opened) if isinstance(opened, str | os.PathLike) else opened)
+            open_store(opened) if isinstance(opened, str | os.PathLike) else opened)
         self._signer: Signer = durability.signer(self._store)
         self._resumed = ResumedSuspensions(
             self._config, clock if self._store is None else self._store.now)

@@ -7,10 +7,11 @@ completion keys (``--json``: one object a line, with the keys).
 the result of a ``Pending`` call; the run that waits on it continues in whichever process hosts
 it. ``python -m toolvisor.cli waits --store runs.sqlite`` lists the open waits.
 ``python -m toolvisor.cli mcp serve module:tools`` serves tools over MCP (stdio; ``--http``
-for streamable HTTP), each call supervised. ``python -m toolvisor.cli worker --store runs.sqlite
-app:make_agent`` claims the store's runnable runs and drives them until ``SIGTERM`` (its one
-line per run: ``claimed``, ``finished``, ``waiting``, ``released``, ``lost``). A command that
-only reads a store never creates one.
+for streamable HTTP), each call supervised. ``python -m toolvisor.cli worker --store
+runs.sqlite app:make_agent`` claims the store's runnable runs and drives them until
+``SIGTERM`` (one line per run: ``claimed``, ``finished``, ``waiting``, ``released``,
+``lost``). ``--store`` is a SQLite file's path or a ``postgresql://`` URL. A command that only
+reads a store never creates one.
 """
 
 from __future__ import annotations
@@ -26,7 +27,16 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from toolvisor.contract import Tool
-from toolvisor.durable import Lease, RunRecord, SqliteSessionStore, Wait, holder_gone
+from toolvisor.durable import (
+    Lease,
+    PostgresSessionStore,
+    RunRecord,
+    SessionStore,
+    SqliteSessionStore,
+    Wait,
+    holder_gone,
+    open_store,
+)
 from toolvisor.mcp import serve
 from toolvisor.worker import POLL, Worker, agent_factory
 
@@ -34,6 +44,7 @@ EXIT_ACCEPTED = 0
 EXIT_NOT_ACCEPTED = 1  # already resolved, or unknown / revoked / tampered
 EXIT_USAGE = 2
 EXIT_PIPE_CLOSED = 141  # what a shell reports for a writer ended by SIGPIPE (128 + 13)
+_STORE_HELP = "the session store: its SQLite file, or a postgresql:// URL"
 
 
 def _json_argument(text: str) -> Any:
@@ -49,7 +60,7 @@ def _parser() -> argparse.ArgumentParser:
                                      description="toolvisor session store commands")
     commands = parser.add_subparsers(dest="command", required=True)
     resolve = commands.add_parser("resolve", help="deliver the result of a completion key")
-    resolve.add_argument("--store", required=True, help="the session store's SQLite file")
+    resolve.add_argument("--store", required=True, help=_STORE_HELP)
     resolve.add_argument("key", help="the completion key, whole, as the tool handed it out")
     value = resolve.add_mutually_exclusive_group(required=True)
     value.add_argument("--ok", type=_json_argument, default=argparse.SUPPRESS,
@@ -58,19 +69,19 @@ def _parser() -> argparse.ArgumentParser:
                        help="the call's error, as JSON")
     runs = commands.add_parser(
         "runs", help="list the runs, newest first: id, status, age, host, waiting calls")
-    runs.add_argument("--store", required=True, help="the session store's SQLite file")
+    runs.add_argument("--store", required=True, help=_STORE_HELP)
     runs.add_argument("--status", default=None,
                       help="only runs with this status (running, suspended, completed, halted, "
                            "failed, cancelled)")
     runs.add_argument("--json", action="store_true",
                       help="one JSON object a line, with timestamps and the waiting keys")
     waits = commands.add_parser("waits", help="list the open waits (one JSON object a line)")
-    waits.add_argument("--store", required=True, help="the session store's SQLite file")
+    waits.add_argument("--store", required=True, help=_STORE_HELP)
     waits.add_argument("--run", default=None, help="only the waits of this run id")
     worker = commands.add_parser(
         "worker", help="claim the store's runnable runs and drive them until SIGTERM")
     worker.add_argument("--store", required=True,
-                        help="the session store (a SQLite file, created if missing)")
+                        help=_STORE_HELP + " (created if missing)")
     worker.add_argument("factory", help="module:function that takes the store and returns "
                                         "the Agent (model, tools, policies) to drive runs with")
     worker.add_argument("--concurrency", type=int, default=16,
@@ -120,7 +131,7 @@ def _work(args: argparse.Namespace) -> int:
     except (ValueError, ImportError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    with SqliteSessionStore(args.store) as store:
+    with _store_to_work_on(args.store) as store:
         try:
             agent = make_agent(store)
             worker = Worker(agent, concurrency=args.concurrency, poll_interval=args.poll,
@@ -133,24 +144,36 @@ def _work(args: argparse.Namespace) -> int:
                 signal.signal(signum, lambda *_: worker.stop())
             driving = threading.Thread(target=worker.run, name="toolvisor-worker")
             driving.start()
+            worker.ready.wait()
             print(f"worker {os.getpid()} ready", flush=True)
             while driving.is_alive():
                 driving.join()  # a signal interrupts it: its handler runs on this thread
     return EXIT_ACCEPTED
 
 
+def _store_to_work_on(target: str) -> SqliteSessionStore | PostgresSessionStore:
+    """The store a worker claims runs of (created if missing); a clear error (exit 2) if it
+    cannot be opened."""
+    try:
+        return open_store(target)
+    except (OSError, ValueError, ImportError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+    raise SystemExit(EXIT_USAGE)
+
+
 def _print_event(what: str, run_id: str, detail: str) -> None:
     print(f"{what} {run_id} {detail}".rstrip(), flush=True)
 
 
-def _open_store(path: str) -> SqliteSessionStore:
-    """The store at ``path``; a clear error (exit 2) if there is none: never a new one."""
+def _open_store(target: str) -> SqliteSessionStore | PostgresSessionStore:
+    """The store ``target`` names (a SQLite file or a PostgreSQL URL); a clear error (exit 2)
+    if there is none there, or it cannot be reached: never a new one."""
     try:
-        return SqliteSessionStore(path, create=False)
+        return open_store(target, create=False)
     except FileNotFoundError as exc:
         print(f"error: {exc}; pass the file the agent uses (Agent(..., store=PATH))",
               file=sys.stderr)
-    except ValueError as exc:
+    except (ValueError, ConnectionError, ImportError) as exc:
         print(f"error: {exc}", file=sys.stderr)
     raise SystemExit(EXIT_USAGE)
 
@@ -200,7 +223,7 @@ def _run_data(run: RunRecord, now: float, host: dict[str, Any] | None,
                          "deadline_at": w.deadline_at} for w in waits]}
 
 
-def _run_lines(store: SqliteSessionStore, status: str | None, as_json: bool) -> list[str]:
+def _run_lines(store: SessionStore, status: str | None, as_json: bool) -> list[str]:
     """One line per run, newest first (a header first, unless ``as_json``)."""
     now = store.now()
     waits: dict[str, list[Wait]] = {}

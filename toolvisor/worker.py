@@ -64,6 +64,8 @@ class Worker:
         self._poll = poll_interval
         self._grace = grace
         self._on_event = on_event or (lambda what, run_id, detail: None)
+        self.ready = threading.Event()
+        """Set once :meth:`run` listens to the store and has made its first claim (or ended)."""
         self._wake = threading.Event()
         self._stopping = threading.Event()
         self._driving: dict[str, Future[RunOutcome]] = {}
@@ -77,7 +79,10 @@ class Worker:
     def run(self) -> list[str]:
         """Claim and drive runs until :meth:`stop`, then give the runs in flight ``grace``
         seconds; return the ids of those still in flight (closing the agent releases them)."""
-        stop_listening = self._store.on_runnable(self._wake.set)
+        try:
+            stop_listening = self._store.on_runnable(self._wake.set)
+        finally:
+            self.ready.set()  # on an error too: nobody waits for a worker that ended
         try:
             while not self._stopping.is_set():
                 self._wake.clear()
@@ -90,6 +95,7 @@ class Worker:
                         self._on_event("claimed", run_id, "")
                     if len(claimed) == room:
                         continue  # there may be more
+                self.ready.set()
                 self._wake.wait(self._poll)
             return self._wind_down()
         finally:

@@ -1,4 +1,5 @@
-"""Durable tool calls: completion keys, the journal of effects and the SQLite session store."""
+"""Durable tool calls: completion keys, the journal of effects and the session stores (SQLite,
+PostgreSQL) that keep them."""
 
 from toolvisor.durable._claims import QUEUED
 from toolvisor.durable._durability import Durability
@@ -6,6 +7,8 @@ from toolvisor.durable._effects import DurableEffects
 from toolvisor.durable._errors import DURABLE_ERROR_CODES, DurableError, DurableErrorCode
 from toolvisor.durable._holders import holder_gone, new_holder
 from toolvisor.durable._issuer import CompletionKeyIssuer
+from toolvisor.durable._open import open_store
+from toolvisor.durable._postgres_store import PostgresSessionStore
 from toolvisor.durable._records import (
     JournalRecord,
     KeyPurpose,
@@ -41,6 +44,7 @@ __all__ = [
     "KeyPurpose",
     "KeyRing",
     "Lease",
+    "PostgresSessionStore",
     "ProcessEvent",
     "Resolution",
     "ResolutionKind",
@@ -55,5 +59,6 @@ __all__ = [
     "Wait",
     "holder_gone",
     "new_holder",
+    "open_store",
     "require_signed",
 ]

@@ -17,9 +17,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from toolvisor.durable._schema import SCHEMA, SCHEMA_VERSION
+from toolvisor.durable._schema import migrate
+from toolvisor.durable._sql import Dialect
 
 _SECRET_NAME = "hmac_secret"
+SQLITE = Dialect(real="REAL", serial="INTEGER PRIMARY KEY AUTOINCREMENT", row_order="rowid",
+                 row_order_column="")
+"""SQLite's words in the shared schema: its ``rowid`` orders every table's rows."""
 
 
 def _require_file(path: Path) -> None:
@@ -59,7 +63,7 @@ class SqliteConnection:
     The file (created mode 0600) holds the HMAC secret that signs completion keys.
     """
 
-    row_order = "rowid"
+    dialect = SQLITE
 
     def __init__(self, path: str | os.PathLike[str], busy_timeout: float,
                  create: bool = True) -> None:
@@ -120,16 +124,9 @@ class SqliteConnection:
         connection.execute("PRAGMA foreign_keys = ON")
         with self.write() as conn:
             version = conn.execute("PRAGMA user_version").fetchone()[0]
-            if version == 0:
-                for statement in SCHEMA.split(";"):
-                    if statement.strip():
-                        conn.execute(statement)
-                conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-            elif version != SCHEMA_VERSION:
-                raise RuntimeError(
-                    f"session store {self.path!r} has schema version {version}; this toolvisor "
-                    f"reads version {SCHEMA_VERSION}"
-                )
+            migrated = migrate(self.path, version, SQLITE, conn.execute)
+            if migrated != version:
+                conn.execute(f"PRAGMA user_version = {migrated}")
             conn.execute(
                 "INSERT OR IGNORE INTO meta (name, value) VALUES (?, ?)",
                 (_SECRET_NAME, secrets.token_hex(32)),

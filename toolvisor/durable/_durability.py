@@ -1,8 +1,9 @@
 """``Durability``: the settings that make an agent's runs outlive its process, in one place.
 
-The agent reads them once, when it is built: the store it checkpoints to (or the path of a
-SQLite file it opens and closes), the keys it signs ``Suspended`` outcomes with, and how long
-a run's lease outlives its host's last renewal.
+The agent reads them once, when it is built: the store it checkpoints to (or what names one
+for ``open_store``: a SQLite file's path or a PostgreSQL URL, which it opens and closes), the
+keys it signs ``Suspended`` outcomes with, and how long a run's lease outlives its host's last
+renewal.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ from toolvisor.durable._store import SessionStore
 class Durability:
     """How an agent's runs outlive its process.
 
-    ``store`` (a :class:`SessionStore`, or a path to a SQLite file the agent opens and closes)
+    ``store`` (a :class:`SessionStore`, or a SQLite file's path or ``postgresql://`` URL that
+    the agent opens with :func:`open_store` and closes)
     makes runs durable: a checkpoint after every step, completion keys, ``resume_run`` in any
     process. ``signing_keys`` (bytes, newest first) sign the ``Suspended`` outcomes the agent
     gives out, so that agents sharing them resume each other's; by default the store signs,
@@ -36,8 +38,8 @@ class Durability:
     def __post_init__(self) -> None:
         store = self.store
         if store is not None and not isinstance(store, SessionStore | str | os.PathLike):
-            raise TypeError(f"store must be a SessionStore, a path to a SQLite file, or None; "
-                            f"got {type(store).__name__}")
+            raise TypeError(f"store must be a SessionStore, a SQLite file's path, a "
+                            f"postgresql:// URL, or None; got {type(store).__name__}")
         if self.signing_keys is not None:
             KeyRing(self.signing_keys)  # refuses bad keys now, naming what is wrong
         check_seconds("lease_ttl", self.lease_ttl, positive=True)

@@ -69,7 +69,7 @@ class KeyTables:
         """The waits selected by ``where``, by key id, in park order."""
         rows = tx.execute(
             f"SELECT k.key_id, {WAIT_COLUMNS} FROM {WAITS_JOINED} {where} "
-            f"ORDER BY w.parked_at, w.{self._db.row_order}",
+            f"ORDER BY w.parked_at, w.{self._db.dialect.row_order}",
             params,
         )
         return {row[0]: wait_from_row(row[1:]) for row in rows.fetchall()}

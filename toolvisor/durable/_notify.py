@@ -1,6 +1,6 @@
-"""In-process wake-ups for waiters on a store file, so a same-process resolution is seen at once.
+"""In-process wake-ups for waiters on a store, so a same-process resolution is seen at once.
 
-Waiters in other processes cannot be woken this way; they notice by polling the file. One
+Waiters in other processes cannot be woken this way; they notice by polling the store. One
 :class:`Notifier` exists per database path in a process, shared by every store object open on
 that path. Its state (a generation counter, the listeners) is owned by its condition's lock;
 listeners are called outside it.
@@ -60,7 +60,8 @@ _notifiers_lock = threading.Lock()  # guards _notifiers; held only to look up or
 
 
 def notifier_for(path: str) -> Notifier:
-    """The process-wide notifier of the database at ``path`` (an absolute, resolved path)."""
+    """The process-wide notifier of the database at ``path`` (a SQLite file's absolute,
+    resolved path, or a PostgreSQL store's URL)."""
     with _notifiers_lock:
         notifier = _notifiers.get(path)
         if notifier is None:

@@ -4,16 +4,34 @@ The table objects (``_run_tables``, ``_lease_table``, ``_key_tables``) hold the 
 and speak portable SQL with ``?`` parameters through these protocols. A backend supplies the
 database: how its file or server is opened, its schema, its transactions and locking, and the
 few places where dialects differ (a backend whose driver wants another parameter style turns
-``?`` into its own in :meth:`SqlTransaction.execute`). ``SqliteConnection`` is the one today.
+``?`` into its own in :meth:`SqlTransaction.execute`); the words its schema spells its own way
+are its :class:`Dialect`. ``SqliteConnection`` and ``PostgresConnection`` are the two.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from toolvisor.durable._store import UnknownRunError
+
+
+@dataclass(frozen=True, slots=True)
+class Dialect:
+    """The words of the shared schema (``_schema``) that a backend spells its own way.
+
+    ``real``: a float column's type; ``serial``: an integer primary key the database numbers
+    in insert order; ``row_order``: the column that orders a table's rows as they were
+    inserted (read as ``alias.row_order``) and ``row_order_column``: what the ``waits`` table
+    adds to have it (nothing where the database has one built in).
+    """
+
+    real: str
+    serial: str
+    row_order: str
+    row_order_column: str
 
 
 class SqlCursor(Protocol):
@@ -41,15 +59,11 @@ class SqlTransaction(Protocol):
 
 
 class SqlDatabase(Protocol):
-    """A store's database: its transactions, the secret it keeps, where it is.
-
-    ``row_order`` names the column that orders a table's rows as they were inserted (read as
-    ``alias.row_order``), for rows whose own columns tie: SQLite has one built in, another
-    backend gives its tables a serial column.
-    """
+    """A store's database: its transactions, the secret it keeps, where it is (a file's path,
+    or a server's URL without its password), and its :class:`Dialect`."""
 
     path: str
-    row_order: str
+    dialect: Dialect
 
     @property
     def secret(self) -> bytes:

@@ -1,0 +1,173 @@
+"""The PostgreSQL database of a store: connecting (psycopg 3), schema, secret, transactions.
+
+:class:`PostgresConnection` is the PostgreSQL backend's ``SqlDatabase`` (``_sql``), which the
+store's table objects share. It owns ONE connection and uses it only under its
+``_lock``, so any thread may call it. Writes to one store serialize as SQLite's do: each write
+transaction first locks the store's ``meta`` row of the schema version (``FOR UPDATE``), so a
+read-then-write is never overtaken by another connection's write, on any machine. The store
+lives in the schema the URL's ``search_path`` names (``public`` by default); psycopg is
+imported only when a store is opened.
+"""
+
+from __future__ import annotations
+
+import secrets
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
+from toolvisor.durable._schema import migrate
+from toolvisor.durable._sql import Dialect
+
+if TYPE_CHECKING:
+    import psycopg
+
+_SECRET_NAME = "hmac_secret"
+_VERSION_NAME = "schema_version"
+_INSTALL = "pip install 'toolvisor[postgres]'"
+POSTGRES = Dialect(real="DOUBLE PRECISION", serial="BIGSERIAL PRIMARY KEY", row_order="seq",
+                   row_order_column=",\n    seq BIGSERIAL NOT NULL")
+"""PostgreSQL's words in the shared schema: ``waits`` gets a serial column to order its rows."""
+
+
+def import_psycopg() -> ModuleType:
+    """The psycopg module, or an ``ImportError`` saying how to install it."""
+    try:
+        import psycopg  # noqa: PLC0415 (an optional extra, imported when a store opens)
+    except ImportError as exc:
+        raise ImportError(
+            f"a PostgreSQL session store needs psycopg 3, which is not installed: {_INSTALL}"
+        ) from exc
+    return psycopg
+
+
+def redacted(url: str) -> str:
+    """``url`` without its password, for messages and logs."""
+    scheme, sep, rest = url.partition("://")
+    credentials, at, host = rest.rpartition("@")
+    if not sep or not at or ":" not in credentials:
+        return url
+    return f"{scheme}://{credentials.partition(':')[0]}:***@{host}"
+
+
+class _PostgresTransaction:
+    """A transaction on the store's connection, as the tables see it (``SqlTransaction``)."""
+
+    __slots__ = ("_conn",)
+
+    def __init__(self, conn: psycopg.Connection[Any]) -> None:
+        self._conn = conn
+
+    def execute(self, sql: str, params: Sequence[Any] = (), /) -> psycopg.Cursor[Any]:
+        """Run ``sql`` written with ``?`` parameters (psycopg's are ``%s``)."""
+        return self._conn.execute(sql.replace("?", "%s"), tuple(params))
+
+    def insert(self, sql: str, params: Sequence[Any], key: str, /) -> int:
+        """The ``key`` column of the new row, as ``RETURNING`` gives it."""
+        row = self.execute(f"{sql} RETURNING {key}", params).fetchone()
+        assert row is not None, f"{sql!r} inserted no row"
+        value: int = row[0]
+        return value
+
+
+class PostgresConnection:
+    """The store's connection to its server, opened in ``__init__`` and closed by :meth:`close`.
+
+    ``create=False`` refuses a database (schema) that holds no store, and writes nothing to it.
+    A URL that is not one, a server that cannot be reached or refuses the login is a
+    ``ValueError`` or ``ConnectionError`` naming the URL (its password hidden) and the reason.
+    """
+
+    dialect = POSTGRES
+
+    def __init__(self, url: str, create: bool = True, connect_timeout: float = 10.0) -> None:
+        driver = import_psycopg()
+        self.path = redacted(url)
+        self._lock = threading.Lock()  # owns _connection: held for every use of it
+        try:
+            self._connection: psycopg.Connection[Any] | None = driver.connect(
+                url, autocommit=True, connect_timeout=max(1, round(connect_timeout)))
+        except driver.ProgrammingError as exc:
+            raise ValueError(f"{self.path!r} is not a PostgreSQL URL psycopg accepts "
+                             f"({str(exc).strip()}); "
+                             "give postgresql://user:password@host:port/database") from None
+        except driver.OperationalError as exc:
+            reason = str(exc).strip().replace("\n", " ")
+            raise ConnectionError(f"cannot open the PostgreSQL session store {self.path!r}: "
+                                  f"{reason}") from None
+        try:
+            self._secret = self._open(create)
+        except BaseException:
+            self.close()
+            raise
+
+    def _open(self, create: bool) -> bytes:
+        """Create or migrate the schema (unless ``create`` is false: then a database without a
+        store is refused, unchanged), and return the store's secret."""
+        conn = self._conn()
+        with conn.transaction():
+            # one opener at a time per schema, so two first opens do not both create it
+            conn.execute("SELECT pg_advisory_xact_lock(hashtext(current_schema()))")
+            has_meta = conn.execute("SELECT to_regclass('meta') IS NOT NULL").fetchone()
+            if not (has_meta and has_meta[0]):
+                if not create:
+                    raise ValueError(f"{self.path!r} holds no session store (no toolvisor tables "
+                                     "in its schema); it was left unchanged")
+                version = 0
+            else:
+                row = conn.execute("SELECT value FROM meta WHERE name = %s",
+                                   (_VERSION_NAME,)).fetchone()
+                version = 0 if row is None else int(row[0])
+            migrated = migrate(self.path, version, POSTGRES, conn.execute)
+            conn.execute("INSERT INTO meta (name, value) VALUES (%s, %s) ON CONFLICT (name) "
+                         "DO UPDATE SET value = excluded.value", (_VERSION_NAME, str(migrated)))
+            conn.execute("INSERT INTO meta (name, value) VALUES (%s, %s) ON CONFLICT DO NOTHING",
+                         (_SECRET_NAME, secrets.token_hex(32)))
+            secret = conn.execute("SELECT value FROM meta WHERE name = %s",
+                                  (_SECRET_NAME,)).fetchone()
+        assert secret is not None
+        return bytes.fromhex(secret[0])
+
+    @property
+    def secret(self) -> bytes:
+        """The HMAC secret kept in the store's ``meta`` table."""
+        return self._secret
+
+    @property
+    def closed(self) -> bool:
+        return self._connection is None
+
+    def _conn(self) -> psycopg.Connection[Any]:
+        if self._connection is None:
+            raise RuntimeError(f"session store {self.path!r} is closed")
+        return self._connection
+
+    @contextmanager
+    def write(self) -> Iterator[_PostgresTransaction]:
+        """One write transaction: all of it commits, or (on any exception) none of it; it
+        holds the store's write lock (the schema version's row) from its start."""
+        with self._lock:
+            conn = self._conn()
+            with conn.transaction():
+                conn.execute("SELECT 1 FROM meta WHERE name = %s FOR UPDATE", (_VERSION_NAME,))
+                yield _PostgresTransaction(conn)
+
+    @contextmanager
+    def read(self) -> Iterator[_PostgresTransaction]:
+        """One read snapshot (``REPEATABLE READ``)."""
+        with self._lock:
+            conn = self._conn()
+            conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            try:
+                yield _PostgresTransaction(conn)
+            finally:
+                conn.execute("COMMIT")
+
+    def close(self) -> None:
+        """Close the connection; idempotent."""
+        with self._lock:
+            if self._connection is not None:
+                self._connection.close()
+                self._connection = None
