@@ -69,3 +69,12 @@ def behind_the_store(target: str, sql: str) -> None:
         return
     with contextlib.closing(sqlite3.connect(target)) as db, db:
         db.execute(sql)
+
+
+def set_version(target: str, version: int) -> None:
+    """Mark the store at ``target`` as of schema ``version``, where each backend keeps it."""
+    if target.startswith("postgresql://"):
+        behind_the_store(target, f"UPDATE meta SET value = '{version}' "
+                                 "WHERE name = 'schema_version'")
+    else:
+        behind_the_store(target, f"PRAGMA user_version = {version}")

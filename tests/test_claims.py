@@ -29,6 +29,20 @@ def store(store_target: str, clock: FakeClock) -> Iterator[SessionStore]:
         yield opened
 
 
+def claim(store: SessionStore, holder: str, limit: int) -> list[str]:
+    """The ids of the runs ``holder`` claimed (their leases' fencing tokens checked)."""
+    leases = store.claim_runs(holder, TTL, limit)
+    for lease in leases:
+        assert (lease.holder, lease.token) == (holder, store_fence(store, lease.run_id))
+    return [lease.run_id for lease in leases]
+
+
+def store_fence(store: SessionStore, run_id: str) -> int:
+    """The token of the lease that stands on ``run_id``."""
+    (token,) = [lease.token for lease in store.leases() if lease.run_id == run_id]
+    return token
+
+
 def queued(store: SessionStore, run_id: str) -> str:
     store.create_run(run_id, status=QUEUED)
     store.save_checkpoint(run_id, 1, "{}", status=QUEUED)
@@ -47,8 +61,8 @@ def waiting(store: SessionStore, run_id: str, *, deadline_at: float | None = Non
 def test_a_queued_run_is_claimed_once(store: SessionStore) -> None:
     store.create_run("bare", status=QUEUED)  # no checkpoint yet: nothing to drive
     queued(store, "a")
-    assert store.claim_runs("host-1", TTL, 10) == ["a"]
-    assert store.claim_runs("host-2", TTL, 10) == []
+    assert claim(store, "host-1", 10) == ["a"]
+    assert claim(store, "host-2", 10) == []
     assert [(lease.run_id, lease.holder) for lease in store.leases()] == [("a", "host-1")]
 
 
@@ -57,47 +71,48 @@ def test_claims_take_the_oldest_first_up_to_the_limit(store: SessionStore,
     for run_id in ("a", "b", "c"):
         queued(store, run_id)
         clock.now += 1
-    assert store.claim_runs("host-1", TTL, 2) == ["a", "b"]
-    assert store.claim_runs("host-2", TTL, 2) == ["c"]
+    assert claim(store, "host-1", 2) == ["a", "b"]
+    assert claim(store, "host-2", 2) == ["c"]
 
 
 def test_an_orphaned_run_is_claimable_once_its_lease_runs_out(store: SessionStore,
                                                               clock: FakeClock) -> None:
     store.create_run("r")
     store.save_checkpoint("r", 2, "{}")
-    assert store.acquire_lease("r", "dead-host", TTL) is None
-    assert store.claim_runs("host-1", TTL, 10) == []
+    assert store.acquire_lease("r", "dead-host", TTL).holder == "dead-host"
+    assert claim(store, "host-1", 10) == []
     clock.now += TTL
-    assert store.claim_runs("host-1", TTL, 10) == ["r"]
+    assert claim(store, "host-1", 10) == ["r"]
 
 
 def test_a_released_run_is_claimable_at_once(store: SessionStore) -> None:
     queued(store, "r")
-    assert store.claim_runs("host-1", TTL, 10) == ["r"]
+    (first,) = store.claim_runs("host-1", TTL, 10)
     store.release_lease("r", "host-1")
-    assert store.claim_runs("host-2", TTL, 10) == ["r"]
+    (second,) = store.claim_runs("host-2", TTL, 10)
+    assert second.token > first.token  # a later holder's writes fence the earlier one's out
 
 
 def test_ended_runs_are_never_claimed(store: SessionStore) -> None:
     for status in ("completed", "failed", "halted", "cancelled"):
         store.create_run(status, status=status)
         store.save_checkpoint(status, 5, "{}", status=status)
-    assert store.claim_runs("host-1", TTL, 10) == []
+    assert claim(store, "host-1", 10) == []
 
 
 def test_a_waiting_run_is_claimed_once_woken(store: SessionStore) -> None:
     key = waiting(store, "w")
-    assert store.claim_runs("host-1", TTL, 10) == []
+    assert claim(store, "host-1", 10) == []
     assert store.resolve(key, ok="paid") == "accepted"
-    assert store.claim_runs("host-1", TTL, 10) == ["w"]
+    assert claim(store, "host-1", 10) == ["w"]
 
 
 def test_a_waiting_run_is_claimed_once_its_deadline_passes(store: SessionStore,
                                                            clock: FakeClock) -> None:
     waiting(store, "w", deadline_at=clock.now + 60)
-    assert store.claim_runs("host-1", TTL, 10) == []
+    assert claim(store, "host-1", 10) == []
     clock.now += 60
-    assert store.claim_runs("host-1", TTL, 10) == ["w"]
+    assert claim(store, "host-1", 10) == ["w"]
 
 
 def test_letting_go_keeps_only_the_current_waits(store: SessionStore) -> None:
@@ -105,23 +120,23 @@ def test_letting_go_keeps_only_the_current_waits(store: SessionStore) -> None:
     store.resolve(old, ok="first answer")  # delivered by the host, which went on
     current = store.issue_key("w", "2.1.c_hook")
     store.park(current, deadline_at=None)
-    assert store.claim_runs("host-1", TTL, 10) == ["w"]
+    assert claim(store, "host-1", 10) == ["w"]
     store.let_go("w", "host-1", [current])
     assert store.leases() == []
-    assert store.claim_runs("host-1", TTL, 10) == []  # the old resolution wakes it no more
+    assert claim(store, "host-1", 10) == []  # the old resolution wakes it no more
     store.resolve(current, ok="second answer")
-    assert store.claim_runs("host-2", TTL, 10) == ["w"]
+    assert claim(store, "host-2", 10) == ["w"]
 
 
 def test_only_the_holder_lets_a_run_go(store: SessionStore) -> None:
     key = waiting(store, "w")
     store.resolve(key, ok="paid")
-    assert store.claim_runs("host-1", TTL, 10) == ["w"]
+    assert claim(store, "host-1", 10) == ["w"]
     store.let_go("w", "host-2", [])
     assert [lease.holder for lease in store.leases()] == ["host-1"]
     assert [wait.key for wait in store.open_waits("w")] == []  # resolved, and kept
     store.release_lease("w", "host-1")
-    assert store.claim_runs("host-3", TTL, 10) == ["w"]
+    assert claim(store, "host-3", 10) == ["w"]
 
 
 @pytest.mark.parametrize("limit", [0, -1, 1.5, True])

@@ -157,26 +157,51 @@ def test_pending_without_a_key_fails_the_call_with_its_code(
     assert result.reason.code == "pending_tool_missing_completion_key"  # type: ignore[union-attr]
 
 
+class StoreClock:
+    """A store clock that moves only when the test says so: deadlines pass on demand."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def clock() -> StoreClock:
+    return StoreClock()
+
+
+@pytest.fixture
+def clocked(store_target: str, clock: StoreClock) -> Iterator[SessionStore]:
+    """A store on ``clock``."""
+    with open_store(store_target, clock=clock, poll_interval=0.01) as opened:
+        yield opened
+
+
 def test_on_timeout_error_as_result_feeds_a_timeout_error_to_the_model(
-        store: SessionStore) -> None:
-    with Agent(one_call("hook"), [pending_tool(deadline=0.05)], store=store) as agent:
+        clocked: SessionStore, clock: StoreClock) -> None:
+    with Agent(one_call("hook"), [pending_tool(deadline=60)], store=clocked) as agent:
         suspended = agent.run("go", timeout=30)
         assert isinstance(suspended, Suspended)
+        clock.now += 61  # past the deadline
         seen = final(agent.resume_run(suspended.run_id or "", timeout=30))["error"]
         assert agent.resolve(suspended.keys["c1"], ok="too late") == "already_resolved"
     assert seen["reason"] == "timeout"
     assert seen["code"] == "pending_deadline_exceeded"
 
 
-def test_on_timeout_fail_turn_ends_the_run_failed(store: SessionStore) -> None:
-    tool = pending_tool(deadline=0.05, on_timeout="fail_turn")
-    with Agent(one_call("hook"), [tool], store=store) as agent:
+def test_on_timeout_fail_turn_ends_the_run_failed(
+        clocked: SessionStore, clock: StoreClock) -> None:
+    tool = pending_tool(deadline=60, on_timeout="fail_turn")
+    with Agent(one_call("hook"), [tool], store=clocked) as agent:
         suspended = agent.run("go", timeout=30)
         assert isinstance(suspended, Suspended)
+        clock.now += 61  # past the deadline
         outcome = agent.resume_run(suspended.run_id or "", timeout=30)
     assert isinstance(outcome, Failed), outcome
     assert "fail_turn" in outcome.error
-    assert store.get_run(suspended.run_id or "").status == "failed"  # type: ignore[union-attr]
+    assert clocked.get_run(suspended.run_id or "").status == "failed"  # type: ignore[union-attr]
 
 
 @pytest.mark.parametrize("on_cancel", ["cancel_external_work", "ignore"])

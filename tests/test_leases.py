@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
+from tests._postgres import behind_the_store, set_version
 from toolvisor import Agent, CallContext, Pending, RunLeasedError, Suspended, Tool, set_event_sink
-from toolvisor.durable import Durability, Lease, SessionStore, open_store
+from toolvisor.durable import Durability, Lease, SessionStore, StaleLeaseError, open_store
 from toolvisor.testing import ScriptedModel, call, calls
 
 
@@ -42,17 +43,71 @@ def store(store_target: str, clock: Clock) -> Iterator[SessionStore]:
 
 def test_the_store_grants_one_holder_at_a_time(store: SessionStore, clock: Clock) -> None:
     store.create_run("r")
-    assert store.acquire_lease("r", "a", 10) is None
-    assert store.acquire_lease("r", "a", 10) is None  # the holder renews
-    assert store.acquire_lease("r", "b", 10) == Lease("r", "a", 1010.0)
-    assert store.acquire_lease("r", "b", 10, replacing="a") is None  # a is known to be dead
+    assert store.acquire_lease("r", "a", 10) == Lease("r", "a", 1010.0, token=1)
+    clock.now += 1
+    assert store.acquire_lease("r", "a", 10) == Lease("r", "a", 1011.0, token=1)  # renewed
+    assert store.acquire_lease("r", "b", 10) == Lease("r", "a", 1011.0, token=1)  # refused
+    # a is known to be dead: b takes over, under the next token
+    assert store.acquire_lease("r", "b", 10, replacing="a") == Lease("r", "b", 1011.0, token=2)
     assert store.renew_leases("a", ["r"], 10) == ["r"]  # a lost it
     clock.now += 11
-    assert store.acquire_lease("r", "a", 10) is None  # b's lease expired
+    assert store.acquire_lease("r", "a", 10).token == 3  # b's lease expired
     store.release_lease("r", "a")
-    assert store.acquire_lease("r", "b", 10) is None
+    assert store.acquire_lease("r", "b", 10) == Lease("r", "b", 1022.0, token=4)
     with pytest.raises(ValueError, match="ttl must be a positive"):
         store.acquire_lease("r", "b", 0)
+
+
+def test_a_write_fenced_with_a_stale_token_is_refused_and_changes_nothing(
+        store: SessionStore, clock: Clock) -> None:
+    store.create_run("r")
+    first = store.acquire_lease("r", "a", 10)
+    store.save_checkpoint("r", 1, '{"by": "a"}', fence=first.token)
+    key = store.issue_key("r", "c")
+    store.park(key, deadline_at=clock.now + 5)
+    clock.now += 11  # a paused past its lease; b takes the run over
+    second = store.acquire_lease("r", "b", 10)
+    assert (second.holder, second.token) == ("b", first.token + 1)
+    stale: list[Callable[[], object]] = [
+        lambda: store.save_checkpoint("r", 2, '{"by": "a"}', status="x", fence=first.token),
+        lambda: store.record_step("r", "c", "s", "1", "2", fence=first.token),
+        lambda: store.append_process_event("r", "c", 0, "t", None, fence=first.token),
+        lambda: store.expire(key, clock.now, fence=first.token),
+        lambda: store.revoke(key, fence=first.token),
+    ]
+    for write in stale:
+        with pytest.raises(StaleLeaseError, match=(
+                rf"run 'r': this host's write carries fencing token {first.token}, but its "
+                rf"lease is b's, with token {second.token}.*stops driving the run")):
+            write()
+    assert [c.data for c in store.checkpoints("r")] == ['{"by": "a"}']
+    assert store.get_run("r").status == "running"  # type: ignore[union-attr]
+    assert store.journal_record("r", "c", "s") is None and store.process_events("r") == []
+    assert store.resolution(key) is None
+    # the new holder's writes, and those of no host (fence None), pass
+    store.save_checkpoint("r", 2, '{"by": "b"}', fence=second.token)
+    assert store.expire(key, clock.now, fence=second.token).kind == "timeout"
+    store.record_step("r", "c", "s", "1", "2")
+    store.release_lease("r", "b")
+    with pytest.raises(StaleLeaseError, match="no host holds its lease now"):
+        store.save_checkpoint("r", 3, "{}", fence=second.token)
+
+
+def test_a_store_of_schema_version_2_is_migrated_and_its_leases_fenced(
+        store_target: str, clock: Clock) -> None:
+    with open_store(store_target, clock=clock) as store:
+        store.create_run("r")
+        store.acquire_lease("r", "a", 10)
+    # as toolvisor before fencing left it: no tokens, version 2
+    for statement in ("ALTER TABLE leases DROP COLUMN token", "ALTER TABLE runs DROP COLUMN fence"):
+        behind_the_store(store_target, statement)
+    set_version(store_target, 2)
+    with open_store(store_target, clock=clock) as store:
+        assert store.leases() == [Lease("r", "a", 1010.0, token=0)]
+        taken = store.acquire_lease("r", "b", 10, replacing="a")
+        assert taken.token == 1
+        with pytest.raises(StaleLeaseError):
+            store.save_checkpoint("r", 1, "{}", fence=0)
 
 
 def test_a_second_host_is_refused_until_the_first_lets_the_run_go(

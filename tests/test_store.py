@@ -197,12 +197,12 @@ def test_runs_are_created_listed_and_updated(store: SessionStore, clock: FakeClo
 def test_leases_are_listed_expired_ones_too(store: SessionStore, clock: FakeClock) -> None:
     store.create_run("run-2")
     assert store.leases() == []
-    assert store.acquire_lease("run-2", "b:2:t", 10) is None
-    assert store.acquire_lease("run-1", "a:1:t", 30) is None
+    assert store.acquire_lease("run-2", "b:2:t", 10) == Lease("run-2", "b:2:t", 1010, 1)
+    assert store.acquire_lease("run-1", "a:1:t", 30) == Lease("run-1", "a:1:t", 1030, 1)
     clock.now += 20
-    assert store.leases() == [Lease("run-1", "a:1:t", 1030), Lease("run-2", "b:2:t", 1010)]
+    assert store.leases() == [Lease("run-1", "a:1:t", 1030, 1), Lease("run-2", "b:2:t", 1010, 1)]
     store.release_lease("run-1", "a:1:t")
-    assert store.leases() == [Lease("run-2", "b:2:t", 1010)]
+    assert store.leases() == [Lease("run-2", "b:2:t", 1010, 1)]
 
 
 def test_checkpoints_keep_history_and_the_latest_wins(

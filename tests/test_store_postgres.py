@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import psycopg
 import pytest
 
 from tests._postgres import PostgresServer, behind_the_store
@@ -81,6 +82,29 @@ def test_a_store_from_a_newer_schema_is_refused(postgres_server: PostgresServer)
     behind_the_store(url, "UPDATE meta SET value = '99' WHERE name = 'schema_version'")
     with pytest.raises(RuntimeError, match="schema version 99; this toolvisor reads version"):
         open_store(url)
+
+
+def test_a_schema_that_does_not_exist_is_named_and_not_created(
+        postgres_server: PostgresServer) -> None:
+    url = f"{postgres_server.url}&options=-csearch_path%3Dnowhere"
+    with pytest.raises(ValueError, match=r"names no schema that exists.*create the schema"):
+        open_store(url)
+    with pytest.raises(ValueError, match="names no schema that exists"):  # still none
+        open_store(url)
+
+
+def test_a_write_waits_for_another_connections_write_at_most_its_busy_timeout(
+        postgres_server: PostgresServer) -> None:
+    url = postgres_server.fresh_url()
+    with open_store(url) as holder, PostgresSessionStore(url, busy_timeout=0.1) as waiter:
+        holder.create_run("r")
+        with holder._db.write():  # holds the store's write lock, as a paused writer would
+            with pytest.raises(psycopg.errors.LockNotAvailable, match="lock timeout"):
+                waiter.create_run("s")
+            assert waiter.get_run("r") is not None  # reads do not wait
+        waiter.create_run("s")  # the lock was let go
+    with pytest.raises(ValueError, match="busy_timeout must be a positive"):
+        PostgresSessionStore(url, busy_timeout=0)
 
 
 def test_stores_in_two_schemas_of_one_database_are_apart(

@@ -30,7 +30,13 @@ from toolvisor.contract import (
     function_tool,
     tool,
 )
-from toolvisor.durable import Durability, DurableError, SignatureError, UnknownRunError
+from toolvisor.durable import (
+    Durability,
+    DurableError,
+    SignatureError,
+    StaleLeaseError,
+    UnknownRunError,
+)
 from toolvisor.host import AlreadyResumedError, OrchestratorStopped, RunLeasedError
 from toolvisor.machine import (
     CallAttempt,
@@ -103,6 +109,7 @@ __all__ = [
     "RunNotCompletedError",
     "RunOutcome",
     "SignatureError",
+    "StaleLeaseError",
     "StateConflict",
     "Suspended",
     "Tool",

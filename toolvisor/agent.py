@@ -99,7 +99,8 @@ class Agent:
     ``model`` is a model object, or a provider's model string (``"openai:gpt-4.1-mini"``,
     ``"anthropic:claude-sonnet-4-5"``, ``"openai-compatible:<model>@<base_url>"``: see
     :func:`toolvisor.models.from_string`). A model with ``async aclose()`` (every adapter) is
-    closed with the agent, on the event loop its calls ran on.
+    closed with the agent, on the event loop its calls ran on. ``models`` names more models
+    (or strings) a direct completion may ask (``ModelRequest.model``).
 
     ``store`` (a :class:`~toolvisor.durable.SessionStore`, or a SQLite file's path or a
     ``postgresql://`` URL, which the agent opens and closes) makes runs durable: every run gets
@@ -134,6 +135,7 @@ class Agent:
         on_model_error: ModelPolicy = DEFAULT_MODEL_POLICY,
         tool_timeout: float = 30.0,
         model_timeout: float = 120.0,
+        models: Mapping[str, Model | AsyncModel | str] | None = None,
         output_projection: OutputProjection | None = None,
         context: Any = None,
         on_progress: ProgressCallback | None = None,
@@ -156,12 +158,10 @@ class Agent:
         clock: Callable[[], float] = time.time,
         resilience_clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        if isinstance(model, str):
-            model = from_string(model)
-        if not isinstance(model, Model | AsyncModel):
-            raise TypeError(f"model must have respond(request) -> ModelResponse or async "
-                            f"arespond(request) -> ModelResponse, got {model!r}")
+        model = _model(model, "model")
         check_seconds("model_timeout", model_timeout, positive=True)
+        named_models = {name: _model(given, f"models[{name!r}]")
+                        for name, given in dict(models or {}).items()}
         durability = Durability.given(store, durability)
         self._registry = registry = _catalog(tools, registry, mcp)
         check_main_guard(registry.process_tools)
@@ -192,7 +192,7 @@ class Agent:
             self._tree = AgentTree(
                 model, ToolRunner(tool_timeout=tool_timeout, process_workers=process_workers),
                 model_timeout=model_timeout, max_concurrent_calls=max_concurrent_calls,
-                settings=settings, on_event=on_event,
+                settings=settings, on_event=on_event, named_models=named_models,
                 children=[server.child_spec(functools.partial(self._orphan, server.source),
                                             on_event) for server in mcp])
         except BaseException:
@@ -498,3 +498,12 @@ def _catalog(tools: Sequence[Tool], registry: ToolRegistry | None,
         registry.add_source(server.source, server)
     return registry
 
+
+
+def _model(model: Model | AsyncModel | str, setting: str) -> Model | AsyncModel:
+    """A model object, or the provider's model a string names; anything else refused."""
+    found = from_string(model) if isinstance(model, str) else model
+    if not isinstance(found, Model | AsyncModel):
+        raise TypeError(f"{setting} must have respond(request) -> ModelResponse or async "
+                        f"arespond(request) -> ModelResponse, got {found!r}")
+    return found

@@ -12,6 +12,7 @@ from toolvisor.contract._context import (
     StateAccess,
     TraceSpans,
 )
+from toolvisor.contract._direct_completions import NO_DIRECT_COMPLETIONS, DirectCompletions
 from toolvisor.contract._errors import (
     TOOL_ERROR_REASONS,
     InvalidArguments,
@@ -79,6 +80,7 @@ __all__ = [
     "LEGAL_RESULT_TYPES",
     "MODEL_ERROR_REASONS",
     "NEVER_CANCELLED",
+    "NO_DIRECT_COMPLETIONS",
     "RETRYABLE_MODEL_ERRORS",
     "TOOL_ERROR_REASONS",
     "AskUser",
@@ -90,6 +92,7 @@ __all__ = [
     "CapabilityError",
     "CatalogAccess",
     "CompletionKeys",
+    "DirectCompletions",
     "DurableEffectsAccess",
     "Err",
     "FinishReason",

@@ -11,6 +11,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
+from toolvisor.contract._direct_completions import NO_DIRECT_COMPLETIONS, DirectCompletions
 from toolvisor.contract._errors import ToolvisorError
 from toolvisor.contract._messages import ToolCall
 
@@ -136,7 +137,8 @@ class TraceSpans(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class CallContext:
-    """Who is calling and with which capabilities; every field reads as ``None`` when missing.
+    """Who is calling and with which capabilities; every field reads as ``None`` when missing
+    (``cancelled`` and ``direct_completions`` read as a capability that says so).
 
     The context is built by the runtime per call and passed through to arity-2 handlers
     unchanged (the very same object).
@@ -157,6 +159,8 @@ class CallContext:
     trace_scope: Callable[[], AbstractContextManager[Any]] | None = None  # entered around a
     # thread or asyncio handler where it runs: the host's tracing makes the call's span current
     trace_spans: TraceSpans | None = None  # a worker's spans, made in the agent's trace
+    direct_completions: DirectCompletions = NO_DIRECT_COMPLETIONS  # one-shot model requests
+    # (a context outside an agent's run refuses them, naming why)
 
     def completion_key(self) -> str:
         """The signed key naming this call's durable wait: take it, then return ``Pending``.

@@ -127,11 +127,15 @@ class ModelRequest(FrozenModel):
     ``attempt`` is which try at this turn's answer the request is: 1, then 2 when a failed
     model call is asked again, and so on (the conversation is the same). A provider ignores
     it; a scripted model reads its step from it and the conversation.
+
+    ``model`` names which of the agent's models a direct completion asks (``Agent(models=
+    {name: model})``); ``None`` is the run's model. A run's own requests never set it.
     """
 
     messages: tuple[Message, ...]
     tools: tuple[ToolSpec, ...] = ()
     attempt: int = Field(default=1, ge=1)
+    model: str | None = None
 
 
 FinishReason: TypeAlias = Literal["stop", "tool_calls", "length", "content_filter", "other"]

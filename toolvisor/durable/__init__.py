@@ -28,7 +28,7 @@ from toolvisor.durable._signing import (
     require_signed,
 )
 from toolvisor.durable._sqlite import POLL_INTERVAL, SqliteSessionStore
-from toolvisor.durable._store import UNSET, SessionStore, UnknownRunError
+from toolvisor.durable._store import UNSET, SessionStore, StaleLeaseError, UnknownRunError
 
 __all__ = [
     "DURABLE_ERROR_CODES",
@@ -55,6 +55,7 @@ __all__ = [
     "SignatureError",
     "Signer",
     "SqliteSessionStore",
+    "StaleLeaseError",
     "UnknownRunError",
     "Wait",
     "holder_gone",

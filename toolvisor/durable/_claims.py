@@ -5,7 +5,8 @@ state is the database and the store clock it is given. A backend says how candid
 locked (``lock``: PostgreSQL's ``FOR UPDATE OF r SKIP LOCKED``, so concurrent claimers skip each
 other's rows instead of waiting; nothing on SQLite, whose write transactions are serialized).
 Either way the lease is taken with one conditional upsert per run, which sees the latest
-committed lease: two claimers never both take a run.
+committed lease: two claimers never both take a run. A claimed lease gets the run's next
+fencing token, as :meth:`LeaseTable.acquire_lease` gives a new holder.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from collections.abc import Callable
 from typing import Final
 
 from toolvisor.contract import check_seconds
+from toolvisor.durable._records import Lease
 from toolvisor.durable._sql import SqlDatabase
 
 QUEUED: Final = "queued"
@@ -47,7 +49,7 @@ class ClaimTable:
         self._clock = clock
         self._select = f"{RUNNABLE} {lock}".rstrip()
 
-    def claim_runs(self, holder: str, ttl: float, limit: int) -> list[str]:
+    def claim_runs(self, holder: str, ttl: float, limit: int) -> list[Lease]:
         check_seconds("a lease ttl", ttl, positive=True)
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
             raise ValueError(f"limit must be a positive int, got {limit!r}")
@@ -57,13 +59,17 @@ class ClaimTable:
             candidates = [row[0] for row in
                           tx.execute(self._select, (now, now, limit)).fetchall()]
             for run_id in candidates:
-                taken = tx.execute(
-                    "INSERT INTO leases (run_id, holder, expires_at) VALUES (?,?,?) "
-                    "ON CONFLICT (run_id) DO UPDATE SET holder = excluded.holder, "
-                    "expires_at = excluded.expires_at WHERE leases.expires_at <= ?",
-                    (run_id, holder, now + ttl, now)).rowcount
-                if taken == 1:
-                    claimed.append(run_id)
+                if tx.execute(
+                        "INSERT INTO leases (run_id, holder, expires_at) VALUES (?,?,?) "
+                        "ON CONFLICT (run_id) DO UPDATE SET holder = excluded.holder, "
+                        "expires_at = excluded.expires_at WHERE leases.expires_at <= ?",
+                        (run_id, holder, now + ttl, now)).rowcount != 1:
+                    continue  # taken meanwhile (a claimer that committed first)
+                tx.execute("UPDATE runs SET fence = fence + 1 WHERE run_id = ?", (run_id,))
+                token = tx.execute("SELECT fence FROM runs WHERE run_id = ?",
+                                   (run_id,)).fetchone()[0]
+                tx.execute("UPDATE leases SET token = ? WHERE run_id = ?", (token, run_id))
+                claimed.append(Lease(run_id, holder, now + ttl, token))
         return claimed
 
     def let_go(self, run_id: str, holder: str, waiting_on: list[str]) -> None:

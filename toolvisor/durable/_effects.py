@@ -17,7 +17,9 @@ _CANCEL_CHECK_INTERVAL = 0.05  # seconds between looks at the cancel token while
 class DurableEffects:
     """What ``ctx.durable_effects()`` gives a handler: effects that survive a restart.
 
-    Built by the host per call execution from the store, the run id and the call id. A replay
+    Built by the host per call execution from the store, the run id and the call id, and the
+    fencing token of the host's lease on the run (``fence``), which every write carries: once
+    another host has taken the run over, they raise ``StaleLeaseError``. A replay
     of the call (same run id and call id, e.g. after a crash) gets the journaled results back
     instead of running the effects again. Without a store every method raises
     :class:`DurableError` ``durable_effects_unavailable``; without a call id,
@@ -33,11 +35,13 @@ class DurableEffects:
         call_id: str | None,
         *,
         cancelled: CancelToken = NEVER_CANCELLED,
+        fence: int | None = None,
     ) -> None:
         self.store = store
         self.run_id = run_id
         self.call_id = call_id
         self._cancelled = cancelled
+        self.fence = fence
         self._steps_seen: set[str] = set()
         self._event_keys: set[str] = set()
         self._events_emitted = 0
@@ -83,7 +87,8 @@ class DurableEffects:
         record = store.journal_record(run_id, call_id, step_id)
         if record is None:
             output_text = self._json(fn(input), f"the result of step {step_id!r}")
-            record = store.record_step(run_id, call_id, step_id, input_text, output_text)
+            record = store.record_step(run_id, call_id, step_id, input_text, output_text,
+                                       fence=self.fence)
         if record.input != input_text:
             raise DurableError(
                 "durable_effect_replay_mismatch",
@@ -140,7 +145,7 @@ class DurableEffects:
             if wait.deadline_at is not None:
                 left = wait.deadline_at - store.now()
                 if left <= 0:
-                    resolution = store.expire(key, store.now())
+                    resolution = store.expire(key, store.now(), fence=self.fence)
                     break
                 pause = min(pause, left)
             resolution = store.wait_for(key, pause)
@@ -157,7 +162,8 @@ class DurableEffects:
         if not isinstance(type, str) or not type:
             raise ValueError(f"a process event needs a non-empty str type, got {type!r}")
         text = self._json(payload, f"the payload of process event {type!r}")
-        record = store.append_process_event(run_id, call_id, self._events_emitted, type, payload)
+        record = store.append_process_event(run_id, call_id, self._events_emitted, type,
+                                            payload, fence=self.fence)
         if record.type != type or _json.dumps(record.payload, "payload") != text:
             raise DurableError(
                 "durable_effect_replay_mismatch",

@@ -28,7 +28,13 @@ from toolvisor.durable._rows import (
     resolution_from_row,
     wait_from_row,
 )
-from toolvisor.durable._sql import SqlDatabase, SqlTransaction, require_id, require_run
+from toolvisor.durable._sql import (
+    SqlDatabase,
+    SqlTransaction,
+    require_fence,
+    require_id,
+    require_run,
+)
 from toolvisor.durable._store import UNSET
 
 _ON_TIMEOUT = ("error_as_result", "fail_turn")
@@ -121,9 +127,10 @@ class KeyTables:
             )
         return claims
 
-    def revoke(self, key: str) -> bool:
+    def revoke(self, key: str, *, fence: int | None = None) -> bool:
         claims = self._known_claims(key, "revoke")
         with self._db.write() as tx:
+            require_fence(tx, claims.run_id, fence)
             cursor = tx.execute(
                 "UPDATE keys SET revoked = 1 WHERE key_id = ? AND kind IS NULL AND revoked = 0",
                 (claims.key_id,),
@@ -235,9 +242,10 @@ class KeyTables:
                 pause = min(pause, left)
             self._notifier.wait(seen, pause)
 
-    def expire(self, key: str, now: float) -> Resolution:
+    def expire(self, key: str, now: float, *, fence: int | None = None) -> Resolution:
         claims = self._known_claims(key, "expire")
         with self._db.write() as tx:
+            require_fence(tx, claims.run_id, fence)
             row = tx.execute(
                 "SELECT w.on_timeout FROM keys k LEFT JOIN waits w USING (key_id) WHERE key_id = ?",
                 (claims.key_id,),

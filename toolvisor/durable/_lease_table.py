@@ -1,4 +1,4 @@
-"""Leases: which host drives a run, for how long (one host per run).
+"""Leases: which host drives a run, for how long (one host per run), under which fencing token.
 
 :class:`LeaseTable` holds the ``leases`` table's logic over any :class:`SqlDatabase`; its state
 is the database and the store clock it is given.
@@ -25,19 +25,26 @@ class LeaseTable:
         self._clock = clock
 
     def acquire_lease(self, run_id: str, holder: str, ttl: float, *,
-                      replacing: str | None = None) -> Lease | None:
+                      replacing: str | None = None) -> Lease:
         check_seconds("a lease ttl", ttl, positive=True)
         now = self._clock()
         with self._db.write() as tx:
             require_run(tx, run_id)
-            row = tx.execute("SELECT holder, expires_at FROM leases WHERE run_id = ?",
+            row = tx.execute("SELECT holder, expires_at, token FROM leases WHERE run_id = ?",
                              (run_id,)).fetchone()
             if row is not None and row[0] not in (holder, replacing) and row[1] > now:
-                return Lease(run_id, row[0], row[1])
-            tx.execute("INSERT INTO leases (run_id, holder, expires_at) VALUES (?,?,?) "
+                return Lease(run_id, row[0], row[1], row[2])
+            if row is not None and row[0] == holder:
+                token: int = row[2]  # renewed: the same lease, the same token
+            else:
+                tx.execute("UPDATE runs SET fence = fence + 1 WHERE run_id = ?", (run_id,))
+                token = tx.execute("SELECT fence FROM runs WHERE run_id = ?",
+                                   (run_id,)).fetchone()[0]
+            tx.execute("INSERT INTO leases (run_id, holder, expires_at, token) VALUES (?,?,?,?) "
                        "ON CONFLICT (run_id) DO UPDATE SET holder = excluded.holder, "
-                       "expires_at = excluded.expires_at", (run_id, holder, now + ttl))
-        return None
+                       "expires_at = excluded.expires_at, token = excluded.token",
+                       (run_id, holder, now + ttl, token))
+        return Lease(run_id, holder, now + ttl, token)
 
     def renew_leases(self, holder: str, run_ids: list[str], ttl: float) -> list[str]:
         expires_at = self._clock() + ttl
@@ -57,5 +64,5 @@ class LeaseTable:
     def leases(self) -> list[Lease]:
         with self._db.read() as tx:
             rows = tx.execute(
-                "SELECT run_id, holder, expires_at FROM leases ORDER BY run_id").fetchall()
+                "SELECT run_id, holder, expires_at, token FROM leases ORDER BY run_id").fetchall()
         return [Lease(*row) for row in rows]

@@ -82,7 +82,8 @@ class PostgresConnection:
 
     dialect = POSTGRES
 
-    def __init__(self, url: str, create: bool = True, connect_timeout: float = 10.0) -> None:
+    def __init__(self, url: str, create: bool, connect_timeout: float,
+                 busy_timeout: float) -> None:
         driver = import_psycopg()
         self.path = redacted(url)
         self._lock = threading.Lock()  # owns _connection: held for every use of it
@@ -98,6 +99,8 @@ class PostgresConnection:
             raise ConnectionError(f"cannot open the PostgreSQL session store {self.path!r}: "
                                   f"{reason}") from None
         try:
+            # a write waits at most busy_timeout for another connection's write lock, as SQLite's
+            self._connection.execute(f"SET lock_timeout = {max(1, round(busy_timeout * 1000))}")
             self._secret = self._open(create)
         except BaseException:
             self.close()
@@ -108,6 +111,11 @@ class PostgresConnection:
         store is refused, unchanged), and return the store's secret."""
         conn = self._conn()
         with conn.transaction():
+            schema = conn.execute("SELECT current_schema()").fetchone()
+            if schema is None or schema[0] is None:
+                raise ValueError(f"{self.path!r} names no schema that exists (its search_path); "
+                                 "create the schema first (toolvisor creates tables, never "
+                                 "schemas or databases)")
             # one opener at a time per schema, so two first opens do not both create it
             conn.execute("SELECT pg_advisory_xact_lock(hashtext(current_schema()))")
             has_meta = conn.execute("SELECT to_regclass('meta') IS NOT NULL").fetchone()

@@ -47,9 +47,11 @@ class PostgresSessionStore(SessionStore):
     checkpoints (whoever can read them can forge keys: grant them to the hosts only).
     ``clock`` stamps every record; ``create=False`` opens only a store that exists (a database
     without one is a ``ValueError``, left unchanged); ``connect_timeout`` bounds the wait for
-    the server. A bad URL is a ``ValueError``, a server that cannot be reached or refuses the
-    login a ``ConnectionError``, each naming the URL (its password hidden). A resolution, a
-    submitted run or a released lease is announced with ``NOTIFY``; once something waits here
+    the server, ``busy_timeout`` how long a write waits for another connection's write lock
+    (then psycopg's ``LockNotAvailable``, as SQLite's "database is locked"). A bad URL is a
+    ``ValueError``, a server that cannot be reached or refuses the login a
+    ``ConnectionError``, each naming the URL (its password hidden). A resolution, a submitted
+    run or a released lease is announced with ``NOTIFY``; once something waits here
     (``wait_for``, ``on_runnable``) a ``LISTEN`` connection of the store object's own hears
     other processes' announcements and wakes it at once, and polling every ``poll_interval``
     seconds remains the fallback. Use it as a context manager, or call :meth:`close`.
@@ -62,13 +64,15 @@ class PostgresSessionStore(SessionStore):
         create: bool = True,
         clock: Callable[[], float] = time.time,
         connect_timeout: float = 10.0,
+        busy_timeout: float = 5.0,
         poll_interval: float = POLL_INTERVAL,
     ) -> None:
         check_seconds("poll_interval", poll_interval, positive=True)
         check_seconds("connect_timeout", connect_timeout, positive=True)
+        check_seconds("busy_timeout", busy_timeout, positive=True)
         if not isinstance(url, str):
             raise TypeError(f"a PostgreSQL store's url is a str, got {type(url).__name__}")
-        self._db = PostgresConnection(url, create, connect_timeout)
+        self._db = PostgresConnection(url, create, connect_timeout, busy_timeout)
         self.path = self._db.path
         self._clock = clock
         self._runs = RunTables(self._db, clock)
@@ -101,9 +105,10 @@ class PostgresSessionStore(SessionStore):
         return self._runs.runs(status=status)
 
     def save_checkpoint(
-        self, run_id: str, effect_id: int, data: str, *, status: str | None = None
+        self, run_id: str, effect_id: int, data: str, *, status: str | None = None,
+        fence: int | None = None,
     ) -> SavedCheckpoint:
-        saved = self._runs.save_checkpoint(run_id, effect_id, data, status=status)
+        saved = self._runs.save_checkpoint(run_id, effect_id, data, status=status, fence=fence)
         if status == QUEUED:
             self._wakes.announce()
         return saved
@@ -124,14 +129,17 @@ class PostgresSessionStore(SessionStore):
         return self._runs.journaled(run_id, call_id)
 
     def record_step(
-        self, run_id: str, call_id: str, step_id: str, input: str, output: str
+        self, run_id: str, call_id: str, step_id: str, input: str, output: str, *,
+        fence: int | None = None,
     ) -> JournalRecord:
-        return self._runs.record_step(run_id, call_id, step_id, input, output)
+        return self._runs.record_step(run_id, call_id, step_id, input, output, fence=fence)
 
     def append_process_event(
-        self, run_id: str, call_id: str, ordinal: int, type: str, payload: Any
+        self, run_id: str, call_id: str, ordinal: int, type: str, payload: Any, *,
+        fence: int | None = None,
     ) -> ProcessEvent:
-        return self._runs.append_process_event(run_id, call_id, ordinal, type, payload)
+        return self._runs.append_process_event(run_id, call_id, ordinal, type, payload,
+                                               fence=fence)
 
     def process_events(
         self, run_id: str | None = None, *, after_seq: int = 0
@@ -141,7 +149,7 @@ class PostgresSessionStore(SessionStore):
     # -- leases ----------------------------------------------------------------------------------
 
     def acquire_lease(self, run_id: str, holder: str, ttl: float, *,
-                      replacing: str | None = None) -> Lease | None:
+                      replacing: str | None = None) -> Lease:
         return self._leases.acquire_lease(run_id, holder, ttl, replacing=replacing)
 
     def renew_leases(self, holder: str, run_ids: list[str], ttl: float) -> list[str]:
@@ -151,7 +159,7 @@ class PostgresSessionStore(SessionStore):
         self._leases.release_lease(run_id, holder)
         self._wakes.announce()
 
-    def claim_runs(self, holder: str, ttl: float, limit: int) -> list[str]:
+    def claim_runs(self, holder: str, ttl: float, limit: int) -> list[Lease]:
         return self._claims.claim_runs(holder, ttl, limit)
 
     def let_go(self, run_id: str, holder: str, waiting_on: list[str]) -> None:
@@ -173,8 +181,8 @@ class PostgresSessionStore(SessionStore):
     ) -> str:
         return self._keys.issue_key(run_id, call_id, purpose=purpose, name=name)
 
-    def revoke(self, key: str) -> bool:
-        return self._keys.revoke(key)
+    def revoke(self, key: str, *, fence: int | None = None) -> bool:
+        return self._keys.revoke(key, fence=fence)
 
     def resolve(self, key: str, *, ok: Any = UNSET, error: Any = UNSET) -> ResolveOutcome:
         outcome = self._keys.resolve(key, ok=ok, error=error)
@@ -204,8 +212,8 @@ class PostgresSessionStore(SessionStore):
         self._wakes.listen()
         return self._keys.wait_for(key, timeout)
 
-    def expire(self, key: str, now: float) -> Resolution:
-        return self._keys.expire(key, now)
+    def expire(self, key: str, now: float, *, fence: int | None = None) -> Resolution:
+        return self._keys.expire(key, now, fence=fence)
 
     def expire_due(self, now: float) -> list[Wait]:
         return self._keys.expire_due(now)

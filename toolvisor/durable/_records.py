@@ -27,11 +27,17 @@ class RunRecord:
 
 @dataclass(frozen=True, slots=True)
 class Lease:
-    """Who hosts a run, until when (store clock); renewed while the holder drives it."""
+    """Who hosts a run, until when (store clock); renewed while the holder drives it.
+
+    ``token`` is the lease's fencing token: the run's count of leases taken, from the store,
+    so a later holder's is always greater. The holder's writes carry it, and the store refuses
+    them once another holder has taken the run over.
+    """
 
     run_id: str
     holder: str
     expires_at: float
+    token: int = 0
 
 
 @dataclass(frozen=True, slots=True)

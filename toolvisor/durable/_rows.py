@@ -1,4 +1,4 @@
-"""Row mapping of the stores (every backend): each record's column list, once, beside its mapper.
+"""Row mapping of the stores: each record's column list, written once, beside its mapper.
 
 A mapper takes a row of exactly its column list, in that order, and returns the record.
 """

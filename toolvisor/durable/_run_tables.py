@@ -29,7 +29,13 @@ from toolvisor.durable._rows import (
     run_from_row,
 )
 from toolvisor.durable._signing import SignatureError, sign_text, verify_text
-from toolvisor.durable._sql import SqlDatabase, SqlTransaction, require_id, require_run
+from toolvisor.durable._sql import (
+    SqlDatabase,
+    SqlTransaction,
+    require_fence,
+    require_id,
+    require_run,
+)
 
 
 def _signed_checkpoint(run_id: str, effect_id: int, data: str) -> str:
@@ -99,7 +105,8 @@ class RunTables:
     # -- checkpoints -----------------------------------------------------------------------
 
     def save_checkpoint(
-        self, run_id: str, effect_id: int, data: str, *, status: str | None = None
+        self, run_id: str, effect_id: int, data: str, *, status: str | None = None,
+        fence: int | None = None,
     ) -> SavedCheckpoint:
         if isinstance(effect_id, bool) or not isinstance(effect_id, int) or effect_id < 0:
             raise ValueError(f"effect_id must be a non-negative int, got {effect_id!r}")
@@ -118,6 +125,7 @@ class RunTables:
         signature = sign_text(self._db.secret, _signed_checkpoint(run_id, effect_id, data))
         with self._db.write() as tx:
             require_run(tx, run_id)
+            require_fence(tx, run_id, fence)
             seq = tx.insert(
                 "INSERT INTO checkpoints (run_id, effect_id, data, saved_at, signature) "
                 "VALUES (?,?,?,?,?)",
@@ -175,10 +183,12 @@ class RunTables:
         return row is not None
 
     def record_step(
-        self, run_id: str, call_id: str, step_id: str, input: str, output: str
+        self, run_id: str, call_id: str, step_id: str, input: str, output: str, *,
+        fence: int | None = None,
     ) -> JournalRecord:
         with self._db.write() as tx:
             require_run(tx, run_id)
+            require_fence(tx, run_id, fence)
             tx.execute(
                 f"INSERT INTO journal ({JOURNAL_COLUMNS}) VALUES (?,?,?,?,?,?) "
                 "ON CONFLICT DO NOTHING",
@@ -203,12 +213,14 @@ class RunTables:
     # -- process events ------------------------------------------------------------------------
 
     def append_process_event(
-        self, run_id: str, call_id: str, ordinal: int, type: str, payload: Any
+        self, run_id: str, call_id: str, ordinal: int, type: str, payload: Any, *,
+        fence: int | None = None,
     ) -> ProcessEvent:
         require_id(type, "process event type")
         text = _json.dumps(payload, "the process event payload")
         with self._db.write() as tx:
             require_run(tx, run_id)
+            require_fence(tx, run_id, fence)
             tx.execute(
                 "INSERT INTO process_events (run_id, call_id, ordinal, type, payload, "
                 "emitted_at) VALUES (?,?,?,?,?,?) ON CONFLICT DO NOTHING",

@@ -1,4 +1,5 @@
-"""The store's schema, version 2 (signed checkpoints, leases), written once for every backend.
+"""The store's schema, version 3 (signed checkpoints, fenced leases), written once for both
+backends.
 
 Every value column holds JSON text written by the store itself. ``keys`` holds one row per
 issued completion key together with its (first and only) resolution, so a resolution that
@@ -14,7 +15,7 @@ from collections.abc import Callable
 
 from toolvisor.durable._sql import Dialect
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 _SCHEMA = """
 CREATE TABLE meta (
@@ -85,6 +86,13 @@ CREATE TABLE process_events (
 """
 
 
+_FENCING = """
+ALTER TABLE leases ADD COLUMN token INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE runs ADD COLUMN fence INTEGER NOT NULL DEFAULT 0
+"""
+"""Version 3: each lease's fencing token, and each run's last one handed out."""
+
+
 def _statements(template: str, dialect: Dialect) -> list[str]:
     text = template.format(real=dialect.real, serial=dialect.serial,
                            row_order_column=dialect.row_order_column)
@@ -94,7 +102,7 @@ def _statements(template: str, dialect: Dialect) -> list[str]:
 def _migrations(dialect: Dialect) -> dict[int, tuple[int, list[str]]]:
     """From each version a store can have: the version its migration ends at, and the
     statements of that migration (version ``0``: a new store)."""
-    return {0: (SCHEMA_VERSION, _statements(_SCHEMA, dialect))}
+    return {0: (2, _statements(_SCHEMA, dialect)), 2: (3, _statements(_FENCING, dialect))}
 
 
 def migrate(store: str, version: int, dialect: Dialect, execute: Callable[[str], object]) -> int:

@@ -15,7 +15,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from toolvisor.durable._store import UnknownRunError
+from toolvisor.durable._store import StaleLeaseError, UnknownRunError
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,3 +93,18 @@ def require_run(tx: SqlTransaction, run_id: str) -> None:
         raise UnknownRunError(
             f"the session store has no run {run_id!r}; create it with create_run first"
         )
+
+
+def require_fence(tx: SqlTransaction, run_id: str, fence: int | None) -> None:
+    """Refuse (``StaleLeaseError``) a write fenced with a token the run's lease no longer
+    carries, inside ``tx``; an unfenced write (``None``: not a host's) passes."""
+    if fence is None:
+        return
+    row = tx.execute("SELECT holder, token FROM leases WHERE run_id = ?", (run_id,)).fetchone()
+    if row is None or row[1] != fence:
+        now = ("no host holds its lease now" if row is None
+               else f"its lease is {row[0]}'s, with token {row[1]}")
+        raise StaleLeaseError(
+            f"run {run_id!r}: this host's write carries fencing token {fence}, but {now}: "
+            "another host took the run over while this one was paused or cut off; the write "
+            "was refused, and this host stops driving the run")

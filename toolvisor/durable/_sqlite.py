@@ -98,9 +98,10 @@ class SqliteSessionStore(SessionStore):
         return self._runs.runs(status=status)
 
     def save_checkpoint(
-        self, run_id: str, effect_id: int, data: str, *, status: str | None = None
+        self, run_id: str, effect_id: int, data: str, *, status: str | None = None,
+        fence: int | None = None,
     ) -> SavedCheckpoint:
-        saved = self._runs.save_checkpoint(run_id, effect_id, data, status=status)
+        saved = self._runs.save_checkpoint(run_id, effect_id, data, status=status, fence=fence)
         if status == QUEUED:
             self._notifier.notify()
         return saved
@@ -121,14 +122,17 @@ class SqliteSessionStore(SessionStore):
         return self._runs.journaled(run_id, call_id)
 
     def record_step(
-        self, run_id: str, call_id: str, step_id: str, input: str, output: str
+        self, run_id: str, call_id: str, step_id: str, input: str, output: str, *,
+        fence: int | None = None,
     ) -> JournalRecord:
-        return self._runs.record_step(run_id, call_id, step_id, input, output)
+        return self._runs.record_step(run_id, call_id, step_id, input, output, fence=fence)
 
     def append_process_event(
-        self, run_id: str, call_id: str, ordinal: int, type: str, payload: Any
+        self, run_id: str, call_id: str, ordinal: int, type: str, payload: Any, *,
+        fence: int | None = None,
     ) -> ProcessEvent:
-        return self._runs.append_process_event(run_id, call_id, ordinal, type, payload)
+        return self._runs.append_process_event(run_id, call_id, ordinal, type, payload,
+                                               fence=fence)
 
     def process_events(
         self, run_id: str | None = None, *, after_seq: int = 0
@@ -138,7 +142,7 @@ class SqliteSessionStore(SessionStore):
     # -- leases ----------------------------------------------------------------------------------
 
     def acquire_lease(self, run_id: str, holder: str, ttl: float, *,
-                      replacing: str | None = None) -> Lease | None:
+                      replacing: str | None = None) -> Lease:
         return self._leases.acquire_lease(run_id, holder, ttl, replacing=replacing)
 
     def renew_leases(self, holder: str, run_ids: list[str], ttl: float) -> list[str]:
@@ -148,7 +152,7 @@ class SqliteSessionStore(SessionStore):
         self._leases.release_lease(run_id, holder)
         self._notifier.notify()
 
-    def claim_runs(self, holder: str, ttl: float, limit: int) -> list[str]:
+    def claim_runs(self, holder: str, ttl: float, limit: int) -> list[Lease]:
         return self._claims.claim_runs(holder, ttl, limit)
 
     def let_go(self, run_id: str, holder: str, waiting_on: list[str]) -> None:
@@ -168,8 +172,8 @@ class SqliteSessionStore(SessionStore):
     ) -> str:
         return self._keys.issue_key(run_id, call_id, purpose=purpose, name=name)
 
-    def revoke(self, key: str) -> bool:
-        return self._keys.revoke(key)
+    def revoke(self, key: str, *, fence: int | None = None) -> bool:
+        return self._keys.revoke(key, fence=fence)
 
     def resolve(self, key: str, *, ok: Any = UNSET, error: Any = UNSET) -> ResolveOutcome:
         return self._keys.resolve(key, ok=ok, error=error)
@@ -194,8 +198,8 @@ class SqliteSessionStore(SessionStore):
     def wait_for(self, key: str, timeout: float | None = None) -> Resolution | None:
         return self._keys.wait_for(key, timeout)
 
-    def expire(self, key: str, now: float) -> Resolution:
-        return self._keys.expire(key, now)
+    def expire(self, key: str, now: float, *, fence: int | None = None) -> Resolution:
+        return self._keys.expire(key, now, fence=fence)
 
     def expire_due(self, now: float) -> list[Wait]:
         return self._keys.expire_due(now)

@@ -32,6 +32,12 @@ class UnknownRunError(ToolvisorError, LookupError):
     """The store has no run with that id; create it with ``create_run`` first."""
 
 
+class StaleLeaseError(ToolvisorError, RuntimeError):
+    """A host's write carried a fencing token the run's lease no longer carries: another host
+    took the run over (this one paused past its lease, or lost it). The write was refused;
+    the host stops driving the run."""
+
+
 @runtime_checkable
 class SessionStore(Protocol):
     """Runs, checkpoints, completion keys and their waits, the journal and process events.
@@ -64,15 +70,18 @@ class SessionStore(Protocol):
         ...
 
     def acquire_lease(self, run_id: str, holder: str, ttl: float, *,
-                      replacing: str | None = None) -> Lease | None:
-        """Take the run's lease for ``ttl`` seconds: ``None`` when taken (or renewed), else the
-        lease that stands (another holder's, not yet expired). ``replacing`` names a holder
-        whose lease is taken over whatever its expiry (a host known to be dead)."""
+                      replacing: str | None = None) -> Lease:
+        """Take the run's lease for ``ttl`` seconds; the lease that stands after the call:
+        ``holder``'s when it took it (or renewed it), else another holder's, not yet expired.
+        ``replacing`` names a holder whose lease is taken over whatever its expiry (a host
+        known to be dead). A lease taken anew carries a new fencing token (``Lease.token``),
+        the run's previous one plus one; a renewed lease keeps its token."""
         ...
 
-    def claim_runs(self, holder: str, ttl: float, limit: int) -> list[str]:
+    def claim_runs(self, holder: str, ttl: float, limit: int) -> list[Lease]:
         """Take, as ``holder`` for ``ttl`` seconds, the lease of up to ``limit`` runnable runs
-        and return their ids, oldest first; concurrent claimers never take the same run.
+        and return them (each with its fencing token), oldest first; concurrent claimers never
+        take the same run.
 
         A run is runnable when no live lease holds it, it has a checkpoint, and it is new
         (status ``queued``: submitted), orphaned (``running``: its host died or released it), or
@@ -109,12 +118,15 @@ class SessionStore(Protocol):
         ...
 
     def save_checkpoint(
-        self, run_id: str, effect_id: int, data: str, *, status: str | None = None
+        self, run_id: str, effect_id: int, data: str, *, status: str | None = None,
+        fence: int | None = None,
     ) -> SavedCheckpoint:
         """Append the checkpoint ``data`` (JSON text, e.g. ``model_dump_json()``) at ``effect_id``.
 
         Earlier checkpoints are kept. The run's ``updated_at`` (and ``status``, if given)
-        change in the same transaction.
+        change in the same transaction. ``fence`` is the writing host's fencing token: the
+        write is refused (``StaleLeaseError``) unless the run's lease still carries it; the
+        host's writes (here, ``record_step``, ``append_process_event``, ``expire``) all carry it.
         """
         ...
 
@@ -154,11 +166,12 @@ class SessionStore(Protocol):
         """
         ...
 
-    def revoke(self, key: str) -> bool:
+    def revoke(self, key: str, *, fence: int | None = None) -> bool:
         """Refuse every later resolution of an unresolved ``key``; ``True`` if it was revoked.
 
         For a key whose call ended without parking it (the handler took a key, then returned
         something other than ``Pending``): a late resolver then hears ``unknown_or_revoked``.
+        ``fence``: the host's fencing token, as for :meth:`save_checkpoint`.
         """
         ...
 
@@ -204,8 +217,9 @@ class SessionStore(Protocol):
         """
         ...
 
-    def expire(self, key: str, now: float) -> Resolution:
-        """Resolve ``key`` as timed out unless something resolved it first; return the winner."""
+    def expire(self, key: str, now: float, *, fence: int | None = None) -> Resolution:
+        """Resolve ``key`` as timed out unless something resolved it first; return the winner.
+        ``fence``: the host's fencing token, as for :meth:`save_checkpoint`."""
         ...
 
     def expire_due(self, now: float) -> list[Wait]:
@@ -235,19 +249,22 @@ class SessionStore(Protocol):
         ...
 
     def record_step(
-        self, run_id: str, call_id: str, step_id: str, input: str, output: str
+        self, run_id: str, call_id: str, step_id: str, input: str, output: str, *,
+        fence: int | None = None,
     ) -> JournalRecord:
         """Record a step's canonical JSON ``input`` and ``output``; the first record wins.
 
         Returns the record now in the journal, which is an earlier one if another execution
-        of the call recorded the step first.
+        of the call recorded the step first. ``fence``: as for :meth:`save_checkpoint`.
         """
         ...
 
     def append_process_event(
-        self, run_id: str, call_id: str, ordinal: int, type: str, payload: Any
+        self, run_id: str, call_id: str, ordinal: int, type: str, payload: Any, *,
+        fence: int | None = None,
     ) -> ProcessEvent:
-        """Record the call's ``ordinal``-th event; if already recorded, return the record."""
+        """Record the call's ``ordinal``-th event; if already recorded, return the record.
+        ``fence``: as for :meth:`save_checkpoint`."""
         ...
 
     def process_events(

@@ -9,7 +9,8 @@ callback only tells the orchestrator), so it never waits for a sibling. A call a
 again (a superseding ``ToolCalls`` effect keeps the calls still running) is not started twice.
 It also takes the finished calls back, undoing what it kept for them. It keeps, by run id,
 what it started for each run (``RunCalls``), so that releasing the run stops it all. Runs on the
-orchestrator's thread, which owns that state.
+orchestrator's thread, which owns that state. Each context also gets the call's direct
+completions (``_direct_completions.py``), ended with the call.
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ from toolvisor.actors import CallReply
 from toolvisor.contract import CallContext, Err, Tool, ToolCall
 from toolvisor.executor import Deadline, DeadlineTimer
 from toolvisor.host._commands import OrchestratorSettings
-from toolvisor.host._durable_waits import DurableWaits, interrupted_error
+from toolvisor.host._direct_completions import Completions
+from toolvisor.host._durable_waits import DurableWaits, durable_call_id, interrupted_error
 from toolvisor.host._effect_messages import RetryDue
 from toolvisor.host._finished_calls import CallTarget, FinishedCalls, tell
 from toolvisor.host._gates import GatedCall, GatedCalls, answer
@@ -91,6 +93,7 @@ class CallStarter:
         self._timer = timer
         self._runs: dict[str, RunCalls] = {}
         self._gated = GatedCalls(settings.gates, self._launch, me, on_progress)
+        self._completions = Completions.of(settings, timer)
         self._log = get_event_log("orchestrator")
 
     def gate_woke(self, ticket: int) -> None:
@@ -198,6 +201,10 @@ class CallStarter:
         span = self._observe.tool_call(run.run_id, planned, name, isolation)
         if span is not None:  # the handler's own spans nest under the call's
             ctx = dataclasses.replace(ctx, trace_scope=span.scope, trace_spans=span.remote)
+        ctx = dataclasses.replace(ctx, direct_completions=self._completions.for_call(
+            run.run_id, planned, None if waits is None else durable_call_id(
+                planned.turn, planned.attempt, planned.call.id), span,
+            None if durable is None else durable.fence))
         reply = functools.partial(self._finished.on_reply,
                                   CallTarget(self._me, run.run_id, view, ctx, token, ticket,
                                              span))

@@ -8,7 +8,7 @@ the orchestrator stops or crashes before the run ends.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
@@ -106,7 +106,8 @@ class OrchestratorSettings:
     ``clock`` dates the questions' deadlines (the store's clock, with a store);
     ``lease_ttl`` is how long a run's lease outlives this host's last renewal; ``gates`` are
     the tools' breakers, bulkheads and rate limits (owned by the agent, which reads them);
-    ``tracing`` makes the runs' spans (``None``: the agent does not trace).
+    ``tracing`` makes the runs' spans (``None``: the agent does not trace);
+    ``named_models`` are the other models a tool's direct completion may name.
     """
 
     models: ModelCalls
@@ -123,3 +124,4 @@ class OrchestratorSettings:
     gates: ToolGates = field(default_factory=ToolGates)
     tracing: Tracing | None = None
     clock: Callable[[], float] = time.time
+    named_models: Mapping[str, ModelCalls] = field(default_factory=dict)

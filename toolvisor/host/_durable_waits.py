@@ -82,8 +82,9 @@ class DurableWaits:
     """
 
     def __init__(self, store: SessionStore, registry: ToolRegistry, poll_interval: float,
-                 tell: Callable[[Any], None]) -> None:
+                 tell: Callable[[Any], None], fence: Callable[[str], int | None]) -> None:
         self._store = store
+        self._fence = fence
         self._registry = registry
         self._poll_interval = poll_interval
         self._tell = tell
@@ -96,7 +97,8 @@ class DurableWaits:
         token = threading.Event()
         durable_id = durable_call_id(planned.turn, planned.attempt, planned.call.id)
         return (token, CompletionKeyIssuer(self._store, run_id, durable_id),
-                DurableEffects(self._store, run_id, durable_id, cancelled=token))
+                DurableEffects(self._store, run_id, durable_id, cancelled=token,
+                               fence=self._fence(run_id)))
 
     def stepped(self, run_id: str) -> None:
         """The run's machine stepped: it no longer waits on the suspension it waited on."""
@@ -141,7 +143,7 @@ class DurableWaits:
             return
         if isinstance(outcome.result, Pending):
             self._park(key, outcome.result)
-        elif self._store.revoke(key):
+        elif self._store.revoke(key, fence=self._fence(run_id)):
             self._log.info("completion_key_revoked", run_id=run_id, call_id=outcome.call_id)
 
     def wait(self, run: HostedRun, outcome: Suspended) -> Ready:
@@ -156,12 +158,12 @@ class DurableWaits:
             if resolution is None and wait.deadline_at is not None:
                 now = self._store.now()
                 if now >= wait.deadline_at:  # overdue while no process hosted the run
-                    resolution = self._store.expire(key, now)
+                    resolution = self._store.expire(key, now, fence=self._fence(run.run_id))
             if resolution is not None:
                 ready[entry.call.id] = (entry, resolution)
             elif key not in waits.waiters:
                 waits.waiters[key] = KeyWaiter(
-                    self._store, wait, self._poll_interval,
+                    self._store, wait, self._fence(run.run_id), self._poll_interval,
                     functools.partial(self._tell, KeyResolved(run.run_id, key)))
         return ready
 
@@ -205,7 +207,7 @@ class DurableWaits:
             keys = list(waits.waiters)
             _stop(waits.waiters)
             for key in keys:
-                self._store.revoke(key)
+                self._store.revoke(key, fence=self._fence(run.run_id))
         self._log.info("keys_delivered", run_id=run.run_id, call_ids=sorted(ready))
         return answers
 

@@ -18,7 +18,8 @@ from pykka import ActorDeadError, ActorRef
 
 from toolvisor.actors import CallReply
 from toolvisor.call import OutputProjection, ProjectionPoint
-from toolvisor.contract import CallContext, Err
+from toolvisor.contract import CallContext, Err, Usage
+from toolvisor.host._direct_completions import CallCompletions
 from toolvisor.host._tracing import ToolSpan
 from toolvisor.machine import CallOutcome, Effect, StateView, ToolResults, TurnMachine
 from toolvisor.registry import ToolRegistry
@@ -92,10 +93,13 @@ class FinishedCalls:
         """On the call actor's thread: bound the text, keep the outcome, tell if needed.
 
         The call is over for the host, so its durable effects' cancel token is set: a handler
-        the runner gave up on (timeout) stops awaiting external events.
+        the runner gave up on (timeout) stops awaiting external events; its direct completions
+        in flight are cancelled, and what they spent goes with its outcome.
         """
         if target.token is not None:
             target.token.set()
+        completions = target.ctx.direct_completions  # ended before the call's span ends
+        usage = completions.end() if isinstance(completions, CallCompletions) else Usage()
         if target.span is not None:
             target.span.end(reply.result, reply.text)
         text = reply.text
@@ -105,7 +109,8 @@ class FinishedCalls:
             text = projection.project(point, text,
                                       window=output_window(self._registry, reply.tool_name),
                                       is_error=reply.is_error)
-        done = CallOutcome(reply.tool_call_id, reply.result, text, writes=target.view.writes)
+        done = CallOutcome(reply.tool_call_id, reply.result, text, writes=target.view.writes,
+                           usage=usage)
         keys = target.ctx.completion_keys
         if self.add(CallDone(target.run_id, done,
                              None if keys is None else keys.issued, target.ticket)):

@@ -15,12 +15,14 @@ from toolvisor.durable import SessionStore, Wait
 
 class KeyWaiter:
     """A thread blocked on one parked key: tells the orchestrator once the key resolves,
-    expiring it first when its deadline (store clock) passes. ``stop`` ends it early."""
+    expiring it first when its deadline (store clock) passes, fenced with the host's token
+    (``fence``). ``stop`` ends it early."""
 
-    def __init__(self, store: SessionStore, wait: Wait, poll: float,
+    def __init__(self, store: SessionStore, wait: Wait, fence: int | None, poll: float,
                  tell: Callable[[], None]) -> None:
         self._store = store
         self._wait = wait
+        self._fence = fence
         self._poll = poll
         self._tell = tell
         self._stop = threading.Event()
@@ -45,7 +47,7 @@ class KeyWaiter:
             if deadline_at is not None:
                 left = deadline_at - store.now()
                 if left <= 0:
-                    store.expire(key, store.now())
+                    store.expire(key, store.now(), fence=self._fence)
                     return True
                 pause = min(pause, left)
             if store.wait_for(key, pause) is not None:

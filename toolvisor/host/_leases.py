@@ -4,9 +4,13 @@ An orchestrator takes a run's lease before it drives the run (starting it, or re
 the store), renews its leases every third of their ttl while it hosts them, and gives each up
 when the run leaves it. A second host is refused with ``RunLeasedError`` until the lease
 expires, so a dead host's runs can be taken over; a lease whose holder is a dead process on
-this machine (gone, or a zombie its parent has not reaped yet) is taken over at once. State
-(the held run ids, the renewal timer) belongs to the orchestrator's thread; the timer thread
-only tells the orchestrator it is time to renew.
+this machine (gone, or a zombie its parent has not reaped yet) is taken over at once; one of
+another machine only when it expires. Each lease carries the fencing token the store gave it,
+and every write the host makes for the run carries that token (:meth:`RunLeases.token`): a
+host that paused past its lease (a GC pause, a frozen VM) is refused its next write with
+``StaleLeaseError`` once another host has taken the run over. State (the held run ids and
+their tokens, the renewal timer) belongs to the orchestrator's thread; the timer thread only
+tells the orchestrator it is time to renew.
 """
 
 from __future__ import annotations
@@ -38,37 +42,42 @@ class RunLeases:
         self._store = store
         self._ttl = ttl
         self._tell = tell
-        self._held: set[str] = set()
+        self._held: dict[str, int] = {}  # run id -> the fencing token of our lease on it
         self._timer: threading.Timer | None = None
 
     def take(self, run_id: str) -> None:
         """Hold ``run_id``'s lease, or raise ``RunLeasedError`` naming its holder."""
         standing = self._store.acquire_lease(run_id, self.holder, self._ttl)
-        if standing is not None and holder_gone(standing.holder):
+        if standing.holder != self.holder and holder_gone(standing.holder):
             standing = self._store.acquire_lease(run_id, self.holder, self._ttl,
                                                  replacing=standing.holder)
-        if standing is not None:
+        if standing.holder != self.holder:
             left = max(0.0, standing.expires_at - self._store.now())
             raise RunLeasedError(
                 f"run {run_id!r} is hosted by {standing.holder} (its lease runs {left:.0f} s "
                 "more and is renewed while that host lives); resume it there, or here once "
                 "that host has closed its agent or died, or the lease has expired")
-        self._held.add(run_id)
+        self._held[run_id] = standing.token
         self._arm()
 
     def claim(self, limit: int) -> list[str]:
         """Claim up to ``limit`` runnable runs of the store and hold their leases."""
         claimed = self._store.claim_runs(self.holder, self._ttl, limit)
+        for lease in claimed:
+            self._held[lease.run_id] = lease.token
         if claimed:
-            self._held.update(claimed)
             self._arm()
-        return claimed
+        return [lease.run_id for lease in claimed]
+
+    def token(self, run_id: str) -> int | None:
+        """The fencing token of this host's lease on ``run_id`` (``None``: it holds none),
+        which every write this host makes for the run carries."""
+        return self._held.get(run_id)
 
     def release(self, run_id: str, waiting_on: list[str] | None = None) -> None:
         """Give ``run_id``'s lease up (the run ended or left this host); ``waiting_on``: the
         run waits on these keys (``[]``: on answers) and is let go until they wake it."""
-        if run_id in self._held:
-            self._held.discard(run_id)
+        if self._held.pop(run_id, None) is not None:
             if waiting_on is None:
                 self._store.release_lease(run_id, self.holder)
             else:
@@ -80,7 +89,8 @@ class RunLeases:
         if timer is not None:
             timer.join()  # it has told us; its thread is ending
         lost = self._store.renew_leases(self.holder, sorted(self._held), self._ttl)
-        self._held.difference_update(lost)
+        for run_id in lost:
+            del self._held[run_id]
         self._arm()
         return lost
 

@@ -97,6 +97,11 @@ class ModelCalls:
         self._runner = runner
         self._timeout = timeout
 
+    @property
+    def model(self) -> Model | AsyncModel:
+        """The model these calls ask."""
+        return self._model
+
     def start(self, request: ModelRequest, on_answer: Callable[[ModelAnswer], None],
               on_progress: ModelProgressSink | None = None,
               scope: Scope | None = None) -> CallHandle:

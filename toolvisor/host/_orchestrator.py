@@ -33,6 +33,7 @@ from pykka import ActorRef
 
 from toolvisor._logging import get_event_log
 from toolvisor.contract import ModelError
+from toolvisor.durable import StaleLeaseError
 from toolvisor.executor import DeadlineTimer
 from toolvisor.host._call_starter import CallStarter
 from toolvisor.host._commands import (
@@ -54,7 +55,7 @@ from toolvisor.host._models_in_flight import ModelsInFlight
 from toolvisor.host._observing import RunObserver
 from toolvisor.host._question_timer import QuestionsDue
 from toolvisor.host._questions import Questions, suspended_now
-from toolvisor.host._restore import restore_run
+from toolvisor.host._restore import restore
 from toolvisor.host._run import HostedRun, RunMessage
 from toolvisor.machine import (
     Done,
@@ -87,16 +88,16 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
         self._runs: dict[str, HostedRun] = {}
         self._finished = FinishedCalls(settings.projection, settings.registry)
         me: ActorRef[Any] = self.actor_ref
-        self._waits = None if settings.store is None else DurableWaits(
+        self._leases = None if settings.store is None else RunLeases(
+            settings.store, settings.lease_ttl, functools.partial(tell, me))
+        self._waits = None if settings.store is None or self._leases is None else DurableWaits(
             settings.store, settings.registry, settings.key_poll_interval,
-            functools.partial(tell, me))
+            functools.partial(tell, me), self._leases.token)
         self._observe = RunObserver(settings.tracing, settings.on_progress)
         self._timer = DeadlineTimer("toolvisor-waits")  # its thread starts on the first wait
         self._calls = CallStarter(settings, self._waits, self._finished, me, self._observe,
                                   timer=self._timer, on_progress=self._hosted_progress)
         self._models = ModelsInFlight(settings, me, self._observe)
-        self._leases = None if settings.store is None else RunLeases(
-            settings.store, settings.lease_ttl, functools.partial(tell, me))
         self._questions = Questions(settings, functools.partial(tell, me))
         self._log = get_event_log("orchestrator")
 
@@ -166,18 +167,18 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
                 self._cancel(run_id, reply)
 
     def _crash(self, run_id: str, exc: Exception, reply: Future[Any] | None = None) -> None:
-        """End run ``run_id`` alone, ``Failed`` with what went wrong (logged, with traceback)."""
+        """End run ``run_id`` alone, ``Failed`` with what went wrong (logged with its traceback):
+        whatever one run's input or callbacks do, the other runs go on. A write the store
+        refused because another host took the run over ends nothing: this host lets it go."""
+        if isinstance(exc, StaleLeaseError):
+            self._let_go(run_id, exc, reply)
+            return
         error = (f"the host could not go on with the run: {type(exc).__name__}: {exc}; the run "
                  "was ended, other runs were not affected")
         self._log.error("run_crashed", run_id=run_id, error=f"{type(exc).__name__}: {exc}",
                         traceback="".join(traceback.format_exception(exc)))
-        run = self._runs.get(run_id)
-        if run is None:
-            if reply is not None and not reply.done():
-                reply.set_exception(exc)
+        if (run := self._watched(run_id, exc, reply)) is None:
             return
-        if reply is not None and reply not in run.watchers:
-            run.watchers.append(reply)
         machine = run.machine
         try:
             done = machine.abort(error)[-1]
@@ -189,6 +190,17 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
         if not isinstance(outcome, Failed):
             outcome = Failed(error=error, messages=(), turns=machine.turn)
         self._finish(run, outcome)
+
+    def _watched(self, run_id: str, exc: Exception,
+                 reply: Future[Any] | None) -> HostedRun | None:
+        """The hosted run, ``reply`` among its watchers; ``None`` (``reply`` failed) if none."""
+        run = self._runs.get(run_id)
+        if run is None:
+            if reply is not None and not reply.done():
+                reply.set_exception(exc)
+        elif reply is not None and reply not in run.watchers:
+            run.watchers.append(reply)
+        return run
 
     def _respond(self, run_id: str, step: Callable[[TurnMachine], list[Effect]]) -> None:
         run = self._runs.get(run_id)
@@ -211,17 +223,17 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
 
     def _save(self, run: HostedRun) -> None:
         machine = run.machine
-        if self._store is not None:
+        if self._store is not None and self._leases is not None:
             self._store.save_checkpoint(run.run_id, machine.last_effect_id,
-                                        machine.checkpoint().to_json(), status=machine.status)
+                                        machine.checkpoint().to_json(), status=machine.status,
+                                        fence=self._leases.token(run.run_id))
 
     # --- runs the store knows ---------------------------------------------------------------
 
     def _adopt(self, run_id: str, reply: Future[Any]) -> HostedRun | None:
         """Host the run from the store's latest checkpoint; ``None`` (reply failed) if we can't."""
         try:
-            machine, saved = restore_run(self._store, self._settings.config, self._leases,
-                                         run_id)
+            machine, saved = restore(self._store, self._settings.config, self._leases, run_id)
         except Exception as exc:
             reply.set_exception(exc)
             return None
@@ -466,18 +478,23 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
         if self._leases is not None:
             self._leases.release(run.run_id, waiting)
 
+    def _let_go(self, run_id: str, error: Exception, reply: Future[Any] | None = None) -> None:
+        """Another host drives the run now: stop, writing nothing more; fail its waiters."""
+        if self._leases is not None:
+            self._leases.release(run_id)  # another's lease now: this only forgets our token
+        if (run := self._watched(run_id, error, reply)) is None:
+            return
+        self._log.error("lease_lost", run_id=run_id)
+        self._observe.run_finished(run_id, None)
+        self._unhost(run)
+        run.fail(error)
+
     def _renew_leases(self) -> None:
         """Keep hosting only the runs whose lease this host still holds."""
         assert self._leases is not None
         for run_id in self._leases.renew():
-            run = self._runs.get(run_id)
-            if run is None:
-                continue
-            self._log.error("lease_lost", run_id=run_id)
-            self._observe.run_finished(run_id, None)
-            self._unhost(run)
-            run.fail(RunLeasedError(f"run {run_id!r} was taken over by another host: its lease "
-                                    "was not renewed in time"))
+            self._let_go(run_id, RunLeasedError(f"run {run_id!r} was taken over by another "
+                                                "host: its lease was not renewed in time"))
 
     # --- lifecycle --------------------------------------------------------------------------
 

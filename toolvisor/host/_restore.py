@@ -1,4 +1,4 @@
-"""Restoring a run from the store: its lease taken, its latest checkpoint read and verified."""
+"""Restoring a run the store knows: its lease taken, its machine from its latest checkpoint."""
 
 from __future__ import annotations
 
@@ -7,10 +7,12 @@ from toolvisor.host._leases import RunLeases
 from toolvisor.machine import MachineConfig, TurnMachine
 
 
-def restore_run(store: SessionStore | None, config: MachineConfig | None,
-                leases: RunLeases | None, run_id: str) -> tuple[TurnMachine, SavedCheckpoint]:
-    """Run ``run_id``'s machine as its latest checkpoint left it, its lease held by
-    ``leases``; an exception saying why not (the lease is not kept then)."""
+def restore(store: SessionStore | None, config: MachineConfig | None,
+            leases: RunLeases | None, run_id: str) -> tuple[TurnMachine, SavedCheckpoint]:
+    """Take the run's lease and restore its machine from the latest checkpoint (and that
+    checkpoint); whatever refuses (no store, no such run, another host's lease, nothing saved
+    yet, a checkpoint the store did not sign) raises, with the lease given back. Called on the
+    orchestrator's thread, which owns ``leases``."""
     try:
         if store is None or config is None:
             raise LookupError(f"run {run_id!r} is not running here and there is no session "

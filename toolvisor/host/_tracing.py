@@ -61,12 +61,17 @@ def tracing_for(model: Any, provider: TracerProvider | None, *, agent_name: str,
     provider = tracer_provider_in_use(provider)
     if provider is None:
         return None
+    provider_name, model_name = model_names(model)
+    return Tracing(provider, agent_name=agent_name, model_name=model_name,
+                   provider_name=provider_name, record_content=record_content)
+
+
+def model_names(model: Any) -> tuple[str, str]:
+    """``(provider name, model name)`` of a model, as its spans say them."""
     module = type(model).__module__
     provider_name = "anthropic" if module.endswith("_anthropic") \
         else "openai" if module.startswith("toolvisor.models") else type(model).__name__
-    model_name = str(getattr(model, "model", None) or type(model).__name__)
-    return Tracing(provider, agent_name=agent_name, model_name=model_name,
-                   provider_name=provider_name, record_content=record_content)
+    return provider_name, str(getattr(model, "model", None) or type(model).__name__)
 
 
 def _clip(value: Any) -> str:
@@ -183,6 +188,18 @@ class Tracing:
                         "gen_ai.provider.name": self._provider_name,
                         "gen_ai.request.model": self._model_name,
                         "toolvisor.turn": turn, "toolvisor.attempt": attempt})
+
+    def completion_call(self, tool_span: ToolSpan, names: tuple[str, str], *, source: str,
+                        attempt: int) -> Span:
+        """The span of one attempt of a tool call's direct completion, a child of the call's
+        span; ``names`` are the asked model's provider and model names."""
+        provider_name, model_name = names
+        return self._tracer.start_span(
+            f"chat {model_name}", kind=self._trace.SpanKind.CLIENT,
+            context=self._trace.set_span_in_context(tool_span.span),
+            attributes={"gen_ai.operation.name": "chat", "gen_ai.provider.name": provider_name,
+                        "gen_ai.request.model": model_name,
+                        "toolvisor.completion.source": source, "toolvisor.attempt": attempt})
 
     def scope(self, span: Span) -> Callable[[], AbstractContextManager[Any]]:
         """Enters ``span`` as the current span (without ending it) where the work runs."""

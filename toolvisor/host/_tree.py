@@ -4,14 +4,15 @@ A root ``Supervisor`` (``one_for_one``) over the ``DynamicSupervisor`` (one temp
 ``ToolCallActor`` per call), the agent's other children (its MCP connections) and the
 ``OrchestratorActor`` (hosts each run's ``TurnMachine``). The ``ToolRunner`` (thread pool,
 worker-process pool, event loop), the dispatcher's thread pool and the model's connections
-belong to the tree and are closed after it has stopped. Built and closed by the ``Agent`` on
+belong to the tree and are closed after it has stopped (the agent's named models, which direct
+completions may ask, too). Built and closed by the ``Agent`` on
 the caller's thread; the current ``DynamicSupervisor`` is written by its start function (on the
 root supervisor's thread) and read by the dispatcher.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from toolvisor.actors import ToolCallDispatcher
@@ -33,8 +34,8 @@ from toolvisor.supervisors import (
 class SettingsFor(Protocol):
     """The orchestrator's settings, given the tree's model calls and dispatcher."""
 
-    def __call__(self, *, models: ModelCalls,
-                 dispatcher: ToolCallDispatcher) -> OrchestratorSettings: ...
+    def __call__(self, *, models: ModelCalls, dispatcher: ToolCallDispatcher,
+                 named_models: Mapping[str, ModelCalls]) -> OrchestratorSettings: ...
 
 
 class AgentTree:
@@ -43,12 +44,16 @@ class AgentTree:
     def __init__(self, model: Model | AsyncModel, runner: ToolRunner, *, model_timeout: float,
                  max_concurrent_calls: int, settings: SettingsFor,
                  children: Sequence[ChildSpec] = (),
-                 on_event: SupervisorEventHook | None = None) -> None:
+                 on_event: SupervisorEventHook | None = None,
+                 named_models: Mapping[str, Model | AsyncModel] | None = None) -> None:
         self.runner = runner
         self._tool_calls: DynamicSupervisorRef | None = None  # the current incarnation
         self.dispatcher = ToolCallDispatcher(self._current_tool_calls, runner)
         self.models = ModelCalls(model, runner, float(model_timeout))
-        orchestrator = settings(models=self.models, dispatcher=self.dispatcher)
+        self.named_models = {name: ModelCalls(named, runner, float(model_timeout))
+                             for name, named in (named_models or {}).items()}
+        orchestrator = settings(models=self.models, dispatcher=self.dispatcher,
+                                named_models=self.named_models)
 
         def start_tool_calls() -> DynamicSupervisorRef:
             self._tool_calls = DynamicSupervisor.start(
@@ -90,6 +95,7 @@ class AgentTree:
             self.dispatcher.close()
         finally:
             try:
-                self.models.close()
+                for calls in (self.models, *self.named_models.values()):
+                    calls.close()
             finally:
                 self.runner.close()

@@ -154,6 +154,8 @@ class TurnMachine(MachineReadSide):
         elif isinstance(response, ModelReplied):
             self._on_model(response.response)
         elif isinstance(response, ToolResults):
+            for outcome in response.outcomes:  # what the calls' direct completions spent
+                run.usage += outcome.usage
             running = self._running()
             for record, outcome, writes in prepared:
                 self._on_call_outcome(record, outcome, writes)

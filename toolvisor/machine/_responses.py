@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
-from toolvisor.contract import HandlerResult, ModelResponse, ToolvisorError
+from toolvisor.contract import HandlerResult, ModelResponse, ToolvisorError, Usage
 from toolvisor.machine._effects import EffectId
 
 
@@ -29,12 +29,14 @@ class CallOutcome:
     ``result`` is what the executor returned (after ``encode_checked``: an unencodable result is
     already ``Err(ToolError("encoding_failed"))``), ``text`` the model text ``encode_checked``
     made (``None``: the machine encodes it) and ``writes`` the call's ``StateView.writes``.
+    ``usage`` is what the call's direct completions spent, added to the run's usage.
     """
 
     call_id: str
     result: HandlerResult
     text: str | None = None
     writes: Mapping[str, Any] = field(default_factory=dict)
+    usage: Usage = field(default_factory=Usage)
 
 
 @dataclass(frozen=True, slots=True)

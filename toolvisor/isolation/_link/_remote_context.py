@@ -1,8 +1,8 @@
 """The call context of a handler that runs out of process, as the worker sees it.
 
 A worker (a ``process`` pool worker, a Ray task) gets a ``CallContext`` whose state, catalog,
-completion keys, durable effects, cancel token and trace spans (``_worker_tracing.py``) are
-proxies: each use is one request over a
+completion keys, durable effects, direct completions, cancel token and trace spans
+(``_worker_tracing.py``) are proxies: each use is one request over a
 ``ContextLink`` to the agent, which performs it on the call's real context (the very objects an
 in-process handler gets, see ``_context_server.py``) and answers. A callable argument (the
 ``fn`` of ``run_json``) stays here: the agent calls it back over the same link. So a journaled
@@ -26,9 +26,17 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
 
-from toolvisor.contract import CallContext, CapabilityError, ToolCall
+from toolvisor.contract import (
+    NO_DIRECT_COMPLETIONS,
+    CallContext,
+    CapabilityError,
+    ModelRequest,
+    ModelResponse,
+    ToolCall,
+)
 
-CAPABILITIES = ("state", "catalog", "completion_keys", "durable", "trace_spans")
+CAPABILITIES = ("state", "catalog", "completion_keys", "durable", "trace_spans",
+                "direct_completions")
 """The context's capabilities a worker can reach, by the ``CallContext`` field that holds them."""
 
 SERVED: Mapping[str, frozenset[str]] = {
@@ -39,6 +47,7 @@ SERVED: Mapping[str, frozenset[str]] = {
                           "emit_process_event"}),
     "cancelled": frozenset({"is_set", "wait"}),
     "trace_spans": frozenset({"start", "apply", "end"}),
+    "direct_completions": frozenset({"complete"}),
 }
 """What a worker may ask for: the methods of each capability, and nothing else."""
 
@@ -232,6 +241,20 @@ class _RemoteDurable(_Asker):
         return seq
 
 
+class _RemoteCompletions(_Asker):
+    """Direct completions asked by the agent, through its model path; ``acomplete`` waits on
+    the link as ``complete`` does (the worker's event loop runs this handler alone)."""
+
+    def complete(self, request: ModelRequest | str, source: str | None = None
+                 ) -> ModelResponse:
+        response: ModelResponse = self._ask("direct_completions", "complete", request, source)
+        return response
+
+    async def acomplete(self, request: ModelRequest | str, source: str | None = None
+                        ) -> ModelResponse:
+        return self.complete(request, source)
+
+
 class _RemoteToken(_Asker):
     """The call's cancel token, read from the agent; a call that ended or a link that closed
     reads as cancelled."""
@@ -269,6 +292,8 @@ def remote_context(call: RemoteCall, link: ContextLink) -> CallContext:
         catalog=_RemoteCatalog(link, tag) if "catalog" in has else None,
         completion_keys=_RemoteKeys(link, tag) if "completion_keys" in has else None,
         durable=_RemoteDurable(link, tag) if "durable" in has else None,
+        direct_completions=_RemoteCompletions(link, tag) if "direct_completions" in has
+        else NO_DIRECT_COMPLETIONS,
     )
 
 
