@@ -112,6 +112,14 @@ async def was_cancelled() -> bool:
 
 
 @app.tool()
+async def reports(steps: int, ctx: Context) -> str:
+    """Reports its progress step by step (to a client that asked for it), then is done."""
+    for step in range(1, steps + 1):
+        await ctx.report_progress(step, steps, f"step {step} of {steps}")
+    return "reported"
+
+
+@app.tool()
 async def grow(ctx: Context) -> str:
     """Add the tool ``late`` and tell the clients the tool list changed."""
     app.add_tool(_late, name="late", description="A tool added at run time.")

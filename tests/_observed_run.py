@@ -1,5 +1,6 @@
-"""One run that shows every kind of event: a crash, a timeout, a tool retry, a model retry,
-a question for the user and the resume that answers it; and a run left waiting."""
+"""One run that shows every kind of event: a crash, a timeout, a tool retry, a tool's progress,
+a model retry, a question for the user and the resume that answers it; and a run left
+waiting."""
 
 from __future__ import annotations
 
@@ -25,7 +26,8 @@ def slow(ctx: CallContext) -> str:
 
 @function_tool(retryable=True)
 def flaky(ctx: CallContext) -> str:
-    """Crashes on its first attempt."""
+    """Reports its progress, and crashes on its first attempt."""
+    ctx.report_progress("trying", 0.5)
     if ctx.attempt == 1:
         raise TimeoutError("first try fails")
     return "second try works"

@@ -53,6 +53,7 @@ from toolvisor.contract._model_progress import (
     reporting_model_progress,
 )
 from toolvisor.contract._outcome import result_outcome
+from toolvisor.contract._progress import ProgressSink, check_progress
 from toolvisor.contract._results import (
     LEGAL_RESULT_TYPES,
     AskUser,
@@ -117,6 +118,7 @@ __all__ = [
     "OpenSchemaWarning",
     "OutputWindow",
     "Pending",
+    "ProgressSink",
     "Scheduling",
     "StateAccess",
     "SystemMessage",
@@ -132,6 +134,7 @@ __all__ = [
     "Usage",
     "UserMessage",
     "Violation",
+    "check_progress",
     "check_seconds",
     "function_tool",
     "handler_arity",

@@ -13,7 +13,9 @@ from typing import Any, Protocol, runtime_checkable
 
 from toolvisor.contract._direct_completions import NO_DIRECT_COMPLETIONS, DirectCompletions
 from toolvisor.contract._errors import ToolvisorError
+from toolvisor.contract._idempotency import idempotency_key
 from toolvisor.contract._messages import ToolCall
+from toolvisor.contract._progress import ProgressSink, check_progress
 
 
 class CapabilityError(ToolvisorError):
@@ -159,6 +161,8 @@ class CallContext:
     trace_scope: Callable[[], AbstractContextManager[Any]] | None = None  # entered around a
     # thread or asyncio handler where it runs: the host's tracing makes the call's span current
     trace_spans: TraceSpans | None = None  # a worker's spans, made in the agent's trace
+    progress: ProgressSink | None = None  # where report_progress and heartbeat go (the
+    # runner's: it keeps the idle deadline, then tells the host's or the MCP server's sink)
     direct_completions: DirectCompletions = NO_DIRECT_COMPLETIONS  # one-shot model requests
     # (a context outside an agent's run refuses them, naming why)
 
@@ -191,6 +195,30 @@ class CallContext:
                 "store='runs.sqlite')",
             )
         return self.durable
+
+    def report_progress(self, message: str, fraction: float | None = None) -> None:
+        """Tell whoever watches the call how it is going: ``message`` (a ``str``) and, if
+        known, ``fraction`` of the work done (0 to 1). It reaches the run's ``on_progress``,
+        the live view, the call's span and an MCP client that asked for progress; the model
+        never sees it. It also counts as a heartbeat. Outside a runner it goes nowhere.
+        """
+        checked = check_progress(message, fraction)
+        if self.progress is not None:
+            self.progress.report(message, checked)
+
+    def heartbeat(self) -> None:
+        """Say the handler is alive (it resets the tool's ``idle_timeout``), and nothing else."""
+        if self.progress is not None:
+            self.progress.heartbeat()
+
+    @property
+    def idempotency_key(self) -> str | None:
+        """A key naming this call for an external API: the same for every attempt of the call
+        and after its run resumes, different for every other call of every run. ``None`` for a
+        call made outside a run (no run id or no model call id)."""
+        if self.session_id is None or self.tool_call is None:
+            return None
+        return idempotency_key(self.session_id, self.turn, self.tool_call.id)
 
     @property
     def tool_call_id(self) -> str | None:

@@ -225,6 +225,7 @@ def function_tool(
     on_cancel: CancelHook | None = None,
     options: Mapping[str, Any] | None = None,
     manual: bool = False,
+    idle_timeout: float | None = None,
 ) -> Callable[[_FUNCTION], Tool]: ...
 
 
@@ -243,6 +244,7 @@ def function_tool(
     on_cancel: CancelHook | None = None,
     options: Mapping[str, Any] | None = None,
     manual: bool = False,
+    idle_timeout: float | None = None,
 ) -> Tool | Callable[[_FUNCTION], Tool]:
     """Build a :class:`Tool` from a plain typed function: ``@function_tool`` or
     ``@function_tool(timeout=5, ...)``, with the options of :func:`tool`.
@@ -271,7 +273,7 @@ def function_tool(
     settings: dict[str, Any] = {
         "scheduling": scheduling, "timeout": timeout, "isolation": isolation,
         "retryable": retryable, "internal": internal, "output_window": output_window,
-        "on_cancel": on_cancel, "options": options,
+        "on_cancel": on_cancel, "options": options, "idle_timeout": idle_timeout,
     }
 
     def build(function: _FUNCTION) -> Tool:
@@ -301,7 +303,7 @@ def function_tool(
 
 _RUNNING_DEFAULTS: dict[str, Any] = {
     "scheduling": "parallel", "timeout": None, "isolation": None, "retryable": False,
-    "output_window": "head", "on_cancel": None, "options": None}
+    "output_window": "head", "on_cancel": None, "options": None, "idle_timeout": None}
 
 
 def _manual_tool(tool_name: str, text: str, schema: dict[str, Any], method: bool,

@@ -50,8 +50,10 @@ class Tool:
     ``handler`` is ``None`` for a tool declared for manual use: calling it is ``not_found``.
     ``manual=True`` (only without a handler) marks such a tool as run by the caller: a run
     suspends on the model's calls to it (``Suspended.manual``) until the caller answers them.
-    ``timeout`` ``None`` means the runner's default. ``isolation`` names the backend that runs
-    the handler; ``None`` picks the one registered as the default for its kind of handler
+    ``timeout`` ``None`` means the runner's default. ``idle_timeout`` (seconds, or ``None``:
+    none) ends a call that reports no progress and no heartbeat for that long (``timeout``,
+    code ``idle_timeout``), however long it may run in all. ``isolation`` names the backend
+    that runs the handler; ``None`` picks the one registered as the default for its kind of handler
     (``async def`` or plain). ``arguments_type`` (set by ``@tool``)
     is the type the validated arguments are converted to before the handler sees them.
     ``internal`` tools are never offered to the model (the host calls them itself).
@@ -77,6 +79,7 @@ class Tool:
     on_cancel: CancelHook | None = None
     manual: bool = False
     options: Mapping[str, Any] | None = None
+    idle_timeout: float | None = None
     arity: int = field(init=False, default=0)
     is_async: bool = field(init=False, default=False)
 
@@ -94,6 +97,8 @@ class Tool:
                 f"got {self.scheduling!r}"
             )
         check_seconds(f"tool {self.name!r}: timeout", self.timeout, positive=True,
+                      optional=True)
+        check_seconds(f"tool {self.name!r}: idle_timeout", self.idle_timeout, positive=True,
                       optional=True)
         rules = None if self.isolation is None else isolation_rules(self.isolation, self.name)
         if self.options is not None:
@@ -275,6 +280,7 @@ def tool(
     output_window: OutputWindow = "head",
     on_cancel: CancelHook | None = None,
     options: Mapping[str, Any] | None = None,
+    idle_timeout: float | None = None,
 ) -> Callable[[Handler], Tool]: ...
 
 
@@ -293,6 +299,7 @@ def tool(
     output_window: OutputWindow = "head",
     on_cancel: CancelHook | None = None,
     options: Mapping[str, Any] | None = None,
+    idle_timeout: float | None = None,
 ) -> Tool | Callable[[Handler], Tool]:
     """Build a :class:`Tool` from a callable: ``@tool`` or ``@tool(timeout=5, ...)``.
 
@@ -355,6 +362,7 @@ def tool(
             output_window=output_window,
             on_cancel=on_cancel,
             options=options,
+            idle_timeout=idle_timeout,
         )
         if untyped is not None and not internal:  # only a tool that builds is worth a warning
             warn_open_schema(untyped, tool_name)

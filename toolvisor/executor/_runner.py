@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import threading
+import time
 from collections.abc import Callable, Sequence
 from types import TracebackType
 from typing import Any
@@ -14,6 +15,7 @@ from toolvisor.call import not_found
 from toolvisor.contract import CallContext, HandlerResult, Tool, check_seconds
 from toolvisor.executor._calls import CallHandle
 from toolvisor.executor._deadlines import DeadlineTimer
+from toolvisor.executor._liveness import Liveness
 from toolvisor.executor._stats import Counters, RunnerStats
 from toolvisor.isolation import (
     GiveUp,
@@ -59,6 +61,12 @@ class ToolRunner:
     (waiting for a free thread or worker does not count). One timer thread watches every
     deadline. Each call gets its own cancellation token (``ctx.cancelled``, a
     ``threading.Event``) set at the deadline or on cancel.
+
+    Each call's ``ctx.progress`` is the runner's (``report_progress`` and ``heartbeat`` pass
+    through it to the sink the caller's context held): a tool with ``idle_timeout`` that shows
+    no sign of life for that long ends ``timeout`` with code ``idle_timeout``, stopped as at
+    its deadline. ``clock`` (monotonic seconds) is the one the deadlines and signs of life are
+    read on (a fake one in tests).
     """
 
     def __init__(
@@ -70,6 +78,7 @@ class ToolRunner:
         thread_idle_timeout: float = 30.0,
         close_grace: float = 1.0,
         mp_context: MpContext = "forkserver",
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         check_seconds("tool_timeout", tool_timeout, positive=True)
         check_seconds("thread_idle_timeout", thread_idle_timeout, positive=True)
@@ -79,7 +88,8 @@ class ToolRunner:
         self._tool_timeout = float(tool_timeout)
         self._close_grace = float(close_grace)
         self._counters = Counters()
-        self._timer = DeadlineTimer("toolvisor-deadlines")
+        self._clock = clock
+        self._timer = DeadlineTimer("toolvisor-deadlines", clock)
         runtime = Runtime(arm=self._arm, settle=self._settle, settle_soon=self._settle_soon,
                           count=self._counters.add, max_threads=max_threads,
                           thread_idle_timeout=thread_idle_timeout,
@@ -164,10 +174,12 @@ class ToolRunner:
         if ctx is not None and not isinstance(ctx, CallContext):
             raise TypeError(f"ctx must be a CallContext or None, got {type(ctx).__name__}")
         token = threading.Event()
-        ctx = CallContext(cancelled=token) if ctx is None \
-            else dataclasses.replace(ctx, cancelled=token)
+        liveness = Liveness(None if ctx is None else ctx.progress, self._clock)
+        ctx = CallContext(cancelled=token, progress=liveness) if ctx is None \
+            else dataclasses.replace(ctx, cancelled=token, progress=liveness)
         timeout = self._tool_timeout if tool.timeout is None else float(tool.timeout)
         call = RunningCall(tool, arguments, ctx, token=token, timeout=timeout, on_done=on_done)
+        call.idle = liveness
         with self._lock:
             if self._closed:
                 raise RuntimeError("this ToolRunner is closed; create a new one to run calls")
@@ -215,26 +227,40 @@ class ToolRunner:
 
     def _arm(self, call: RunningCall) -> None:
         call.deadline = self._timer.schedule(call.timeout, lambda: self._expire(call))
+        idle = call.tool.idle_timeout
+        if idle is not None and isinstance(call.idle, Liveness):
+            seconds = float(idle)
+            call.idle.watch(self._timer, seconds,
+                            lambda: self._expire(call, call.idle_timeout_error(seconds)))
 
     def _settle_soon(self, call: RunningCall, result: HandlerResult) -> None:
         self._timer.schedule(0.0, lambda: self._settle(call, result))
 
+    @staticmethod
+    def _disarm(call: RunningCall) -> None:
+        """Call off the call's deadline and idle deadline (its later reports go nowhere)."""
+        if call.deadline is not None:
+            call.deadline.cancel()
+        if call.idle is not None:
+            call.idle.cancel()
+
     def _settle(self, call: RunningCall, result: HandlerResult) -> None:
         if call.claim():
-            if call.deadline is not None:
-                call.deadline.cancel()
+            self._disarm(call)
             self._counters.add("calls_finished")
             self._deliver(call, result)
             return
         self._counters.add("late_results_discarded")
         _log.info("late_result_discarded", **call.log_fields(), result_type=type(result).__name__)
 
-    def _expire(self, call: RunningCall) -> None:
+    def _expire(self, call: RunningCall, result: HandlerResult | None = None) -> None:
+        """The call's deadline (or, given its ``result``, its idle deadline) came due."""
         if not call.claim():
             return
         call.token.set()
+        self._disarm(call)
         self._counters.add("timeouts")
-        self._deliver(call, call.timeout_error())
+        self._deliver(call, call.timeout_error() if result is None else result)
         if call.stop is not None:
             call.stop(call)
 
@@ -242,8 +268,7 @@ class ToolRunner:
         if not call.claim():
             return False
         call.token.set()
-        if call.deadline is not None:
-            call.deadline.cancel()
+        self._disarm(call)
         self._counters.add("cancelled")
         self._deliver(call, call.cancelled_error())
         if call.stop is not None:

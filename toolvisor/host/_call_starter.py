@@ -37,6 +37,7 @@ from toolvisor.host._finished_calls import CallTarget, FinishedCalls, tell
 from toolvisor.host._gates import GatedCall, GatedCalls, answer
 from toolvisor.host._observing import RunObserver
 from toolvisor.host._run import HostedRun
+from toolvisor.host._tool_progress import ToolProgress
 from toolvisor.machine import CallOutcome, CallToRun, StateView, ToolCalls
 
 
@@ -204,7 +205,8 @@ class CallStarter:
         ctx = dataclasses.replace(ctx, direct_completions=self._completions.for_call(
             run.run_id, planned, None if waits is None else durable_call_id(
                 planned.turn, planned.attempt, planned.call.id), span,
-            None if durable is None else durable.fence))
+            None if durable is None else durable.fence),
+            progress=ToolProgress(self._me, run.run_id, planned, name, span))
         reply = functools.partial(self._finished.on_reply,
                                   CallTarget(self._me, run.run_id, view, ctx, token, ticket,
                                              span))

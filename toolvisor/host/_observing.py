@@ -48,6 +48,12 @@ class RunObserver:
         self._log.debug("run_progress", run_id=run_id, progress=event, **data)
         self.tell_progress(run_id, event, data)
 
+    def tool_progress(self, run_id: str, data: dict[str, Any]) -> None:
+        """A running call's progress report: logged (``tool_progress``, info: the live view
+        reads it), and told to ``on_progress`` as the progress event ``tool_progress``."""
+        self._log.info("tool_progress", run_id=run_id, **data)
+        self.tell_progress(run_id, "tool_progress", data)
+
     def tell_progress(self, run_id: str, event: str, data: dict[str, Any]) -> None:
         """Tell ``on_progress`` (if any); what it raises is logged with its traceback and
         ignored."""

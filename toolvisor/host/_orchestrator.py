@@ -57,6 +57,7 @@ from toolvisor.host._question_timer import QuestionsDue
 from toolvisor.host._questions import Questions, suspended_now
 from toolvisor.host._restore import restore
 from toolvisor.host._run import HostedRun, RunMessage
+from toolvisor.host._tool_progress import ToolProgressed
 from toolvisor.machine import (
     Done,
     Effect,
@@ -159,6 +160,8 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
                 self._model_answered(message)
             case ModelProgress():
                 self._models.progress(message)
+            case ToolProgressed(run_id, data) if run_id in self._runs:  # a report of a run
+                self._observe.tool_progress(run_id, data)  # still hosted here
             case KeyResolved(run_id, key):
                 self._key_resolved(run_id, key)
             case QuestionsDue(run_id):

@@ -94,6 +94,14 @@ class ToolSpan:
         return use_span(self.span, end_on_exit=False, record_exception=False,
                         set_status_on_exception=False)
 
+    def progress(self, message: str, fraction: float | None) -> None:
+        """The handler reported progress: an event ``tool_progress`` (``message``, and
+        ``fraction`` when known)."""
+        attributes: dict[str, Any] = {"message": message}
+        if fraction is not None:
+            attributes["fraction"] = fraction
+        self.span.add_event("tool_progress", attributes)
+
     def end(self, result: HandlerResult, text: str) -> None:
         """Set the outcome (``error.type`` and status ``ERROR`` for a failure) and end."""
         from opentelemetry.trace import Status, StatusCode  # noqa: PLC0415

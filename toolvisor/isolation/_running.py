@@ -23,14 +23,16 @@ class RunningCall:
     that delivers. ``lock`` guards ``worker``: what runs the handler right now (a pool thread,
     a worker process, an asyncio task, the caller's own thread), written by the backend and
     read by whoever claimed the call to stop it. ``deadline`` is written once when the backend
-    arms the call as its handler starts; ``stop`` (the backend's way to stop the handler) once
-    by the runner before it submits. ``here`` (a call started with ``start_here``: what runs its
-    handler on the caller's thread) is written by the runner and taken once by the caller.
+    arms the call as its handler starts, ``idle`` (what watches its signs of life, see the
+    executor's ``Liveness``) once at admission; ``stop`` (the backend's way to stop the
+    handler) once by the runner before it submits. ``here`` (a call started with
+    ``start_here``: what runs its handler on the caller's thread) is written by the runner and
+    taken once by the caller.
     """
 
     __slots__ = (
-        "_once", "arguments", "ctx", "deadline", "here", "lock", "on_done", "stop", "timeout",
-        "token", "tool", "worker",
+        "_once", "arguments", "ctx", "deadline", "here", "idle", "lock", "on_done", "stop",
+        "timeout", "token", "tool", "worker",
     )
 
     def __init__(
@@ -52,6 +54,7 @@ class RunningCall:
         self.lock = threading.Lock()
         self.worker: Any = None
         self.deadline: Cancellable | None = None
+        self.idle: Cancellable | None = None
         self.stop: Callable[[RunningCall], None] | None = None
         self.here: Callable[[], None] | None = None
         self._once = threading.Lock()
@@ -86,6 +89,13 @@ class RunningCall:
     def timeout_error(self) -> Err:
         """The result of a call that ran past its timeout; ``cause`` is the timeout (seconds)."""
         return self.error("timeout", f"no result within {self.timeout:g} s", self.timeout)
+
+    def idle_timeout_error(self, seconds: float) -> Err:
+        """The result of a call that showed no sign of life (no progress report, no heartbeat)
+        for its tool's ``idle_timeout``: ``timeout``, code ``idle_timeout``; ``cause`` is the
+        idle timeout (seconds)."""
+        return self.error("timeout", f"no progress or heartbeat for {seconds:g} s", seconds,
+                          code="idle_timeout")
 
     def cancelled_error(self) -> Err:
         """The result of a call cancelled before it finished: ``handler_exit``, code

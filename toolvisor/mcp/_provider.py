@@ -166,7 +166,8 @@ class McpToolProvider(DynamicToolProvider):
             if session is None:
                 return transport_closed(tool, ctx.tool_call_id,
                                         f"the MCP server {self.name!r} is not connected")
-            return await asyncio.wrap_future(session.call(tool, arguments, ctx.tool_call_id))
+            return await asyncio.wrap_future(session.call(tool, arguments, ctx.tool_call_id,
+                                                          ctx.report_progress))
 
         call.__name__ = tool
         return call

@@ -4,7 +4,8 @@ Each ``tools/call`` runs in its own ``ToolCallActor`` under a ``DynamicSuperviso
 ``ToolRunner``: the tool's isolation and timeout apply (a hung ``process`` tool is killed at its
 deadline), and whatever goes wrong is one reason of the closed set, sent as an ``isError``
 result whose text says it. A client's cancellation stops the call's actor. So any MCP client
-gets tools that cannot hang it.
+gets tools that cannot hang it. A client that sent a progress token gets the tool's
+``ctx.report_progress`` as ``notifications/progress`` (``_progress.py``).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from toolvisor.actors import CallReply, ToolCallDispatcher
 from toolvisor.call import encode
 from toolvisor.contract import CallContext, Err, Ok, Tool, ToolCall, ToolError
 from toolvisor.executor import ToolRunner
+from toolvisor.mcp._progress import McpProgress, token_of
 from toolvisor.supervisors import DynamicSupervisor
 
 
@@ -62,7 +64,10 @@ class ToolServer:
         loop = asyncio.get_running_loop()
         replied: asyncio.Future[CallReply] = loop.create_future()
         call = ToolCall(id=uuid.uuid4().hex, name=tool.name, arguments=params.arguments or {})
-        actor = self._dispatcher.start_call(tool, call, CallContext(tool_call=call),
+        progress = None if token_of(getattr(ctx, "meta", None)) is None \
+            else McpProgress(loop, ctx.session.report_progress)
+        actor = self._dispatcher.start_call(tool, call, CallContext(tool_call=call,
+                                                                    progress=progress),
                                             _reply_to(loop, replied))
         try:
             reply = await replied
@@ -70,6 +75,8 @@ class ToolServer:
             if actor is not None:  # the client cancelled: so does the call
                 actor.stop(block=False)
             raise
+        if progress is not None:  # the reports the call made reach the client before its result
+            await progress.flush()
         return mcp_result(reply)
 
     def close(self) -> None:

@@ -37,6 +37,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from toolvisor._logging import get_event_log
 from toolvisor.contract import HandlerResult
 from toolvisor.mcp._errors import describe, real_cause, session_expired, transport_closed
+from toolvisor.mcp._progress import ReportProgress, progress_callback
 from toolvisor.mcp._results import crash, handler_result, session_lost
 from toolvisor.mcp._transport import CLIENT_INFO, Refusal, ServerAddress, open_transport
 
@@ -97,9 +98,10 @@ class McpSession:
             raise ConnectionError(f"could not connect to the MCP server: "
                                   f"{describe(error) if error else 'it ended'}") from error
 
-    def call(self, tool: str, arguments: Mapping[str, Any], call_id: str | None
-             ) -> Future[HandlerResult]:
-        """Call ``tool`` on the loop; the future always settles (never with an exception)."""
+    def call(self, tool: str, arguments: Mapping[str, Any], call_id: str | None,
+             report: ReportProgress | None = None) -> Future[HandlerResult]:
+        """Call ``tool`` on the loop; the future always settles (never with an exception).
+        The server's progress notifications for the call go to ``report`` (on the loop)."""
         future: Future[HandlerResult] = Future()
         with self._lock:
             loop = self._loop
@@ -108,7 +110,8 @@ class McpSession:
                 return future
             self._submitted.add(future)
         future.add_done_callback(self._forget)
-        inner = asyncio.run_coroutine_threadsafe(self._call(tool, dict(arguments), call_id), loop)
+        inner = asyncio.run_coroutine_threadsafe(
+            self._call(tool, dict(arguments), call_id, report), loop)
         inner.add_done_callback(lambda done: _settle(future, done, tool, call_id))
         future.add_done_callback(lambda done: inner.cancel() if done.cancelled() else None)
         return future
@@ -257,13 +260,13 @@ class McpSession:
             life.over.set()
         self._set_life(None)
 
-    async def _call(self, tool: str, arguments: dict[str, Any], call_id: str | None
-                    ) -> HandlerResult:
+    async def _call(self, tool: str, arguments: dict[str, Any], call_id: str | None,
+                    report: ReportProgress | None) -> HandlerResult:
         task = asyncio.current_task()
         assert task is not None
         self._calls.add(task)
         try:
-            return await self._send(tool, arguments, call_id)
+            return await self._send(tool, arguments, call_id, report)
         except asyncio.CancelledError:
             if self._cut_off:
                 return transport_closed(tool, call_id, "the connection closed mid-call")
@@ -271,15 +274,15 @@ class McpSession:
         finally:
             self._calls.discard(task)
 
-    async def _send(self, tool: str, arguments: dict[str, Any], call_id: str | None
-                    ) -> HandlerResult:
+    async def _send(self, tool: str, arguments: dict[str, Any], call_id: str | None,
+                    report: ReportProgress | None) -> HandlerResult:
         """Send the call; once more on the renewed session if the server refused the session
         it was sent on (the refusal says the server never ran it)."""
         life = await self._serving()
         for attempt in (1, 2):
             if life is None:
                 return transport_closed(tool, call_id, "the connection is closing")
-            outcome = await self._call_on(life, tool, arguments)
+            outcome = await self._call_on(life, tool, arguments, report)
             if not isinstance(outcome, Exception):
                 await self._await_listing()
                 return handler_result(outcome)
@@ -301,14 +304,16 @@ class McpSession:
         raise AssertionError("unreachable: the second attempt returns")
 
     @staticmethod
-    async def _call_on(life: _Life, tool: str, arguments: dict[str, Any]
-                       ) -> mcp_types.CallToolResult | Exception:
+    async def _call_on(life: _Life, tool: str, arguments: dict[str, Any],
+                       report: ReportProgress | None) -> mcp_types.CallToolResult | Exception:
         """One ``tools/call`` on ``life``'s client, counted in flight while it is out."""
         assert life.client is not None
         life.in_flight += 1
         life.drained.clear()
         try:
-            return await life.client.call_tool(tool, arguments)
+            return await life.client.call_tool(
+                tool, arguments,
+                progress_callback=None if report is None else progress_callback(report))
         except Exception as exc:
             return exc
         finally:

@@ -17,12 +17,14 @@ _OK = frozenset({"ok", "ask_user", "halt", "pending"})
 
 @dataclass
 class CallView:
-    """One tool call of a turn: its attempts as ``(attempt, status, duration_ms)``, and when
-    the question it asked expires (``expires_at``, the host's clock), if it does."""
+    """One tool call of a turn: its attempts as ``(attempt, status, duration_ms)``, when the
+    question it asked expires (``expires_at``, the host's clock), if it does, and the last
+    progress its running attempt reported (``progress``, as the view says it)."""
 
     tool_name: str
     attempts: list[tuple[int, str, float | None]] = field(default_factory=list)
     expires_at: float | None = None
+    progress: str | None = None
 
 
 @dataclass
@@ -63,6 +65,13 @@ def _delay(seconds: object) -> str:
     return f"{seconds * 1000:.0f} ms" if seconds < 1 else f"{seconds:.1f} s"
 
 
+def _progress(fields: dict[str, Any]) -> str:
+    """A tool's progress report as a reader takes it in: ``parsed 3 of 4 (75%)``."""
+    fraction = fields.get("fraction")
+    share = f" ({fraction:.0%})" if isinstance(fraction, int | float) else ""
+    return f"{fields.get('message')}{share}"
+
+
 def _set_attempt(attempts: list[tuple[int, str, float | None]], attempt: int, status: str,
                  duration: float | None) -> None:
     for i, (number, _, _) in enumerate(attempts):
@@ -97,6 +106,15 @@ class Board:
             return None
         return self._runs.setdefault(run_id, RunView(run_id))
 
+    @staticmethod
+    def _tool_progress(run: RunView, where: str, attempt: int, fields: dict[str, Any]) -> str:
+        """A running call's progress report: kept on its view until the attempt ends."""
+        call_id = str(fields.get("tool_call_id"))
+        view = run.turn(fields.get("turn")).calls.setdefault(
+            call_id, CallView(str(fields.get("tool_name"))))
+        view.progress = _progress(fields)
+        return f"{where} {view.tool_name} ({call_id}) #{attempt} progress: {view.progress}"
+
     def _take(self, event: str, fields: dict[str, Any]) -> str | None:
         if event == "child_restarted":
             self.restarts += 1
@@ -127,6 +145,7 @@ class Board:
                 turn = run.turn(fields.get("turn"))
                 view = turn.calls.setdefault(call_id, CallView(str(fields.get("tool_name"))))
                 _set_attempt(view.attempts, attempt, status, duration)
+                view.progress = None
                 return f"{head} turn {fields.get('turn')} {view.tool_name} ({call_id}) " \
                     f"#{attempt} {status}{_ms(duration)}"
             case "question_deadline" | "question_expired":
@@ -152,6 +171,9 @@ class Board:
                         answered.expires_at = None
                         break
                 return None
+            case "tool_progress":
+                return self._tool_progress(run, f"{head} turn {fields.get('turn')}", attempt,
+                                           fields)
             case "retry_scheduled":
                 return f"{head} retry {', '.join(map(str, fields.get('call_ids') or ()))} " \
                     f"in {_delay(fields.get('seconds'))}"

@@ -39,6 +39,7 @@ def _rich() -> ModuleType:
     try:
         import rich.console  # noqa: PLC0415
         import rich.live  # noqa: PLC0415
+        import rich.markup  # noqa: PLC0415
         import rich.tree  # noqa: PLC0415
     except ImportError as exc:
         raise ImportError("the live view's tree needs rich: pip install 'toolvisor[observe]' "
@@ -81,8 +82,11 @@ def _render_run(root: Tree, run: RunView) -> None:
             retried = "  (retried)" if len(call.attempts) > 1 else ""
             expires = "" if call.expires_at is None else \
                 f"  [yellow]asks until {at_time(call.expires_at)}[/]"
+            running = bool(call.attempts) and call.attempts[-1][1] == "running"
+            progress = "" if call.progress is None or not running \
+                else f"  [cyan]{_rich().markup.escape(call.progress)}[/]"
             node.add(f"{call.tool_name} [dim]{call_id}[/]  {_attempts(call.attempts)}{retried}"
-                     f"{expires}")
+                     f"{expires}{progress}")
 
 
 @contextmanager

@@ -1,7 +1,7 @@
 """The call context of a handler that runs out of process, as the worker sees it.
 
 A worker (a ``process`` pool worker, a Ray task) gets a ``CallContext`` whose state, catalog,
-completion keys, durable effects, direct completions, cancel token and trace spans
+completion keys, durable effects, direct completions, progress, cancel token and trace spans
 (``_worker_tracing.py``) are proxies: each use is one request over a
 ``ContextLink`` to the agent, which performs it on the call's real context (the very objects an
 in-process handler gets, see ``_context_server.py``) and answers. A callable argument (the
@@ -36,7 +36,7 @@ from toolvisor.contract import (
 )
 
 CAPABILITIES = ("state", "catalog", "completion_keys", "durable", "trace_spans",
-                "direct_completions")
+                "direct_completions", "progress")
 """The context's capabilities a worker can reach, by the ``CallContext`` field that holds them."""
 
 SERVED: Mapping[str, frozenset[str]] = {
@@ -47,6 +47,7 @@ SERVED: Mapping[str, frozenset[str]] = {
                           "emit_process_event"}),
     "cancelled": frozenset({"is_set", "wait"}),
     "trace_spans": frozenset({"start", "apply", "end"}),
+    "progress": frozenset({"report", "heartbeat"}),
     "direct_completions": frozenset({"complete"}),
 }
 """What a worker may ask for: the methods of each capability, and nothing else."""
@@ -241,6 +242,17 @@ class _RemoteDurable(_Asker):
         return seq
 
 
+class _RemoteProgress(_Asker):
+    """The call's progress sink in the agent: a report or a heartbeat is a sign of life there
+    (the runner's idle deadline), and a report goes on to whoever watches the call."""
+
+    def report(self, message: str, fraction: float | None) -> None:
+        self._ask("progress", "report", message, fraction)
+
+    def heartbeat(self) -> None:
+        self._ask("progress", "heartbeat")
+
+
 class _RemoteCompletions(_Asker):
     """Direct completions asked by the agent, through its model path; ``acomplete`` waits on
     the link as ``complete`` does (the worker's event loop runs this handler alone)."""
@@ -294,6 +306,7 @@ def remote_context(call: RemoteCall, link: ContextLink) -> CallContext:
         durable=_RemoteDurable(link, tag) if "durable" in has else None,
         direct_completions=_RemoteCompletions(link, tag) if "direct_completions" in has
         else NO_DIRECT_COMPLETIONS,
+        progress=_RemoteProgress(link, tag) if "progress" in has else None,
     )
 
 
