@@ -88,13 +88,11 @@ class Agent:
     catalog, building or running the agent outside ``if __name__ == "__main__":`` raises
     ``RuntimeError`` (every worker process would run the program again).
 
-    ``registry`` (a :class:`~toolvisor.registry.ToolRegistry`) is the catalog to use, for tools
-    that come and go at run time; ``tools`` are then added to it as the source ``"agent"``.
-    Only catalog members are offered to the model and only members run.
+    ``registry`` (a :class:`~toolvisor.registry.ToolRegistry`) is the catalog, for tools that
+    come and go (``tools`` join it as the source ``"agent"``); only its members are offered.
 
-    ``mcp`` (:class:`~toolvisor.mcp.McpToolProvider` objects) are MCP servers whose tools join
-    the catalog as sources ``mcp:<name>``, each a supervised child of the tree (past its
-    intensity its tools leave the catalog, orphaned).
+    ``mcp`` (:class:`~toolvisor.mcp.McpToolProvider` objects): MCP servers whose tools join the
+    catalog (``mcp:<name>``), each a supervised child (past its intensity, its tools leave).
 
     ``model`` is a model object, or a provider's model string (``"openai:gpt-4.1-mini"``,
     ``"anthropic:claude-sonnet-4-5"``, ``"openai-compatible:<model>@<base_url>"``: see
@@ -115,10 +113,9 @@ class Agent:
     ``resilience_clock`` (a ``FakeClock`` in tests); :meth:`resilience_state` reports it.
     ``clock`` (wall time) dates expiring questions' deadlines; with a store, its clock does.
 
-    Runs are traced with OpenTelemetry (``toolvisor[otel]``) when ``tracer_provider`` is given
-    or the application set a global one: spans ``invoke_agent {name}``, ``chat {model}`` and
-    ``execute_tool {tool}``; ``trace_content=True`` records tool arguments and results too. A
-    supervisor restarting a child or giving up is an event on the runs' spans in flight.
+    Runs are traced with OpenTelemetry when ``tracer_provider`` is given or a global one is set
+    (spans ``invoke_agent {name}``, ``chat {model}``, ``execute_tool {tool}``; tool arguments
+    and results too with ``trace_content=True``); supervisor restarts are events on them.
     """
 
     def __init__(
@@ -246,9 +243,8 @@ class Agent:
         reason, what the run waits for) and carries the outcome.
 
         ``state`` is the shared state tools read and write through ``ctx.state``. Past
-        ``timeout`` seconds ``TimeoutError`` is raised; a run without a store is cancelled
-        then, a durable run goes on (``resume_run`` waits for it again, ``cancel_run`` ends
-        it).
+        ``timeout`` seconds ``TimeoutError`` is raised; a run without a store is cancelled then,
+        a durable run goes on (``resume_run`` waits for it again, ``cancel_run`` ends it).
         """
         return self._wait(*self._start(prompt, state), timeout)
 
@@ -307,9 +303,8 @@ class Agent:
 
     def submit(self, prompt: str | Sequence[Message], *,
                state: Mapping[str, Any] | None = None) -> str:
-        """Put a run on ``prompt`` into the store (``queued``, with its first checkpoint) for a
-        worker on any machine to drive (``python -m toolvisor.cli worker``); its ``run_id``.
-        ``resume_run`` waits for its outcome (driving it here if no worker took it yet)."""
+        """Queue a run on ``prompt`` in the store (its first checkpoint) for a worker on any
+        machine (``python -m toolvisor.cli worker``); its ``run_id``, which ``resume_run`` takes."""
         store = self._require_store("submit")
         machine = TurnMachine(self._config)
         machine.start(prompt, state=state)
@@ -320,15 +315,14 @@ class Agent:
 
     async def asubmit(self, prompt: str | Sequence[Message], *,
                       state: Mapping[str, Any] | None = None) -> str:
-        """``submit`` for asyncio: the store's writes run on a worker thread."""
+        """``submit`` for asyncio (on a worker thread)."""
         return await asyncio.to_thread(self.submit, prompt, state=state)
 
     def claim_runs(self, limit: int) -> dict[str, Future[RunOutcome]]:
         """Claim up to ``limit`` runnable runs of the store and drive them here (a ``Worker``
         does): each one's next outcome, by run id; one that comes to wait on keys is let go."""
         self._require_store("claim_runs")
-        future = reply_future()
-        self._orchestrator().tell(ClaimRuns(limit, future))
+        self._orchestrator().tell(ClaimRuns(limit, future := reply_future()))
         claimed: dict[str, Future[RunOutcome]] = future.result()
         return claimed
 
@@ -348,9 +342,8 @@ class Agent:
         return self._wait(run_id, self._attach("resume_run", run_id), timeout, cancel=False)
 
     async def aresume_run(self, run_id: str) -> RunOutcome:
-        """``resume_run`` for asyncio. Cancelling the awaiting task (``asyncio.timeout``
-        included) only stops this wait, as ``resume_run``'s ``timeout`` does: the run goes on
-        (``acancel_run`` ends it)."""
+        """``resume_run`` for asyncio; cancelling the awaiting task (``asyncio.timeout`` too) only
+        stops this wait, as ``timeout`` does: the run goes on (``acancel_run`` ends it)."""
         outcome: RunOutcome = await asyncio.wrap_future(self._attach("aresume_run", run_id))
         return outcome
 
@@ -373,8 +366,7 @@ class Agent:
         return outcome
 
     async def acancel_run(self, run_id: str) -> RunOutcome:
-        """``cancel_run`` for asyncio. Cancelling the awaiting task only stops this wait: the
-        run is cancelled all the same."""
+        """``cancel_run`` for asyncio; cancelling the awaiting task only stops this wait."""
         outcome: RunOutcome = await asyncio.wrap_future(self._cancel("acancel_run", run_id))
         return outcome
 
@@ -394,9 +386,8 @@ class Agent:
         return self._require_store("resolve").resolve(key, ok=ok, error=error)
 
     async def aresolve(self, key: str, *, ok: Any = UNSET, error: Any = UNSET) -> ResolveOutcome:
-        """``resolve`` for asyncio: the store's write runs on a worker thread, so the event
-        loop goes on. Cancelling the awaiting task does not undo a resolution under way:
-        resolving again answers ``"already_resolved"`` if it was made."""
+        """``resolve`` for asyncio (on a worker thread). Cancelling the awaiting task does not
+        undo a resolution under way: resolving again answers ``"already_resolved"`` if made."""
         store = self._require_store("aresolve")
         return await asyncio.to_thread(store.resolve, key, ok=ok, error=error)
 

@@ -17,11 +17,13 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
 from toolvisor.contract import ToolvisorError
 from toolvisor.durable import SessionStore, holder_gone, new_holder
+from toolvisor.host._commands import AttachRun, reply_future
 
 
 class RunLeasedError(ToolvisorError, RuntimeError):
@@ -60,14 +62,22 @@ class RunLeases:
         self._held[run_id] = standing.token
         self._arm()
 
-    def claim(self, limit: int) -> list[str]:
-        """Claim up to ``limit`` runnable runs of the store and hold their leases."""
-        claimed = self._store.claim_runs(self.holder, self._ttl, limit)
+    def claim(self, limit: int, reply: Future[Any]) -> None:
+        """Claim up to ``limit`` runnable runs of the store and hold their leases; tell the
+        orchestrator to attach each one (``AttachRun``, claimed), and give ``reply`` the future
+        of each one's next outcome, by run id."""
+        try:
+            claimed = self._store.claim_runs(self.holder, self._ttl, limit)
+        except Exception as exc:  # the store failed: nothing was claimed
+            reply.set_exception(exc)
+            return
+        futures = {}
         for lease in claimed:
             self._held[lease.run_id] = lease.token
-        if claimed:
-            self._arm()
-        return [lease.run_id for lease in claimed]
+            futures[lease.run_id] = future = reply_future()
+            self._tell(AttachRun(lease.run_id, future, claimed=True))
+        self._arm()
+        reply.set_result(futures)
 
     def token(self, run_id: str) -> int | None:
         """The fencing token of this host's lease on ``run_id`` (``None``: it holds none),

@@ -2,20 +2,17 @@
 
 The machine decides; this actor does what the effects say: it starts each model call
 (``ModelCalls``: off this thread, with a deadline), hands each tool call to its own
-``ToolCallActor`` once its retry's backoff is over, waits out a model call's backoff (an entry
-on its deadline timer, whose thread only tells it the wait is over), logs, and gives
-suspensions out signed (its ``Questions`` date their deadlines). Answers and outcomes come back
-as messages: the actor never blocks. With a store it saves the checkpoint after every machine
-step, before performing its effects; its ``DurableWaits`` give calls their keys and durable
-effects and park ``Pending`` calls; its ``RunLeases`` keep one host per run, and claim
-runnable runs (a claimed run that comes to wait on keys is let go). One run's failure ends
-that run alone (``Failed``).
+``ToolCallActor`` once its backoff is over, waits out a model call's backoff (on its deadline
+timer), logs, and gives suspensions out signed (``Questions`` date their deadlines). Answers
+and outcomes come back as messages: it never blocks. With a store it checkpoints every machine
+step before performing its effects; ``DurableWaits`` give calls their keys and durable effects
+and park ``Pending`` calls; ``RunLeases`` keep one host per run and claim runnable runs (a
+claimed run that comes to wait on keys is let go). One run's failure ends it alone.
 
 State: every ``HostedRun`` belongs to this actor's thread, and so do its collaborators, each
-keeping its own per-run state by run id: the ``CallStarter`` the calls and their gates, the
-``ModelsInFlight`` each run's model call, the ``DurableWaits`` the key waiters and parked
-calls, the ``RunObserver`` the spans. Releasing a run releases it in each. Other threads (call
-actors, the runner, timers, key waiters, the ``Agent``) only ``tell`` it messages.
+keeping its per-run state by run id (``CallStarter``: calls and gates, ``ModelsInFlight``: model
+calls, ``DurableWaits``: key waiters and parked calls, ``RunObserver``: spans). Releasing a run
+releases it in each. Other threads only ``tell`` it messages.
 """
 
 from __future__ import annotations
@@ -44,7 +41,6 @@ from toolvisor.host._commands import (
     OrchestratorSettings,
     OrchestratorStopped,
     StartRun,
-    reply_future,
 )
 from toolvisor.host._durable_waits import DurableWaits, KeyResolved, Ready
 from toolvisor.host._effect_messages import ModelAnswered, ModelProgress, RetryDue, Woke
@@ -117,8 +113,8 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
                 self._calls.gate_woke(ticket)
             case RenewLeases():
                 self._renew_leases()
-            case ClaimRuns(limit, claimed):
-                self._claim(limit, claimed)
+            case ClaimRuns(limit, claimed) if self._leases is not None:
+                self._leases.claim(limit, claimed)  # then each claimed run is attached
             case RunMessage(run_id=run_id):
                 try:
                     self._handle(message)
@@ -170,9 +166,8 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
                 self._cancel(run_id, reply)
 
     def _crash(self, run_id: str, exc: Exception, reply: Future[Any] | None = None) -> None:
-        """End run ``run_id`` alone, ``Failed`` with what went wrong (logged with its traceback):
-        whatever one run's input or callbacks do, the other runs go on. A write the store
-        refused because another host took the run over ends nothing: this host lets it go."""
+        """End run ``run_id`` alone, ``Failed`` with what went wrong (logged, with traceback); a
+        write the store refused (another host took the run over) ends nothing: it lets it go."""
         if isinstance(exc, StaleLeaseError):
             self._let_go(run_id, exc, reply)
             return
@@ -264,18 +259,6 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
             return
         self._perform(run_id, run.machine.reemit())
 
-    def _claim(self, limit: int, reply: Future[Any]) -> None:
-        """Claim runnable runs (their leases now held by this host), then attach each."""
-        try:
-            assert self._leases is not None, "claiming runs needs a session store"
-            futures = {run_id: reply_future() for run_id in self._leases.claim(limit)}
-        except Exception as exc:  # the store failed: nothing was claimed
-            reply.set_exception(exc)
-            return
-        for run_id, future in futures.items():
-            self.actor_ref.tell(AttachRun(run_id, future, claimed=True))
-        reply.set_result(futures)
-
     def _answer(self, message: AnswerRun) -> None:
         run_id, reply = message.run_id, message.reply
         adopted = (run := self._runs.get(run_id)) is None
@@ -365,10 +348,8 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
 
     def _key_resolved(self, run_id: str, key: str) -> None:
         run = self._runs.get(run_id)
-        if run is None or self._waits is None:
-            return
-        suspended = self._waits.key_resolved(run, key)
-        if suspended is not None:
+        if run is not None and self._waits is not None \
+                and (suspended := self._waits.key_resolved(run, key)) is not None:
             self._perform(run_id, self._suspended(run, suspended))
 
     def _deliver(self, run: HostedRun, outcome: Suspended, ready: Ready) -> list[Effect]:
@@ -457,8 +438,7 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
         run.reply(outcome)
 
     def _release(self, run: HostedRun) -> None:
-        """Stop everything started for the run (it stays hosted): model call, calls (at their
-        gates, backing off, or running: cancelled), timers, key waiters."""
+        """Stop what was started for the run (it stays hosted): model call, calls, waiters."""
         run_id = run.run_id
         self._models.release(run_id)
         self._calls.release(run_id)
@@ -474,7 +454,6 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
             self._waits.forget(run.run_id)
 
     def _drop(self, run: HostedRun) -> None:
-        """The run leaves; a waiting one is let go (it is claimable once a key wakes it)."""
         waiting = None if self._waits is None or run.machine.status != "suspended" \
             else list(self._waits.waiting_keys(run).values())
         self._unhost(run)
