@@ -255,6 +255,6 @@ def test_invalid_configuration_is_refused_at_construction(kwargs: dict[str, Any]
 
 def test_the_supervision_tree_is_visible() -> None:
     with Agent(ScriptedModel([])) as agent:
-        assert [c.id for c in agent.supervisor.which_children()] == ["tool_calls",
+        assert [c.id for c in agent.supervisor.which_children()] == ["tool_calls", "processes",
                                                                      "orchestrator"]
-        assert agent.supervisor.count_children()["active"] == 2
+        assert agent.supervisor.count_children()["active"] == 3

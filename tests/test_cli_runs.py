@@ -65,11 +65,11 @@ def test_runs_lists_each_run_newest_first_with_status_age_host_and_waiting_calls
     rows = [line.split() for line in done.stdout.splitlines()]
     here = socket.gethostname()
     assert rows == [
-        ["RUN", "STATUS", "AGE", "HOST", "WAITING"],
-        ["done", "completed", "2h30m", "-", "-"],
-        ["abandoned", "running", "2h30m", "elsewhere:77", "(expired)", "-"],
-        ["hosted", "running", "3h01m", f"{here}:{os.getpid()}", "-"],
-        ["waiting", "suspended", "2d03h", f"{here}:{dead}", "(gone)", "1.1.c_hook"]]
+        ["RUN", "STATUS", "AGE", "HOST", "PROCESSES", "WAITING"],
+        ["done", "completed", "2h30m", "-", "-", "-"],
+        ["abandoned", "running", "2h30m", "elsewhere:77", "(expired)", "-", "-"],
+        ["hosted", "running", "3h01m", f"{here}:{os.getpid()}", "-", "-"],
+        ["waiting", "suspended", "2d03h", f"{here}:{dead}", "(gone)", "-", "1.1.c_hook"]]
 
 
 def test_runs_json_gives_one_object_a_line_with_the_waiting_keys(

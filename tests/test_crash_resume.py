@@ -185,9 +185,9 @@ def test_a_killed_run_is_listed_by_the_command_line_and_resumed_by_its_id(
     table = cli("runs", "--store", store)
     assert (table.returncode, table.stderr) == (0, "")
     header, row = table.stdout.splitlines()
-    assert header.split() == ["RUN", "STATUS", "AGE", "HOST", "WAITING"]
+    assert header.split() == ["RUN", "STATUS", "AGE", "HOST", "PROCESSES", "WAITING"]
     assert row.split()[:2] == [run_id, "running"]
-    assert row.split()[3:] == [f"{socket.gethostname()}:{pid}", "(gone)", "-"]
+    assert row.split()[3:] == [f"{socket.gethostname()}:{pid}", "(gone)", "-", "-"]
     line = listed(store)[run_id]
     assert (line["status"], line["host"]["state"], line["waiting"]) == ("running", "gone", [])
     assert line["host"]["holder"].startswith(f"{socket.gethostname()}:{pid}:")

@@ -26,7 +26,7 @@ KINDS = kinds([source for _, _, source in BLOCKS])
 OBSERVABILITY = ROOT / "docs" / "observability.md"
 OTLP_ENDPOINT = '"http://localhost:4318/v1/traces"'
 GUIDE_NAMES = ("tools", "policies", "durability", "isolation", "providers", "mcp", "ray",
-               "observability", "testing")
+               "observability", "testing", "adapters")
 
 
 def test_every_guide_is_there_and_has_examples() -> None:

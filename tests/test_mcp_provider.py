@@ -105,7 +105,7 @@ def test_the_servers_tools_join_the_catalog_with_their_schemas(http_url: str) ->
         state = agent.registry.state()
         assert "add" in state.sources["mcp:web"].members
         assert [c.id for c in agent.supervisor.which_children()] == [
-            "tool_calls", "mcp:web", "orchestrator"]
+            "tool_calls", "processes", "mcp:web", "orchestrator"]
 
 
 def test_calls_reports_and_crashes_are_told_apart(http_url: str) -> None:
@@ -192,8 +192,8 @@ def test_a_server_that_keeps_dying_is_given_up_and_the_rest_goes_on(events: Even
         assert state.orphans["mcp:local"].members == ("echo",)
         assert {s.name for s in agent.registry.specs()} == {"local"}
         outcome = agent.run("go")
-        assert [c.id for c in agent.supervisor.which_children()] == ["tool_calls",
-                                                                      "orchestrator"]
+        assert [c.id for c in agent.supervisor.which_children()] == [
+            "tool_calls", "processes", "orchestrator"]
     assert crash_of(policy.errors["gone"]).reason == "not_found"
     assert results(outcome)["mine"].content == "local ok"
 

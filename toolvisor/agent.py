@@ -176,8 +176,7 @@ class Agent:
         self._signer: Signer = durability.signer(self._store)
         self._resumed = ResumedSuspensions(
             self._config, clock if self._store is None else self._store.now)
-        tracing = tracing_for(model, tracer_provider, agent_name=name,
-                              record_content=trace_content)
+        tracing = tracing_for(model, tracer_provider, agent_name=name, record_content=trace_content)
         on_event = None if tracing is None else tracing.supervisor_event
         settings = functools.partial(
             OrchestratorSettings, signer=self._signer, registry=registry,
@@ -196,6 +195,7 @@ class Agent:
             self._close_store()
             raise
         self._closed = False
+        self.processes = self._tree.processes_of  # agent.processes(run_id): see AgentTree
 
     def _orphan(self, source: str) -> None:
         """A supervised source gave up: its tools leave the catalog, kept as orphans."""

@@ -1,8 +1,10 @@
 """The command line: list a store's runs, resolve completion keys and look at waits.
 
 ``python -m toolvisor.cli runs --store runs.sqlite`` lists the runs, newest first: id, status,
-age, the host driving it (``gone`` when its process died: resume it), the calls waiting on
-completion keys (``--json``: one object a line, with the keys).
+age, the host driving it (``gone`` when its process died: resume it), its background
+processes (how many, how many still running, how many detached: they outlive the run), the
+calls waiting on completion keys (``--json``: one object a line, with the keys and each
+process's handle, name, status and whether it is detached).
 ``python -m toolvisor.cli resolve --store runs.sqlite KEY --ok '{"status": "paid"}'`` delivers
 the result of a ``Pending`` call; the run that waits on it continues in whichever process hosts
 it. ``python -m toolvisor.cli waits --store runs.sqlite`` lists the open waits.
@@ -36,6 +38,7 @@ from toolvisor.durable import (
     Wait,
     holder_gone,
     open_store,
+    process_records,
 )
 from toolvisor.mcp import serve
 from toolvisor.worker import POLL, Worker, agent_factory
@@ -215,12 +218,23 @@ def _host(lease: Lease | None, now: float) -> dict[str, Any] | None:
     return {"holder": lease.holder, "expires_at": lease.expires_at, "state": state}
 
 
-def _run_data(run: RunRecord, now: float, host: dict[str, Any] | None,
-              waits: list[Wait]) -> dict[str, Any]:
+def _run_data(store: SessionStore, run: RunRecord, now: float,
+              host: dict[str, Any] | None, waits: list[Wait]) -> dict[str, Any]:
     return {"run_id": run.run_id, "status": run.status, "age": round(now - run.created_at, 3),
             "created_at": run.created_at, "updated_at": run.updated_at, "host": host,
+            "processes": [record.info().to_dict()
+                          for record in process_records(store, run.run_id).values()],
             "waiting": [{"call_id": w.call_id, "purpose": w.purpose, "key": w.key,
                          "deadline_at": w.deadline_at} for w in waits]}
+
+
+def _processes_text(processes: list[dict[str, Any]]) -> str:
+    """``-``, or ``3 (1 running, 1 detached)``: how many, how many run, how many detached."""
+    if not processes:
+        return "-"
+    running = sum(p["status"] == "running" for p in processes)
+    detached = sum(p["detached"] for p in processes)
+    return f"{len(processes)} ({running} running, {detached} detached)"
 
 
 def _run_lines(store: SessionStore, status: str | None, as_json: bool) -> list[str]:
@@ -232,18 +246,19 @@ def _run_lines(store: SessionStore, status: str | None, as_json: bool) -> list[s
     leases = {lease.run_id: lease for lease in store.leases()}
     runs = sorted(store.runs(status=status), key=lambda r: (r.created_at, r.run_id),
                   reverse=True)
-    data = [_run_data(run, now, _host(leases.get(run.run_id), now), waits.get(run.run_id, []))
-            for run in runs]
+    data = [_run_data(store, run, now, _host(leases.get(run.run_id), now),
+                      waits.get(run.run_id, [])) for run in runs]
     if as_json:
         return [json.dumps(item) for item in data]
     if not data:
         return ["no runs" if status is None else f"no runs with status {status!r}"]
-    rows = [("RUN", "STATUS", "AGE", "HOST", "WAITING")] + [(
+    rows = [("RUN", "STATUS", "AGE", "HOST", "PROCESSES", "WAITING")] + [(
         item["run_id"], item["status"], _age(item["age"]),
         "-" if item["host"] is None else _holder_text(item["host"]),
+        _processes_text(item["processes"]),
         ", ".join(w["call_id"] for w in item["waiting"]) or "-") for item in data]
-    widths = [max(len(row[i]) for row in rows) for i in range(4)]  # the last is not padded
-    return ["  ".join([*(row[i].ljust(widths[i]) for i in range(4)), row[4]]) for row in rows]
+    widths = [max(len(row[i]) for row in rows) for i in range(5)]  # the last is not padded
+    return ["  ".join([*(row[i].ljust(widths[i]) for i in range(5)), row[5]]) for row in rows]
 
 
 def _holder_text(host: dict[str, Any]) -> str:

@@ -128,6 +128,7 @@ def _row(
         "process_exited_after_s": exited_after,
         "killed_at_deadline": killed,
         "refused": refusal,
+        "tool_worker_killed": bool(events.get("tool_worker_killed", {}).get("killed")),
     }
     row["verdict"] = _verdict(row, started=started_at is not None, refusal=refusal)
     if (started_at is None and refusal is None) or (returncode != 0 and not killed):
@@ -146,6 +147,8 @@ def _verdict(row: dict[str, Any], *, started: bool, refusal: str | None) -> str:
     parts = [f"returned after {row['returned_after_s']:.2f} s"]
     if row["tool_running_at_return"]:
         parts.append("tool thread still running")
+    if row["tool_worker_killed"]:
+        parts.append("the tool's worker process killed")
     if row["killed_at_deadline"]:
         blocked = (
             "interpreter exit (joining the tool thread)"

@@ -50,6 +50,12 @@ FRAMEWORKS = (
     Framework("pydantic-ai", "bench.competitors._pydantic_ai", ("pydantic-ai-slim",)),
     Framework("openai-agents", "bench.competitors._openai_agents", ("openai-agents",)),
     Framework("langgraph", "bench.competitors._langgraph", ("langgraph", "langchain-core")),
+    Framework("pydantic-ai+toolvisor", "bench.competitors._pydantic_ai_toolvisor",
+              ("pydantic-ai-slim",)),
+    Framework("openai-agents+toolvisor", "bench.competitors._openai_agents_toolvisor",
+              ("openai-agents",)),
+    Framework("langgraph+toolvisor", "bench.competitors._langgraph_toolvisor",
+              ("langgraph", "langchain-core")),
 )
 
 

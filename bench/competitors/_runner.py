@@ -213,7 +213,9 @@ def _hung_table(hung_rows: list[Row]) -> str:
                     row["driver"],
                     row["setting"],
                     _returned_cell(row),
-                    "-" if running is None else ("still running" if running else "stopped"),
+                    "worker process killed" if row.get("tool_worker_killed")
+                    else "-" if running is None
+                    else ("still running" if running else "stopped"),
                     row["verdict"],
                 ]
             )

@@ -82,16 +82,20 @@ class ToolCallDispatcher:
         call: ToolCall,
         ctx: CallContext | None,
         reply_to: Callable[[CallReply], None],
+        *,
+        supervisor: DynamicSupervisorRef | None = None,
     ) -> ActorRef[Any] | None:
         """Start one call in its own ``ToolCallActor``; ``reply_to(outcome)`` is called once,
         on an actor's or a runner's thread (or here, if the actor cannot be started). What
         ``reply_to`` raises (``pykka.ActorDeadError``: the asker died) is logged, not raised.
+        ``supervisor`` (if given) supervises the actor instead of the dispatcher's own (a
+        run's background processes have their own).
 
         Returns the call's actor (stopping it cancels the call: its ``ctx.cancelled`` is set
         and it replies ``handler_exit`` with code ``cancelled``), or ``None`` if it could not
         be started."""
         try:
-            supervisor = self._current_supervisor()
+            supervisor = supervisor or self._current_supervisor()
             actor_class = call_actor_class(tool)
             return supervisor.start_child(lambda: actor_class.start(
                 runner=self._runner, tool=tool, call=call, ctx=ctx, reply_to=reply_to,

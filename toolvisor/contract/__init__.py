@@ -53,6 +53,13 @@ from toolvisor.contract._model_progress import (
     reporting_model_progress,
 )
 from toolvisor.contract._outcome import result_outcome
+from toolvisor.contract._processes import (
+    ProcessAccess,
+    ProcessError,
+    ProcessInfo,
+    ProcessStatus,
+    RunProcesses,
+)
 from toolvisor.contract._progress import ProgressSink, check_progress
 from toolvisor.contract._results import (
     LEGAL_RESULT_TYPES,
@@ -118,7 +125,12 @@ __all__ = [
     "OpenSchemaWarning",
     "OutputWindow",
     "Pending",
+    "ProcessAccess",
+    "ProcessError",
+    "ProcessInfo",
+    "ProcessStatus",
     "ProgressSink",
+    "RunProcesses",
     "Scheduling",
     "StateAccess",
     "SystemMessage",

@@ -9,13 +9,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from toolvisor.contract._direct_completions import NO_DIRECT_COMPLETIONS, DirectCompletions
 from toolvisor.contract._errors import ToolvisorError
 from toolvisor.contract._idempotency import idempotency_key
 from toolvisor.contract._messages import ToolCall
 from toolvisor.contract._progress import ProgressSink, check_progress
+
+if TYPE_CHECKING:
+    from toolvisor.contract._processes import ProcessAccess
 
 
 class CapabilityError(ToolvisorError):
@@ -161,6 +164,7 @@ class CallContext:
     trace_scope: Callable[[], AbstractContextManager[Any]] | None = None  # entered around a
     # thread or asyncio handler where it runs: the host's tracing makes the call's span current
     trace_spans: TraceSpans | None = None  # a worker's spans, made in the agent's trace
+    process_admin: ProcessAccess | None = None  # read as ctx.processes
     progress: ProgressSink | None = None  # where report_progress and heartbeat go (the
     # runner's: it keeps the idle deadline, then tells the host's or the MCP server's sink)
     direct_completions: DirectCompletions = NO_DIRECT_COMPLETIONS  # one-shot model requests
@@ -219,6 +223,22 @@ class CallContext:
         if self.session_id is None or self.tool_call is None:
             return None
         return idempotency_key(self.session_id, self.turn, self.tool_call.id)
+
+    @property
+    def processes(self) -> ProcessAccess:
+        """The run's background processes (a ``ProcessAccess``: ``start``, ``wait``,
+        ``list``, ``cancel``).
+
+        Raises :class:`CapabilityError` ``processes_unavailable`` when the call was not
+        started by an agent's run (``execute`` called directly).
+        """
+        if self.process_admin is None:
+            raise CapabilityError(
+                "processes_unavailable",
+                "this call has no process admin: only a call an agent's run started can "
+                "start or wait for background processes",
+            )
+        return self.process_admin
 
     @property
     def tool_call_id(self) -> str | None:

@@ -9,6 +9,15 @@ from toolvisor.durable._holders import holder_gone, new_holder
 from toolvisor.durable._issuer import CompletionKeyIssuer
 from toolvisor.durable._open import open_store
 from toolvisor.durable._postgres_store import PostgresSessionStore
+from toolvisor.durable._process_log import (
+    ProcessRecord,
+    process_records,
+    record_end,
+    record_restart,
+    record_start,
+    result_json,
+    result_of,
+)
 from toolvisor.durable._records import (
     JournalRecord,
     KeyPurpose,
@@ -46,6 +55,7 @@ __all__ = [
     "Lease",
     "PostgresSessionStore",
     "ProcessEvent",
+    "ProcessRecord",
     "Resolution",
     "ResolutionKind",
     "ResolveOutcome",
@@ -61,5 +71,11 @@ __all__ = [
     "holder_gone",
     "new_holder",
     "open_store",
+    "process_records",
+    "record_end",
+    "record_restart",
+    "record_start",
     "require_signed",
+    "result_json",
+    "result_of",
 ]

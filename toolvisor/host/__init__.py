@@ -22,6 +22,8 @@ from toolvisor.host._gates import ResilienceConfig, ToolGates
 from toolvisor.host._leases import RunLeasedError
 from toolvisor.host._model_calls import ModelAnswer, ModelCalls
 from toolvisor.host._orchestrator import OrchestratorActor
+from toolvisor.host._process_views import CallProcesses, HostProcesses
+from toolvisor.host._processes import Processes
 from toolvisor.host._resumed import ResumedSuspensions
 from toolvisor.host._tracing import SEMCONV_VERSION, Tracing, tracing_for
 from toolvisor.host._tree import AgentTree
@@ -33,13 +35,16 @@ __all__ = [
     "AlreadyResumedError",
     "AnswerRun",
     "AttachRun",
+    "CallProcesses",
     "CancelRun",
     "ClaimRuns",
+    "HostProcesses",
     "ModelAnswer",
     "ModelCalls",
     "OrchestratorActor",
     "OrchestratorSettings",
     "OrchestratorStopped",
+    "Processes",
     "ProgressCallback",
     "ResilienceConfig",
     "ResumedSuspensions",

@@ -36,6 +36,7 @@ from toolvisor.host._effect_messages import RetryDue
 from toolvisor.host._finished_calls import CallTarget, FinishedCalls, tell
 from toolvisor.host._gates import GatedCall, GatedCalls, answer
 from toolvisor.host._observing import RunObserver
+from toolvisor.host._process_views import CallProcesses
 from toolvisor.host._run import HostedRun
 from toolvisor.host._tool_progress import ToolProgress
 from toolvisor.machine import CallOutcome, CallToRun, StateView, ToolCalls
@@ -58,7 +59,8 @@ class RunCalls:
     # until its reply is taken: a superseding ToolCalls effect lists it again (at most one
     # attempt of a call id is in flight: a retry follows its failure's reply)
     backing_off: dict[str, BackingOff] = field(default_factory=dict)
-    tokens: dict[str, threading.Event] = field(default_factory=dict)  # durable cancel tokens
+    tokens: dict[str, threading.Event] = field(default_factory=dict)  # each call's cancel
+    # token (its durable effects' and its ctx.processes'), set when it ends
     actors: dict[str, ActorRef[Any]] = field(default_factory=dict)  # each running call's
     # actor, stopped (the call cancelled) on release
 
@@ -118,9 +120,12 @@ class CallStarter:
         is over; each one's reply reaches the orchestrator once.
 
         A restored run re-emits its effect (``run.reemitted``): a backoff there counts from
-        when the effect that scheduled it was emitted, so the retry waits only what is left.
+        when the effect that scheduled it was emitted, so the retry waits only what is left;
+        its background processes whose host died are recovered first (at most once).
         """
         reemitted = effect.id == run.reemitted
+        if reemitted and self._settings.processes is not None:  # its processes whose host
+            self._settings.processes.recover(run.run_id)  # died: run again, or interrupted
         calls = self._runs.setdefault(run.run_id, RunCalls())
         for planned in effect.calls:
             call_id = planned.call.id
@@ -176,10 +181,15 @@ class CallStarter:
         settings, waits = self._settings, self._waits
         registry = settings.registry
         view = StateView(planned.state)
-        token = keys = durable = None
+        keys = durable = None
         if waits is not None:
             token, keys, durable = waits.capabilities(run.run_id, planned)
-            self._runs.setdefault(run.run_id, RunCalls()).tokens[planned.call.id] = token
+        else:
+            token = threading.Event()  # set when the call ends: its ctx.processes then refuses
+        self._runs.setdefault(run.run_id, RunCalls()).tokens[planned.call.id] = token
+        processes = None if settings.processes is None else CallProcesses(
+            settings.processes, run.run_id,
+            durable_call_id(planned.turn, planned.attempt, planned.call.id), token, planned.turn)
         ctx = CallContext(
             session_id=run.run_id,
             request_id=f"{run.run_id}/{planned.call.id}/{planned.attempt}",
@@ -191,6 +201,7 @@ class CallStarter:
             catalog=registry.catalog_access,
             completion_keys=keys,
             durable=durable,
+            process_admin=processes,
         )
         tool = registry.resolve(planned.call.name, ctx)  # not_found: the handler never runs
         if not isinstance(tool, Err) and reemitted and waits is not None \

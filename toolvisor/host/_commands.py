@@ -19,6 +19,7 @@ from toolvisor.contract import ToolvisorError
 from toolvisor.durable import SessionStore, Signer
 from toolvisor.host._gates import ToolGates
 from toolvisor.host._model_calls import ModelCalls
+from toolvisor.host._processes import Processes
 from toolvisor.host._run import RunMessage
 from toolvisor.host._tracing import Tracing
 from toolvisor.machine import Effect, MachineConfig, ResponseRefused, Suspended, TurnMachine
@@ -106,7 +107,8 @@ class OrchestratorSettings:
     ``clock`` dates the questions' deadlines (the store's clock, with a store);
     ``lease_ttl`` is how long a run's lease outlives this host's last renewal; ``gates`` are
     the tools' breakers, bulkheads and rate limits (owned by the agent, which reads them);
-    ``tracing`` makes the runs' spans (``None``: the agent does not trace);
+    ``tracing`` makes the runs' spans (``None``: the agent does not trace); ``processes``
+    runs the runs' background processes (``None``: calls get no ``ctx.processes``);
     ``named_models`` are the other models a tool's direct completion may name.
     """
 
@@ -124,4 +126,5 @@ class OrchestratorSettings:
     gates: ToolGates = field(default_factory=ToolGates)
     tracing: Tracing | None = None
     clock: Callable[[], float] = time.time
+    processes: Processes | None = None
     named_models: Mapping[str, ModelCalls] = field(default_factory=dict)

@@ -42,13 +42,14 @@ class OutcomesReady:
 
 @dataclass(frozen=True, slots=True)
 class CallTarget:
-    """Where a call's reply goes, and the call's context and durable cancel token."""
+    """Where a call's reply goes, and the call's context and cancel token."""
 
     me: ActorRef[Any]
     run_id: str
     view: StateView
     ctx: CallContext
-    token: threading.Event | None  # only in durable runs: there is nothing to cancel else
+    token: threading.Event | None  # set at the reply: ends the call's durable waits and
+    # its ctx.processes
     ticket: int | None = None  # the call's ticket at its tool's gate, if it has one
     span: ToolSpan | None = None  # the call's trace span, when the agent traces
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from toolvisor._logging import get_event_log
 from toolvisor.contract import ModelError, ModelResponse
 from toolvisor.host._model_calls import Scope
+from toolvisor.host._processes import Processes
 from toolvisor.host._tracing import ToolSpan, Tracing
 from toolvisor.machine import CallToRun, Effect, LlmCall
 
@@ -34,12 +35,15 @@ class _Observed:
 
 
 class RunObserver:
-    """Logs model calls and run ends with their ids and durations; spans them if tracing."""
+    """Logs model calls and run ends with their ids and durations; spans them if tracing;
+    tells ``processes`` when a run ends (its processes but the detached ones are cancelled)."""
 
     def __init__(self, tracing: Tracing | None,
-                 on_progress: Callable[[str, str, dict[str, Any]], None] | None = None) -> None:
+                 on_progress: Callable[[str, str, dict[str, Any]], None] | None = None,
+                 processes: Processes | None = None) -> None:
         self.tracing = tracing
         self._on_progress = on_progress
+        self._processes = processes
         self._runs: dict[str, _Observed] = {}
         self._log = get_event_log("orchestrator")
 
@@ -78,6 +82,9 @@ class RunObserver:
         """The run leaves this host: ``outcome`` is its outcome, ``None`` if it was lost (the
         host stopped, or its lease went), ``"answer_refused"`` if a resume's answers were
         refused (it stays suspended)."""
+        if self._processes is not None and getattr(outcome, "kind", None) in (
+                "completed", "halted", "failed"):  # the run ended (a suspension goes on)
+            self._processes.run_ended(run_id)
         run = self._runs.get(run_id)
         if run is None:
             return

@@ -90,7 +90,7 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
         self._waits = None if settings.store is None or self._leases is None else DurableWaits(
             settings.store, settings.registry, settings.key_poll_interval,
             functools.partial(tell, me), self._leases.token)
-        self._observe = RunObserver(settings.tracing, settings.on_progress)
+        self._observe = RunObserver(settings.tracing, settings.on_progress, settings.processes)
         self._timer = DeadlineTimer("toolvisor-waits")  # its thread starts on the first wait
         self._calls = CallStarter(settings, self._waits, self._finished, me, self._observe,
                                   timer=self._timer, on_progress=self._hosted_progress)
@@ -166,8 +166,8 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
                 self._cancel(run_id, reply)
 
     def _crash(self, run_id: str, exc: Exception, reply: Future[Any] | None = None) -> None:
-        """End run ``run_id`` alone, ``Failed`` with what went wrong (logged, with traceback); a
-        write the store refused (another host took the run over) ends nothing: it lets it go."""
+        """End run ``run_id`` alone, ``Failed`` with what went wrong (logged with its traceback):
+        whatever one run's input or callbacks do, the other runs go on. Fenced off: let go."""
         if isinstance(exc, StaleLeaseError):
             self._let_go(run_id, exc, reply)
             return
@@ -462,13 +462,11 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
 
     def _let_go(self, run_id: str, error: Exception, reply: Future[Any] | None = None) -> None:
         """Another host drives the run now: stop, writing nothing more; fail its waiters."""
-        if self._leases is not None:
-            self._leases.release(run_id)  # another's lease now: this only forgets our token
         if (run := self._watched(run_id, error, reply)) is None:
             return
         self._log.error("lease_lost", run_id=run_id)
         self._observe.run_finished(run_id, None)
-        self._unhost(run)
+        self._drop(run)  # the lease is another's: releasing it only forgets our token
         run.fail(error)
 
     def _renew_leases(self) -> None:

@@ -1,11 +1,12 @@
 """``ToolServer``: toolvisor tools served over MCP, with toolvisor's supervision behind each call.
 
-Each ``tools/call`` runs in its own ``ToolCallActor`` under a ``DynamicSupervisor``, through a
-``ToolRunner``: the tool's isolation and timeout apply (a hung ``process`` tool is killed at its
-deadline), and whatever goes wrong is one reason of the closed set, sent as an ``isError``
-result whose text says it. A client's cancellation stops the call's actor. So any MCP client
-gets tools that cannot hang it. A client that sent a progress token gets the tool's
-``ctx.report_progress`` as ``notifications/progress`` (``_progress.py``).
+Each ``tools/call`` is one call of a ``SupervisedCalls`` (the core the framework adapters
+share): its own ``ToolCallActor`` under a ``DynamicSupervisor``, through a ``ToolRunner``, so
+the tool's isolation and timeout apply (a hung ``process`` tool is killed at its deadline), and
+whatever goes wrong is one reason of the closed set, sent as an ``isError`` result whose text
+says it. A client's cancellation stops the call's actor. So any MCP client gets tools that
+cannot hang it. A client that sent a progress token gets the tool's ``ctx.report_progress`` as
+``notifications/progress`` (``_progress.py``).
 """
 
 from __future__ import annotations
@@ -22,12 +23,10 @@ import uvicorn
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 
-from toolvisor.actors import CallReply, ToolCallDispatcher
+from toolvisor.adapters import Finished, SupervisedCalls
 from toolvisor.call import encode
-from toolvisor.contract import CallContext, Err, Ok, Tool, ToolCall, ToolError
-from toolvisor.executor import ToolRunner
+from toolvisor.contract import Err, Ok, Tool, ToolError
 from toolvisor.mcp._progress import McpProgress, token_of
-from toolvisor.supervisors import DynamicSupervisor
 
 
 class ToolServer:
@@ -40,11 +39,11 @@ class ToolServer:
     def __init__(self, tools: Sequence[Tool], *, name: str = "toolvisor",
                  tool_timeout: float = 30.0, process_workers: int = 2,
                  max_concurrent_calls: int = 1024) -> None:
-        self._tools = {t.name: t for t in tools if t.handler is not None and not t.internal}
-        self._runner = ToolRunner(tool_timeout=tool_timeout, process_workers=process_workers)
-        self._calls = DynamicSupervisor.start(max_children=max_concurrent_calls,
-                                               name="mcp_calls")
-        self._dispatcher = ToolCallDispatcher(self._calls, self._runner)
+        self._calls = SupervisedCalls(
+            [t for t in tools if t.handler is not None and not t.internal],
+            tool_timeout=tool_timeout, process_workers=process_workers,
+            max_concurrent_calls=max_concurrent_calls, supervisor_name="mcp_calls")
+        self._tools = self._calls.tools
         self.server: Server[Any] = Server(name, on_list_tools=self._list_tools,
                                           on_call_tool=self._call_tool)
 
@@ -56,36 +55,18 @@ class ToolServer:
 
     async def _call_tool(self, ctx: Any, params: mcp_types.CallToolRequestParams
                          ) -> mcp_types.CallToolResult:
-        tool = self._tools.get(params.name)
-        if tool is None:
-            return _error(ToolError("not_found", f"tool error ({params.name}): not_found: no "
-                                    f"tool named {params.name!r}; tools: {sorted(self._tools)}",
-                                    tool_name=params.name))
-        loop = asyncio.get_running_loop()
-        replied: asyncio.Future[CallReply] = loop.create_future()
-        call = ToolCall(id=uuid.uuid4().hex, name=tool.name, arguments=params.arguments or {})
         progress = None if token_of(getattr(ctx, "meta", None)) is None \
-            else McpProgress(loop, ctx.session.report_progress)
-        actor = self._dispatcher.start_call(tool, call, CallContext(tool_call=call,
-                                                                    progress=progress),
-                                            _reply_to(loop, replied))
-        try:
-            reply = await replied
-        except asyncio.CancelledError:
-            if actor is not None:  # the client cancelled: so does the call
-                actor.stop(block=False)
-            raise
+            else McpProgress(asyncio.get_running_loop(), ctx.session.report_progress)
+        # a client's cancellation cancels this task, which stops the call's actor
+        done = await self._calls.arun(params.name, params.arguments or {}, uuid.uuid4().hex,
+                                      progress=progress)
         if progress is not None:  # the reports the call made reach the client before its result
             await progress.flush()
-        return mcp_result(reply)
+        return mcp_result(done)
 
     def close(self) -> None:
         """Stop the calls' supervisor, then the actors' threads and the runner. Idempotent."""
-        try:
-            self._calls.stop()
-        finally:
-            self._dispatcher.close()
-            self._runner.close()
+        self._calls.close()
 
     async def serve_stdio(self) -> None:
         """Serve on stdin and stdout until the client closes them."""
@@ -110,14 +91,7 @@ class ToolServer:
         await uvicorn.Server(config).serve(sockets=[sock])
 
 
-def _reply_to(loop: asyncio.AbstractEventLoop, replied: asyncio.Future[CallReply]
-              ) -> Callable[[CallReply], None]:
-    def reply(outcome: CallReply) -> None:
-        loop.call_soon_threadsafe(lambda: None if replied.done() else replied.set_result(outcome))
-    return reply
-
-
-def mcp_result(reply: CallReply) -> mcp_types.CallToolResult:
+def mcp_result(reply: Finished) -> mcp_types.CallToolResult:
     """A call's outcome as MCP sees it: ``Ok`` is a result (a dict value also as structured
     content); anything else (a reported ``Err``, a ``ToolError``, a result only an agent loop
     can act on) is an ``isError`` result whose text is the encoded error, reason first."""

@@ -1,7 +1,8 @@
 """The call context of a handler that runs out of process, as the worker sees it.
 
 A worker (a ``process`` pool worker, a Ray task) gets a ``CallContext`` whose state, catalog,
-completion keys, durable effects, direct completions, progress, cancel token and trace spans
+completion keys, durable effects, direct completions, progress, background processes, cancel
+token and trace spans
 (``_worker_tracing.py``) are proxies: each use is one request over a
 ``ContextLink`` to the agent, which performs it on the call's real context (the very objects an
 in-process handler gets, see ``_context_server.py``) and answers. A callable argument (the
@@ -34,9 +35,10 @@ from toolvisor.contract import (
     ModelResponse,
     ToolCall,
 )
+from toolvisor.isolation._link._remote_processes import RemoteProcesses
 
 CAPABILITIES = ("state", "catalog", "completion_keys", "durable", "trace_spans",
-                "direct_completions", "progress")
+                "direct_completions", "progress", "process_admin")
 """The context's capabilities a worker can reach, by the ``CallContext`` field that holds them."""
 
 SERVED: Mapping[str, frozenset[str]] = {
@@ -49,6 +51,7 @@ SERVED: Mapping[str, frozenset[str]] = {
     "trace_spans": frozenset({"start", "apply", "end"}),
     "progress": frozenset({"report", "heartbeat"}),
     "direct_completions": frozenset({"complete"}),
+    "process_admin": frozenset({"start", "wait", "list", "cancel"}),
 }
 """What a worker may ask for: the methods of each capability, and nothing else."""
 
@@ -307,6 +310,7 @@ def remote_context(call: RemoteCall, link: ContextLink) -> CallContext:
         direct_completions=_RemoteCompletions(link, tag) if "direct_completions" in has
         else NO_DIRECT_COMPLETIONS,
         progress=_RemoteProgress(link, tag) if "progress" in has else None,
+        process_admin=RemoteProcesses(link, tag) if "process_admin" in has else None,
     )
 
 

@@ -258,7 +258,7 @@ class ProcessBackend(IsolationBackend):
             else:
                 self._closing = True
                 for worker in self._workers:
-                    if worker.call is not None:
+                    if worker.call is not None and not worker.killed:
                         self._kill(worker)
 
     def _spawn(self, context: BaseContext) -> None:

@@ -1,0 +1,136 @@
+"""``toolvisor.adapters.langgraph`` end to end through a compiled graph's ``invoke`` /
+``ainvoke``, with LangChain's own ``GenericFakeChatModel``: each of toolvisor's results on
+LangGraph's channels, and no call run twice when LangGraph re-runs an interrupted node."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.graph import START, MessagesState, StateGraph
+from langgraph.graph.state import CompiledStateGraph
+from langgraph.prebuilt import tools_condition
+from langgraph.types import Command
+
+from tests._adapter_tools import tools
+from toolvisor.adapters.langgraph import SupervisedTools, ToolHalted
+from toolvisor.durable import SqliteSessionStore
+from toolvisor.testing import capture_events
+
+CONFIG: Any = {"configurable": {"thread_id": "thread-1"}}
+
+
+def graph(supervised: SupervisedTools, *calls: tuple[str, dict[str, Any]]
+          ) -> CompiledStateGraph[Any, Any, Any, Any]:
+    """A model node (asking for ``calls`` at once, then answering) -> tools -> model."""
+    model = GenericFakeChatModel(messages=iter([
+        AIMessage("", tool_calls=[{"name": name, "args": args, "id": f"call_{n}",
+                                   "type": "tool_call"} for n, (name, args) in enumerate(calls)]),
+        AIMessage("done")]))
+
+    def call_model(state: MessagesState) -> dict[str, list[BaseMessage]]:
+        return {"messages": [model.invoke(state["messages"])]}
+
+    builder = StateGraph(MessagesState)
+    builder.add_node("model", call_model)
+    builder.add_node("tools", supervised.node())
+    builder.add_edge(START, "model")
+    builder.add_conditional_edges("model", tools_condition)
+    builder.add_edge("tools", "model")
+    return builder.compile(checkpointer=InMemorySaver())
+
+
+def tool_messages(result: dict[str, Any]) -> list[ToolMessage]:
+    return [m for m in result["messages"] if isinstance(m, ToolMessage)]
+
+
+PROMPT = {"messages": [HumanMessage("go")]}
+
+
+@pytest.fixture
+def supervised() -> Iterator[SupervisedTools]:
+    with SupervisedTools(tools, tool_timeout=10) as made:
+        yield made
+
+
+def test_a_call_runs_under_supervision(supervised: SupervisedTools) -> None:
+    (message,) = tool_messages(graph(supervised, ("add", {"a": 2, "b": 3})).invoke(PROMPT, CONFIG))
+    assert (message.content, message.status, message.tool_call_id) == ("5", "success", "call_0")
+
+
+def test_a_hung_sync_tool_returns_at_its_deadline_and_its_worker_is_killed() -> None:
+    with capture_events() as events, SupervisedTools(tools) as supervised:
+        result = asyncio.run(graph(supervised, ("hang", {})).ainvoke(PROMPT, CONFIG))
+    (message,) = tool_messages(result)
+    assert message.status == "error" and '"reason":"timeout"' in str(message.content)
+    assert result["messages"][-1].content == "done"
+    assert [e["tool_call_id"] for e in events if e["event"] == "worker_killed"
+            and e["tool_call_id"] is not None] == ["call_0"]
+
+
+def test_a_crash_and_a_reported_error_are_error_messages(supervised: SupervisedTools) -> None:
+    crashed, refused = tool_messages(graph(supervised, ("crash", {}), ("refuse", {})).invoke(
+        PROMPT, CONFIG))
+    assert crashed.status == "error" and '"reason":"handler_raised"' in str(crashed.content)
+    assert (refused.status, refused.content) == ("error", '{"error":"not today"}')
+
+
+def test_a_question_interrupts_and_the_resume_answers_it(supervised: SupervisedTools) -> None:
+    app = graph(supervised, ("deploy", {"target": "prod"}))
+    (asked,) = app.invoke(PROMPT, CONFIG)["__interrupt__"]
+    assert asked.value == {"toolvisor": "ask_user", "tool_call_id": "call_0",
+                           "tool_name": "deploy", "question": "Deploy to prod?",
+                           "options": ["yes", "no"]}
+    (message,) = tool_messages(app.invoke(Command(resume="yes"), CONFIG))
+    assert (message.content, message.status) == ("yes", "success")
+
+
+def test_a_pending_key_interrupts_until_it_is_resolved(tmp_path: Path) -> None:
+    with SqliteSessionStore(tmp_path / "s.db") as store, \
+            SupervisedTools(tools, store=store, run_id="thread-1") as supervised:
+        app = graph(supervised, ("review", {"doc": "plan.md"}))
+        (waiting,) = app.invoke(PROMPT, CONFIG)["__interrupt__"]
+        key = waiting.value["completion_key"]
+        assert waiting.value["toolvisor"] == "pending" and waiting.value["deadline"] == 3600
+        (still,) = app.invoke(Command(resume=True), CONFIG)["__interrupt__"]
+        assert still.value["completion_key"] == key
+        assert store.resolve(key, ok={"approved": True}) == "accepted"
+        (message,) = tool_messages(app.invoke(Command(resume=True), CONFIG))
+    assert (message.content, message.status) == ('{"approved":true}', "success")
+
+
+def count_adds(tmp_path: Path, store: SqliteSessionStore | None) -> int:
+    """Runs ``add`` and ``deploy`` in one node, resumes the question, counts ``add``'s runs."""
+    counter = tmp_path / f"adds-{store is not None}.txt"
+    settings: dict[str, Any] = {} if store is None else {"store": store, "run_id": "thread-1"}
+    with pytest.MonkeyPatch.context() as patch, SupervisedTools(tools, **settings) as supervised:
+        patch.setenv("TOOLVISOR_TEST_COUNT", str(counter))
+        app = graph(supervised, ("add", {"a": 1, "b": 2}), ("deploy", {"target": "prod"}))
+        assert app.invoke(PROMPT, CONFIG)["__interrupt__"]
+        added, deployed = tool_messages(app.invoke(Command(resume="no"), CONFIG))
+    assert (added.content, deployed.content) == ("3", "no")
+    return len(counter.read_text().splitlines())
+
+
+def test_with_a_store_a_rerun_node_replays_its_finished_calls(tmp_path: Path) -> None:
+    assert count_adds(tmp_path, None) == 2  # LangGraph re-runs the node from its start
+    with SqliteSessionStore(tmp_path / "s.db") as store:
+        assert count_adds(tmp_path, store) == 1
+
+
+def test_a_halt_ends_the_graph_run(supervised: SupervisedTools) -> None:
+    with pytest.raises(ToolHalted, match="halted the run: enough"):
+        graph(supervised, ("stop", {})).invoke(PROMPT, CONFIG)
+
+
+def test_the_langchain_tools_carry_the_schema_and_run_supervised(
+        supervised: SupervisedTools) -> None:
+    add = next(t for t in supervised.langchain_tools if t.name == "add")
+    assert add.args == {"a": {"type": "integer"}, "b": {"type": "integer"}}
+    assert add.invoke({"a": 4, "b": 5}) == "9"

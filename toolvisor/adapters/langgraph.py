@@ -1,0 +1,146 @@
+"""toolvisor's supervision under LangGraph: ``SupervisedTools``, the ``wrap_tool_call`` /
+``awrap_tool_call`` of a ``ToolNode`` that runs each call under toolvisor's runner
+(``pip install 'toolvisor[langgraph]'``).
+
+``Ok`` is a ``ToolMessage``, ``Err`` (reported, a crash, a timeout, a refusal) one with
+``status="error"`` and the error's JSON text; ``AskUser`` and ``Pending`` are ``interrupt()``s,
+and resuming answers them; ``Halt`` ends the graph's run (``ToolHalted``). LangGraph re-runs an
+interrupted node from its start: with a store, each call of the node that already ran is
+replayed from its record by ``tool_call_id``, not run again.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+from toolvisor.adapters._calls import Finished, SupervisedCalls
+from toolvisor.adapters._errors import ToolHalted, missing_extra
+from toolvisor.contract import AskUser, Err, Halt, Ok, Pending, Tool
+
+try:
+    from langchain_core.messages import ToolMessage
+    from langchain_core.tools import BaseTool, StructuredTool
+    from langgraph.prebuilt import ToolNode
+    from langgraph.prebuilt.tool_node import ToolCallRequest
+    from langgraph.types import Command, interrupt
+except ImportError as missing:  # pragma: no cover - the dev extra installs it
+    raise missing_extra("langgraph", "langgraph") from missing
+
+__all__ = ["SupervisedTools", "ToolHalted"]
+
+Returned = ToolMessage | Command[Any]
+
+
+class SupervisedTools:
+    """The calls of ``tools`` (toolvisor ``Tool``s or typed functions) in a LangGraph
+    ``ToolNode``, each run by a :class:`~toolvisor.adapters.SupervisedCalls`.
+
+    :meth:`node` is a ``ToolNode`` with these tools and this object's wrappers;
+    ``langchain_tools`` the same tools as LangChain tools (for ``model.bind_tools``). The
+    wrappers also fit a ``ToolNode`` of your own, where a call of any other tool runs as the
+    node runs it. Give ``calls`` to share one ``SupervisedCalls``, or its settings
+    (``tool_timeout``, ``resilience``, ``store`` and ``run_id``, ``tracer_provider``, ...) to
+    make one, which :meth:`close` (or leaving ``with``) closes.
+    """
+
+    def __init__(self, tools: Sequence[Tool | Callable[..., Any]] = (), *,
+                 calls: SupervisedCalls | None = None, **settings: Any) -> None:
+        if calls is not None and (tools or settings):
+            raise ValueError("give either calls (a SupervisedCalls, which has its tools and "
+                             "settings) or tools and settings, not both")
+        self._owned = calls is None
+        self.calls = SupervisedCalls(tools, **settings) if calls is None else calls
+        self.langchain_tools: list[BaseTool] = [self._langchain_tool(t)
+                                                for t in self.calls.tools.values()]
+
+    def node(self, **options: Any) -> ToolNode:
+        """A ``ToolNode`` running these tools under supervision (``options``: the node's
+        own, such as ``name``)."""
+        return ToolNode(self.langchain_tools, wrap_tool_call=self.wrap_tool_call,
+                        awrap_tool_call=self.awrap_tool_call, **options)
+
+    def wrap_tool_call(self, request: ToolCallRequest,
+                       execute: Callable[[ToolCallRequest], Returned]) -> Returned:
+        """``ToolNode``'s sync hook: run the call under supervision (another tool's call
+        runs through ``execute``)."""
+        call = request.tool_call
+        if call["name"] not in self.calls.tools:
+            return execute(request)
+        return self._message(self.calls.run(call["name"], call["args"], _call_id(call)))
+
+    async def awrap_tool_call(self, request: ToolCallRequest,
+                              execute: Callable[[ToolCallRequest], Awaitable[Returned]]
+                              ) -> Returned:
+        """``ToolNode``'s async hook, as :meth:`wrap_tool_call`."""
+        call = request.tool_call
+        if call["name"] not in self.calls.tools:
+            return await execute(request)
+        return self._message(await self.calls.arun(call["name"], call["args"],
+                                                   _call_id(call)))
+
+    def close(self) -> None:
+        """Close the ``SupervisedCalls`` this object made (not one it was given)."""
+        if self._owned:
+            self.calls.close()
+
+    def __enter__(self) -> SupervisedTools:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def _message(self, done: Finished) -> ToolMessage:
+        """The call's ``ToolMessage``; a question or a pending call interrupts the graph
+        first (again, on each resume that leaves a pending key unresolved)."""
+        while True:
+            result = done.result
+            match result:
+                case Ok():
+                    return ToolMessage(done.text, tool_call_id=done.tool_call_id,
+                                       name=done.tool_name)
+                case Err():
+                    return ToolMessage(done.text, tool_call_id=done.tool_call_id,
+                                       name=done.tool_name, status="error")
+                case AskUser(question=question, options=options):
+                    answer = interrupt({"toolvisor": "ask_user", "tool_call_id":
+                                        done.tool_call_id, "tool_name": done.tool_name,
+                                        "question": question, "options": None if options
+                                        is None else list(options)})
+                    if options is not None and answer not in options:
+                        raise ValueError(f"the answer to {done.tool_call_id} "
+                                         f"({question!r}) must be one of {list(options)}, "
+                                         f"got {answer!r}")
+                    done = self.calls.answer(done.tool_name, done.tool_call_id, Ok(answer))
+                case Pending(deadline=deadline):
+                    key = done.completion_key
+                    assert key is not None  # the executor refuses Pending without one
+                    settled = self.calls.settle(done.tool_name, done.tool_call_id, key)
+                    if settled is None:
+                        interrupt({"toolvisor": "pending", "tool_call_id": done.tool_call_id,
+                                   "tool_name": done.tool_name, "completion_key": key,
+                                   "deadline": deadline})
+                        continue
+                    done = settled
+                case Halt():
+                    raise ToolHalted(done.tool_name, done.tool_call_id, result)
+
+    def _langchain_tool(self, tool: Tool) -> BaseTool:
+        """``tool`` as LangChain sees it: its name, description and JSON schema; called
+        outside a wrapped ``ToolNode`` it still runs under supervision."""
+        calls = self.calls
+
+        def run(**arguments: Any) -> str:
+            return calls.run(tool.name, arguments, uuid.uuid4().hex).text
+
+        return StructuredTool(name=tool.name, description=tool.description,
+                              args_schema=dict(tool.input_schema), func=run)
+
+
+def _call_id(call: Any) -> str:
+    call_id = call.get("id")
+    if not call_id:
+        raise ValueError(f"the tool call {call.get('name')!r} has no id; a supervised call "
+                         "is recorded and replayed by its id, so the model must give one")
+    return str(call_id)
