@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 DEMO_VENV := .venv-demo
 DEMO_STAMP := $(DEMO_VENV)/.installed
 
-.PHONY: demo test lint typecheck unit bench soak soak-workers bench-workers clean
+.PHONY: demo test lint typecheck unit bench soak soak-workers bench-workers clean bubblewrap
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -32,8 +32,18 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy --strict toolvisor
 
-unit: $(STAMP)
+unit: $(STAMP) bubblewrap
 	$(BIN)/python -m pytest
+
+# The sandbox tests run real sandboxes: bubblewrap is installed here when this runs as root
+# with apt-get, and otherwise named (no test skips without it).
+BWRAP_MISSING := make test needs bubblewrap's bwrap for isolation='sandbox': install the \
+	'bubblewrap' package (apt-get install bubblewrap; dnf install bubblewrap)
+bubblewrap:
+	@command -v bwrap >/dev/null || { \
+	  [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null \
+	    && apt-get update -qq && apt-get install -y -qq bubblewrap >/dev/null; } || { \
+	  echo "$(BWRAP_MISSING)" >&2; exit 1; }
 
 BENCH_STAMP := $(VENV)/.bench-installed
 $(BENCH_STAMP): $(STAMP)

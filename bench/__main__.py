@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from bench import _toolvisor, context_link, model_half, resilience, wide_batch
+from bench import _toolvisor, context_link, model_half, resilience, sandbox, wide_batch
 from bench.competitors import markdown
 from toolvisor.isolation import prepare_process_isolation
 
@@ -126,6 +126,9 @@ def main() -> None:
     print("measuring the call context out of process ...", flush=True)
     link_rows = context_link.measure(args.repeats)
     ours += "\n\n" + context_link.table(link_rows)
+    print("measuring sandboxed calls ...", flush=True)
+    sandbox_rows = sandbox.measure(args.repeats)
+    ours += "\n\n" + sandbox.table(sandbox_rows)
     print("measuring the model half ...", flush=True)
     model_rows = model_half.measure(competitors=not args.no_competitors)
     ours += "\n\n" + model_half.table(model_rows)
@@ -141,7 +144,7 @@ def main() -> None:
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "bench.json").write_text(json.dumps(
         {"machine": info, "toolvisor": rows, "model_half": model_rows,
-         "resilience": resilience_rows, "context_link": link_rows,
+         "resilience": resilience_rows, "context_link": link_rows, "sandbox": sandbox_rows,
          "wide_batch": wide_rows,
          "competitors": theirs_rows}, indent=2))
     report = (f"Machine: {info['cpu_model']}, {info['cpus']} cores, Python {info['python']}, "

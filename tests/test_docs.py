@@ -25,8 +25,8 @@ BLOCKS = [(guide, i, source) for guide in GUIDES
 KINDS = kinds([source for _, _, source in BLOCKS])
 OBSERVABILITY = ROOT / "docs" / "observability.md"
 OTLP_ENDPOINT = '"http://localhost:4318/v1/traces"'
-GUIDE_NAMES = ("tools", "policies", "durability", "isolation", "providers", "mcp", "ray",
-               "observability", "testing", "adapters")
+GUIDE_NAMES = ("tools", "policies", "durability", "isolation", "sandbox", "providers", "mcp",
+               "ray", "observability", "testing", "adapters")
 
 
 def test_every_guide_is_there_and_has_examples() -> None:

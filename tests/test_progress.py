@@ -28,7 +28,7 @@ def _process_helpers() -> None:
     prepare_process_isolation()
 
 
-@pytest.fixture(params=["thread", "asyncio", "process", "ray"])
+@pytest.fixture(params=["thread", "asyncio", "process", "ray", "sandbox"])
 def isolation(request: pytest.FixtureRequest, ray_cluster: ModuleType) -> str:
     """Where the handler runs; ``ray`` on the session's cluster (started before any test's
     leak snapshot, whichever isolation it runs)."""

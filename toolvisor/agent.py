@@ -48,7 +48,7 @@ from toolvisor.host import (
     reply_future,
     tracing_for,
 )
-from toolvisor.isolation import check_main_guard
+from toolvisor.isolation import check_hosts, check_main_guard
 from toolvisor.machine import (
     DEFAULT_MODEL_POLICY,
     Completed,
@@ -162,13 +162,13 @@ class Agent:
         durability = Durability.given(store, durability)
         self._registry = registry = _catalog(tools, registry, mcp)
         check_main_guard(registry.process_tools)
+        check_hosts(t for n in registry.members() if isinstance(t := registry.resolve(n), Tool))
         self._gates = ToolGates(resilience, clock=resilience_clock)
         self._config = MachineConfig(
             tools=tuple(tools), system_prompt=system_prompt, on_tool_error=on_tool_error,
             tool_policies=dict(tool_policies or {}), mode=mode, max_turns=max_turns, seed=seed,
             on_model_error=on_model_error, catalog=self._catalog_member,
-            catalog_names=registry.members,
-        )
+            catalog_names=registry.members)
         opened = durability.store
         self._owns_store = isinstance(opened, str | os.PathLike)
         self._store: SessionStore | None = (

@@ -292,8 +292,9 @@ class ToolRunner:
     def stats(self) -> RunnerStats:
         """A snapshot of the counters (see :class:`RunnerStats`)."""
         gauges: dict[str, int] = {}
-        for backend in self._backends.values():
-            gauges.update(backend.gauges())
+        for backend in self._backends.values():  # summed: two backends may run workers
+            for name, value in backend.gauges().items():
+                gauges[name] = gauges.get(name, 0) + value
         return self._counters.snapshot(**gauges)
 
     def close(self, grace: float | None = None) -> None:

@@ -1,5 +1,5 @@
 """Isolation backends: where a call's handler runs (``thread``, ``process``, ``asyncio``,
-``ray``, or one a third party registers), and the protocol each of them keeps.
+``ray``, ``sandbox``, or one a third party registers), and the protocol each of them keeps.
 
 A ``ToolRunner`` builds one of each registered backend and hands every call to the backend its
 tool's ``isolation`` names; the runner keeps the deadline and settles each call exactly once.
@@ -12,6 +12,7 @@ from toolvisor.isolation._backend import (
     MpContext,
     Runtime,
     backend_named,
+    check_hosts,
     register_backend,
     registered_backends,
 )
@@ -20,6 +21,7 @@ from toolvisor.isolation._process._pool import ProcessBackend, prepare_process_i
 from toolvisor.isolation._ray._isolation import RayBackend
 from toolvisor.isolation._ray._tools import RayActor
 from toolvisor.isolation._running import RunningCall
+from toolvisor.isolation._sandbox._backend import SandboxBackend
 from toolvisor.isolation._thread import ThreadBackend
 from toolvisor.isolation._thread_pool import ElasticThreadPool, PoolThread
 
@@ -27,6 +29,7 @@ register_backend("thread", ThreadBackend)
 register_backend("process", ProcessBackend)
 register_backend("asyncio", AsyncioBackend)
 register_backend("ray", RayBackend)
+register_backend("sandbox", SandboxBackend)
 
 __all__ = [
     "AsyncioBackend",
@@ -40,8 +43,10 @@ __all__ = [
     "RayBackend",
     "RunningCall",
     "Runtime",
+    "SandboxBackend",
     "ThreadBackend",
     "backend_named",
+    "check_hosts",
     "check_main_guard",
     "prepare_process_isolation",
     "register_backend",

@@ -8,7 +8,7 @@ way an httpx transport sends a request and knows nothing of the client around it
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
@@ -67,6 +67,12 @@ class IsolationBackend:
         if tool.options:
             raise ValueError(f"tool {tool.name!r}: isolation={tool.isolation!r} takes no "
                              f"options, got {sorted(tool.options)}")
+
+    @classmethod
+    def check_host(cls, tools: Sequence[str]) -> None:
+        """Raise ``RuntimeError`` naming the fix if this machine cannot run this isolation at
+        all (a program it needs is missing); called when an agent with ``tools`` of this
+        isolation starts. By default: it can."""
 
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
@@ -134,3 +140,14 @@ def backend_named(name: str) -> type[IsolationBackend]:
         raise LookupError(f"no isolation backend is registered for {name!r} (registered: "
                           f"{', '.join(known)}); register one with register_backend")
     return backend
+
+
+def check_hosts(tools: Iterable[Tool]) -> None:
+    """Ask each isolation that ``tools`` use whether this machine can run it (``check_host``):
+    when an agent starts, so that a missing program is the agent's error, never a result."""
+    by_isolation: dict[str, list[str]] = {}
+    for tool in tools:
+        if tool.handler is not None and tool.isolation is not None:
+            by_isolation.setdefault(tool.isolation, []).append(tool.name)
+    for name, names in sorted(by_isolation.items()):
+        backend_named(name).check_host(sorted(names))

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pickle
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -31,12 +31,20 @@ _LINK_WAIT = 5.0  # seconds close gives a link thread still serving a request of
 ContextOf = Callable[[int], CallContext | None]
 """The context of the call a link's worker runs now if its tag is the one given, else ``None``."""
 
+Read = Callable[[Connection], Any]
+"""How a link's next message is read (a sandbox's are read under an allow-list)."""
+Served = Mapping[str, frozenset[str]]
+"""The methods of each capability a link performs (``SERVED``, or fewer)."""
 
-def serve_link(conn: Connection, context_of: ContextOf) -> None:
-    """Answer the requests on ``conn`` until the worker's end closes, then close it."""
+
+def serve_link(conn: Connection, context_of: ContextOf, read: Read = receive,
+               served: Served = SERVED) -> None:
+    """Answer the requests on ``conn`` until the worker's end closes, then close it; a
+    ``CapabilityError`` from ``read`` other than ``link_closed`` is raised. Only the methods
+    ``served`` lists are performed (a sandbox's link serves fewer)."""
     try:
         while True:
-            _answer(conn, context_of, receive(conn))
+            _answer(conn, context_of, read(conn), read, served)
     except CapabilityError as exc:
         if exc.code != "link_closed":
             raise
@@ -44,10 +52,11 @@ def serve_link(conn: Connection, context_of: ContextOf) -> None:
         conn.close()
 
 
-def _answer(conn: Connection, context_of: ContextOf, message: Any) -> None:
+def _answer(conn: Connection, context_of: ContextOf, message: Any, read: Read,
+            served: Served) -> None:
     try:
         kind, tag, target, method, args = message
-        if kind != "ask" or method not in SERVED.get(target, ()):
+        if kind != "ask" or method not in served.get(target, ()):
             raise CapabilityError("not_served",
                                   f"a worker asked for {target}.{method}, which is not served")
         ctx = context_of(tag)
@@ -58,7 +67,7 @@ def _answer(conn: Connection, context_of: ContextOf, message: Any) -> None:
         if capability is None:
             raise CapabilityError(f"{target}_unavailable", f"this call has no {target}")
         value = getattr(capability, method)(*(
-            _Callback(conn, context_of, a.index) if isinstance(a, Callback) else a
+            _Callback(conn, context_of, a.index, read, served) if isinstance(a, Callback) else a
             for a in args))
     except Exception as exc:  # a closed link included: the reply's send then raises it again
         send(conn, ("raised", portable(exc)))
@@ -69,17 +78,20 @@ def _answer(conn: Connection, context_of: ContextOf, message: Any) -> None:
 class _Callback:
     """A worker's function, called from the agent: it runs in the worker, over the link."""
 
-    def __init__(self, conn: Connection, context_of: ContextOf, index: int) -> None:
+    def __init__(self, conn: Connection, context_of: ContextOf, index: int, read: Read,
+                 served: Served) -> None:
         self._conn = conn
         self._context_of = context_of
         self._index = index
+        self._read = read
+        self._served = served
 
     def __call__(self, *args: Any) -> Any:
         transmit(self._conn, pickle.dumps(("call", self._index, args)))  # a failure raises here
         while True:
-            message = receive(self._conn)
+            message = self._read(self._conn)
             if message[0] == "ask":
-                _answer(self._conn, self._context_of, message)
+                _answer(self._conn, self._context_of, message, self._read, self._served)
                 continue
             kind, value = message
             if kind == "done":

@@ -23,7 +23,7 @@ import time
 from multiprocessing import forkserver, resource_tracker
 from multiprocessing.connection import Connection, wait
 from multiprocessing.context import BaseContext
-from typing import Any
+from typing import Any, ClassVar
 
 from toolvisor._logging import get_event_log
 from toolvisor.contract import CallContext, Err, HandlerResult, Tool
@@ -82,7 +82,7 @@ def _close_at_exit() -> None:
 atexit.register(_close_at_exit)
 
 
-class _Worker:
+class Worker:
     """One worker process and the parent's end of its pipe; ``call`` is the call it runs
     (written by the manager thread, read by the worker's link thread)."""
 
@@ -121,6 +121,9 @@ class ProcessBackend(IsolationBackend):
     write a byte to the wake-up pipe. A call's deadline starts when a worker takes it.
     """
 
+    stop_wait: ClassVar[float] = _STOP_WAIT
+    """Seconds an idle worker gets to exit on request at close, before SIGKILL."""
+
     def __init__(self, runtime: Runtime) -> None:
         super().__init__(runtime)
         size, mp_context = runtime.process_workers, runtime.mp_context
@@ -137,9 +140,9 @@ class ProcessBackend(IsolationBackend):
         self._wake_r = self._wake_w = -1
         self._names = itertools.count()
         # Owned by the manager thread:
-        self._workers: list[_Worker] = []
+        self._workers: list[Worker] = []
         self._links: list[threading.Thread] = []  # link threads of workers started so far
-        self._idle: collections.deque[_Worker] = collections.deque()
+        self._idle: collections.deque[Worker] = collections.deque()
         self._waiting: collections.deque[tuple[RunningCall, bytes, int]] = collections.deque()
         self._closing = False
         self._start_failures: collections.deque[float] = collections.deque()
@@ -166,13 +169,17 @@ class ProcessBackend(IsolationBackend):
     def _start(self) -> None:
         """Start the manager thread (under ``_start_lock``); it is closed at interpreter exit
         if its owner does not close it first."""
-        prepare_process_isolation(self._mp_context)
+        self._prepare()
         self._wake_r, self._wake_w = os.pipe()
         self._thread = threading.Thread(target=self._manage, name="toolvisor-process-pool",
                                         daemon=True)
         with _running_lock:
             _running.add(self)
         self._thread.start()
+
+    def _prepare(self) -> None:
+        """Start what the workers need before the first of them (the forkserver)."""
+        prepare_process_isolation(self._mp_context)
 
     @classmethod
     def check(cls, tool: Tool) -> None:
@@ -255,25 +262,52 @@ class ProcessBackend(IsolationBackend):
                     self._fail_waiting()
             elif kind == "stop":
                 self._kill_running(payload)
-            else:
+            elif kind == "close":
                 self._closing = True
                 for worker in self._workers:
                     if worker.call is not None and not worker.killed:
                         self._kill(worker)
+            else:
+                self._on_message(kind, payload)
+
+    def _on_message(self, kind: str, payload: Any) -> None:
+        """A message of a kind a subclass posts, on the manager thread."""
+        raise ValueError(f"the pool's manager got an unknown message {kind!r}")
+
+    def _launch(self, context: BaseContext, name: str, child_end: Connection,
+                link_child_end: Connection) -> Any:
+        """Start one worker process serving on the two pipe ends given; the process (a
+        ``multiprocessing`` one, or anything with its ``pid``, ``sentinel``, ``exitcode``,
+        ``kill``, ``join`` and ``close``)."""
+        process = context.Process(  # type: ignore[attr-defined]
+            target=serve, args=(child_end, link_child_end), name=name, daemon=True,
+        )
+        process.start()
+        return process
+
+    def _serve_link(self, conn: Connection, worker: Worker) -> None:
+        """The worker's link thread: answer its context requests until its end closes."""
+        serve_link(conn, worker.context)
 
     def _spawn(self, context: BaseContext) -> None:
         parent_end, child_end = context.Pipe(duplex=True)
         link_end, link_child_end = context.Pipe(duplex=True)
         name = f"toolvisor-worker-{next(self._names)}"
-        process = context.Process(  # type: ignore[attr-defined]
-            target=serve, args=(child_end, link_child_end), name=name, daemon=True,
-        )
-        process.start()
-        child_end.close()
-        link_child_end.close()
-        worker = _Worker(process, parent_end)
+        try:
+            process = self._launch(context, name, child_end, link_child_end)
+        except OSError as exc:  # nothing to supervise: the pool cannot start workers at all
+            for end in (parent_end, link_end):
+                end.close()
+            self._failed = f"a worker process could not be started: {exc}"
+            _log.error("worker_pool_failed", detail=self._failed)
+            self._fail_waiting()
+            return
+        finally:
+            child_end.close()
+            link_child_end.close()
+        worker = Worker(process, parent_end)
         # The link thread ends when the worker's end closes (it exited or was killed).
-        worker.link = threading.Thread(target=serve_link, args=(link_end, worker.context),
+        worker.link = threading.Thread(target=self._serve_link, args=(link_end, worker),
                                        name=f"{name}-link", daemon=True)
         worker.link.start()
         self._links = [t for t in self._links if t.is_alive()]
@@ -283,7 +317,7 @@ class ProcessBackend(IsolationBackend):
         self.runtime.count("workers_started")
         _log.debug("worker_started", pid=process.pid)
 
-    def _started(self, worker: _Worker) -> None:
+    def _started(self, worker: Worker) -> None:
         """The worker's first message arrived: it is ready for calls (or it died trying)."""
         try:
             hello = worker.conn.recv_bytes()
@@ -311,7 +345,7 @@ class ProcessBackend(IsolationBackend):
             except OSError:  # the worker died while idle: its reaping settles the call
                 continue
 
-    def _receive(self, worker: _Worker) -> None:
+    def _receive(self, worker: Worker) -> None:
         call = worker.call
         assert call is not None
         try:
@@ -333,10 +367,10 @@ class ProcessBackend(IsolationBackend):
     def _kill_running(self, call: RunningCall) -> None:
         with call.lock:
             worker = call.worker
-        if isinstance(worker, _Worker) and worker.call is call and not worker.killed:
+        if isinstance(worker, Worker) and worker.call is call and not worker.killed:
             self._kill(worker)
 
-    def _kill(self, worker: _Worker) -> None:
+    def _kill(self, worker: Worker) -> None:
         worker.killed = True
         worker.process.kill()
         self.runtime.count("workers_killed")
@@ -345,7 +379,7 @@ class ProcessBackend(IsolationBackend):
                      tool_name=call.tool.name if call else None,
                      tool_call_id=call.ctx.tool_call_id if call else None)
 
-    def _reap(self, worker: _Worker, context: BaseContext) -> None:
+    def _reap(self, worker: Worker, context: BaseContext) -> None:
         """A worker exited: settle its call as ``handler_exit`` (unless the runner killed it),
         release it, and start a replacement unless the pool is closing."""
         worker.process.join(_REAP_WAIT)
@@ -362,7 +396,7 @@ class ProcessBackend(IsolationBackend):
                          tool_name=call.tool.name if call else None,
                          tool_call_id=call.ctx.tool_call_id if call else None)
             if call is not None:
-                self.runtime.settle(call, _exit_error(call, code))
+                self.runtime.settle(call, self._exit_error(worker, call, code))
         if not worker.ready and not worker.killed and self._start_failed(code):
             return
         if not self._closing:
@@ -397,7 +431,7 @@ class ProcessBackend(IsolationBackend):
                 self.runtime.settle(call, call.error("handler_exit", self._failed, self._failed,
                                               code="worker_pool_failed"))
 
-    def _release(self, worker: _Worker) -> None:
+    def _release(self, worker: Worker) -> None:
         self._workers.remove(worker)
         if worker in self._idle:
             self._idle.remove(worker)
@@ -413,7 +447,7 @@ class ProcessBackend(IsolationBackend):
             except OSError:
                 continue
         for worker in self._workers:
-            worker.process.join(_STOP_WAIT)
+            worker.process.join(self.stop_wait)
             if worker.process.exitcode is None:
                 worker.process.kill()
                 worker.process.join()
@@ -425,8 +459,13 @@ class ProcessBackend(IsolationBackend):
         self._waiting.clear()
         join_links(self._links, _log)
 
+    def _exit_error(self, worker: Worker, call: RunningCall, code: int | None) -> Err:
+        """The result of ``call``, whose worker exited by itself with ``code``."""
+        return exit_error(call, code)
 
-def _exit_error(call: RunningCall, code: int | None) -> Any:
+
+def exit_error(call: RunningCall, code: int | None) -> Err:
+    """``handler_exit`` naming the exit code, or the signal (a negative code) that ended it."""
     if code is not None and code < 0:
         try:
             name = signal.Signals(-code).name

@@ -53,7 +53,7 @@ def check_importable(tool: Tool) -> None:
     else:
         found = f"a {type(handler).__name__} object"
     raise ValueError(
-        f"tool {tool_name!r}: isolation='process' needs a handler importable by "
+        f"tool {tool_name!r}: isolation={tool.isolation!r} needs a handler importable by "
         f"qualified name (a module-level function), not {found}"
     )
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib
 import pickle
 import signal
+from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
@@ -119,10 +120,13 @@ def dump_result(result: HandlerResult, ctx: CallContext, tool_name: str) -> byte
     )))
 
 
-def serve(conn: Connection, link_conn: Connection) -> None:
+def serve(conn: Connection, link_conn: Connection,
+          finish: Callable[[HandlerResult, CallContext, str], HandlerResult] | None = None,
+          ) -> None:
     """The worker's loop (the ``target`` of its ``Process``); returns on ``None`` or EOF.
 
-    ``link_conn`` is this worker's end of its context link.
+    ``link_conn`` is this worker's end of its context link; ``finish`` sees each result before
+    it is sent (a sandbox's, to end itself when a limit was broken).
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when a worker stops
     link = ContextLink(lambda: link_conn)
@@ -147,4 +151,6 @@ def serve(conn: Connection, link_conn: Connection) -> None:
         if tool is not None:
             with traced(request.call, link):
                 result = execute(tool, request.arguments, ctx)
+        if finish is not None:
+            result = finish(result, ctx, address.tool_name)
         conn.send_bytes(dump_result(result, ctx, address.tool_name))
