@@ -8,9 +8,12 @@ injected where a dead worker's lease has to run out.
 
 from __future__ import annotations
 
+import queue
 import subprocess
 import sys
+import threading
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 
@@ -18,8 +21,9 @@ from tests._postgres import PostgresServer
 from tests._worker_app import make_agent
 from tests._workers import ROOT, WorkerProcess, until
 from toolvisor import Agent, DurableError
-from toolvisor.durable import SessionStore, open_store
+from toolvisor.durable import SessionStore, SqliteSessionStore, open_store
 from toolvisor.testing import FunctionModel
+from toolvisor.worker import Worker
 
 Start = Callable[..., WorkerProcess]
 
@@ -145,6 +149,42 @@ def test_on_postgres_workers_hear_of_runs_without_polling(postgres_server: Postg
     finally:
         for worker in workers:
             worker.reap()
+
+
+def test_a_worker_goes_on_when_a_claim_fails(tmp_path: Path) -> None:
+    """A store that fails a claim (here: closed under the worker) is reported, and the worker
+    keeps looking until it is stopped."""
+    heard: queue.Queue[tuple[str, str, str]] = queue.Queue()
+    store = SqliteSessionStore(tmp_path / "runs.sqlite")
+    with make_agent(store) as agent:
+        worker = Worker(agent, poll_interval=0.01, on_event=lambda *line: heard.put(line))
+        working = threading.Thread(target=worker.run)
+        working.start()
+        worker.ready.wait()
+        store.close()
+        what, run_id, detail = heard.get(timeout=60)
+        worker.stop()
+        working.join()
+    assert (what, run_id) == ("claim_failed", "-")
+    assert "closed" in detail
+
+
+@pytest.mark.parametrize(("settings", "error"), [
+    ({"concurrency": 0}, "concurrency must be a positive int"),
+    ({"poll_interval": 0}, "poll_interval"),
+    ({"grace": -1}, "grace"),
+])
+def test_a_worker_refuses_bad_settings(tmp_path: Path, settings: dict[str, float],
+                                       error: str) -> None:
+    with SqliteSessionStore(tmp_path / "runs.sqlite") as store, make_agent(store) as agent, \
+            pytest.raises(ValueError, match=error):
+        Worker(agent, **settings)  # type: ignore[arg-type]
+
+
+def test_a_worker_needs_an_agent_with_a_store() -> None:
+    with Agent(FunctionModel(lambda request: "hi")) as agent, \
+            pytest.raises(ValueError, match="needs an agent with a store"):
+        Worker(agent)
 
 
 def test_submit_needs_a_store() -> None:

@@ -145,13 +145,24 @@ def _work(args: argparse.Namespace) -> int:
         with agent:
             for signum in (signal.SIGTERM, signal.SIGINT):
                 signal.signal(signum, lambda *_: worker.stop())
-            driving = threading.Thread(target=worker.run, name="toolvisor-worker")
+            failed: list[BaseException] = []
+            driving = threading.Thread(target=_until_stopped, args=(worker, failed),
+                                       name="toolvisor-worker")
             driving.start()
             worker.ready.wait()
             print(f"worker {os.getpid()} ready", flush=True)
             while driving.is_alive():
                 driving.join()  # a signal interrupts it: its handler runs on this thread
-    return EXIT_ACCEPTED
+    return EXIT_NOT_ACCEPTED if failed else EXIT_ACCEPTED
+
+
+def _until_stopped(worker: Worker, failed: list[BaseException]) -> None:
+    """Run ``worker``; what ends it other than a stop is printed and kept in ``failed``."""
+    try:
+        worker.run()
+    except BaseException as exc:
+        print(f"error: the worker stopped: {type(exc).__name__}: {exc}", file=sys.stderr)
+        failed.append(exc)
 
 
 def _store_to_work_on(target: str) -> SqliteSessionStore | PostgresSessionStore:

@@ -30,7 +30,8 @@ __all__ = ["POLL", "Worker", "WorkerEvent", "agent_factory"]
 
 WorkerEvent = Callable[[str, str, str], None]
 """``(what, run_id, detail)``: ``claimed``, ``finished`` (detail: the status), ``waiting`` (let
-go until woken), ``released`` (let go at shutdown) or ``lost`` (detail: the error)."""
+go until woken), ``released`` (let go at shutdown), ``lost`` (detail: the error), or
+``claim_failed`` (run id ``-``; detail: the store's error; the worker looks again later)."""
 
 POLL: Final = 0.5
 """How often (seconds) a worker looks for runnable runs when the store cannot tell it."""
@@ -89,7 +90,11 @@ class Worker:
                 self._settle()
                 room = self._concurrency - len(self._driving)
                 if room > 0:
-                    claimed = self._agent.claim_runs(room)
+                    try:
+                        claimed = self._agent.claim_runs(room)
+                    except Exception as exc:  # the store failed (down, busy): look again later
+                        self._on_event("claim_failed", "-", f"{type(exc).__name__}: {exc}")
+                        claimed = {}
                     for run_id, future in claimed.items():
                         self._drive(run_id, future)
                         self._on_event("claimed", run_id, "")
