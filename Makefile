@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 DEMO_VENV := .venv-demo
 DEMO_STAMP := $(DEMO_VENV)/.installed
 
-.PHONY: demo test lint typecheck unit bench soak clean bubblewrap
+.PHONY: demo test lint typecheck unit bench soak soak-workers bench-workers clean bubblewrap
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -55,6 +55,13 @@ bench: $(BENCH_STAMP)
 
 soak: $(STAMP)
 	$(BIN)/python -m bench.soak --calls 20000 --crashes 5
+
+# workers on one PostgreSQL store (a server of their own): kill -9 soak; throughput, failover
+soak-workers: $(STAMP)
+	$(BIN)/python -m bench.workers --only soak --soak-runs 1500 --kills 10
+
+bench-workers: $(STAMP)
+	$(BIN)/python -m bench.workers
 
 clean:
 	rm -rf $(VENV) $(DEMO_VENV) build *.egg-info

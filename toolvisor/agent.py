@@ -17,11 +17,12 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias, cast
 
 from toolvisor.call import OutputProjection
 from toolvisor.contract import AsyncModel, Message, Model, Tool, check_seconds
 from toolvisor.durable import (
+    QUEUED,
     UNSET,
     Durability,
     DurableError,
@@ -37,6 +38,7 @@ from toolvisor.host import (
     AnswerRun,
     AttachRun,
     CancelRun,
+    ClaimRuns,
     OrchestratorSettings,
     ProgressCallback,
     ResilienceConfig,
@@ -80,53 +82,34 @@ class Agent:
 
     ``run(prompt)`` blocks until the run ends and returns :data:`RunOutcome`; a ``Suspended``
     run (a tool asked the user, or returned ``Pending``) continues with ``resume``. Runs may be
-    started from several threads at once. Invalid configuration is refused here, with a
-    ``ValueError`` or ``TypeError`` that names the setting. ``close()`` (or leaving a ``with``
-    block) stops the tree and leaves no thread or process behind (and without it, no thread of
-    the agent keeps the interpreter alive). Each blocking method has an asyncio twin that keeps
-    the event loop going: ``arun``, ``aresume``, ``aresume_run``, ``acancel_run``,
-    ``aresolve``, ``aclose``. With a ``process`` tool in the catalog, building or running the
-    agent outside ``if __name__ == "__main__":`` raises ``RuntimeError``, in the caller's
-    thread (every worker process would run the program again).
+    started from several threads at once. Invalid configuration is refused here (``ValueError``
+    or ``TypeError`` naming the setting). ``close()`` (or leaving a ``with`` block) stops the
+    tree and leaves no thread or process behind (nor does any keep the interpreter alive). Each
+    blocking method has an asyncio twin: ``arun``, ``aresume``, ``aresume_run``,
+    ``acancel_run``, ``aresolve``, ``asubmit``, ``aclose``. With a ``process`` tool in the
+    catalog, building or running the agent outside ``if __name__ == "__main__":`` raises
+    ``RuntimeError`` (every worker process would run the program again).
 
-    ``registry`` (a :class:`~toolvisor.registry.ToolRegistry`) is the catalog to use, for tools
-    that come and go at run time; ``tools`` are then added to it as the source ``"agent"``.
-    Only catalog members are offered to the model and only members run.
+    ``registry`` (a :class:`~toolvisor.registry.ToolRegistry`) is the catalog, for tools that
+    come and go (``tools`` join it as the source ``"agent"``); only its members are offered.
 
-    ``mcp`` (:class:`~toolvisor.mcp.McpToolProvider` objects) are MCP servers whose tools join
-    the catalog as sources ``mcp:<name>``; each connection is a supervised child of the tree,
-    restarted within its intensity, past which its tools leave the catalog (orphaned).
+    ``mcp`` (:class:`~toolvisor.mcp.McpToolProvider` objects): MCP servers whose tools join the
+    catalog (``mcp:<name>``), each a supervised child (past its intensity, its tools leave).
 
-    ``model`` is a model object, or a string naming a provider's model
-    (``"openai:gpt-4.1-mini"``, ``"anthropic:claude-sonnet-4-5"``,
-    ``"openai-compatible:<model>@<base_url>"``: see :func:`toolvisor.models.from_string`). A
-    model with ``async aclose()`` (every adapter of :mod:`toolvisor.models`) is closed when the
-    agent closes, on the event loop its calls ran on, where its HTTP connections live.
-    ``models`` names more models (or strings) a direct completion may ask (``ModelRequest.model``).
+    ``model`` is a model object, or a provider's model string (``"openai:gpt-4.1-mini"``,
+    ``"anthropic:claude-sonnet-4-5"``, ``"openai-compatible:<model>@<base_url>"``: see
+    :func:`toolvisor.models.from_string`). A model with ``async aclose()`` (every adapter) is
+    closed with the agent, on the event loop its calls ran on. ``models`` names more models
+    (or strings) a direct completion may ask (``ModelRequest.model``).
 
-    The keywords come in groups: the loop (``system_prompt`` to ``on_progress``), the catalog
-    and its guards, sizing (child sessions too: ``ctx.sessions``' depth and runs per call),
-    durability, tracing, and determinism for tests.
+    ``store`` (a SQLite path, a ``postgresql://`` URL, or a ``SessionStore``) makes runs
+    durable (``resume_run``, ``resolve``, ``submit``). ``resilience`` guards tools: a
+    ``Resilience`` (breaker, bulkhead, rate limit) for all, or by tool name, its state shared by
+    all runs (:meth:`resilience_state`). ``clock`` dates expiring questions' deadlines.
 
-    ``store`` (a :class:`~toolvisor.durable.SessionStore`, a SQLite file's path or a
-    ``postgresql://`` URL, which the agent opens and closes) makes runs durable: a run gets a
-    ``run_id`` in the store and a checkpoint after every step, tools may take completion keys
-    and return ``Pending`` (:meth:`resolve` delivers their results), and :meth:`resume_run`
-    picks a run up, here or in a new process. It is short for
-    ``durability=Durability(store=...)``, which also holds the keys that sign ``Suspended``
-    outcomes (``signing_keys``) and how long a run's lease outlives its host (``lease_ttl``).
-
-    ``resilience`` guards tools against a failing dependency: a ``Resilience`` (circuit
-    breaker, bulkhead, rate limit) for every tool, or a mapping from tool name to one. The
-    state is shared by all runs; ``resilience_clock`` is the clock its state machines read
-    (a ``toolvisor.testing.FakeClock`` in tests); :meth:`resilience_state` reports it.
-    ``clock`` (wall time) dates expiring questions' deadlines; with a store, its clock does.
-
-    Runs are traced with OpenTelemetry (``toolvisor[otel]``) when ``tracer_provider`` is given
-    or the application set a global one: spans ``invoke_agent {name}``, ``chat {model}`` and
-    ``execute_tool {tool}``; ``trace_content=True`` records tool arguments and results too. A
-    supervisor of the tree restarting a child (the orchestrator, an MCP connection) or giving
-    up is an event on the spans of the runs in flight (else a span of its own).
+    Runs are traced with OpenTelemetry when ``tracer_provider`` is given or a global one is set
+    (spans ``invoke_agent {name}``, ``chat {model}``, ``execute_tool {tool}``; tool arguments
+    and results too with ``trace_content=True``); supervisor restarts are events on them.
     """
 
     def __init__(
@@ -261,9 +244,8 @@ class Agent:
         reason, what the run waits for) and carries the outcome.
 
         ``state`` is the shared state tools read and write through ``ctx.state``. Past
-        ``timeout`` seconds ``TimeoutError`` is raised; a run without a store is cancelled
-        then, a durable run goes on (``resume_run`` waits for it again, ``cancel_run`` ends
-        it).
+        ``timeout`` seconds ``TimeoutError`` is raised; a run without a store is cancelled then,
+        a durable run goes on (``resume_run`` waits for it again, ``cancel_run`` ends it).
         """
         return self._wait(*self._start(prompt, state), timeout)
 
@@ -275,15 +257,12 @@ class Agent:
         When the run waits on several calls, ``answer`` is a mapping from call id to answer
         (``suspended.call_ids`` lists them), one per waiting call (``parallel_streaming`` may
         answer some of them); an unknown id or a missing answer is a ``ValueError`` that lists
-        the expected ids, and nothing changes. A mapping is always read as answers by call id:
-        to answer one call with a mapping value, wrap it in ``Ok``. A plain value becomes
-        ``Ok(value)``; an ``Ok`` or ``Err`` is used as it is. An answer to a question with
-        options must be one of them (or an ``Err``), else ``ValueError``; past its deadline the
-        question's default answers it. ``suspended`` must be signed with this agent's keys
-        (``SignatureError`` says if it is unsigned, altered or signed with another key) and
-        resumes once (``AlreadyResumedError``; without a store, known to this agent only).
-        With a store it is resumed from the store's latest checkpoint; calls waiting on keys
-        are not answered here but resolved with :meth:`resolve`.
+        the expected ids, and nothing changes (a mapping is always answers by call id: wrap a
+        mapping answer in ``Ok``). A plain value becomes ``Ok(value)``; ``Ok``/``Err`` stay as
+        they are. An answer to a question with options must be one of them (or an ``Err``);
+        past its deadline the question's default answers it. ``suspended`` must be signed with
+        this agent's keys (``SignatureError``) and resumes once (``AlreadyResumedError``). With
+        a store it resumes from the latest checkpoint; calls waiting on keys take :meth:`resolve`.
         """
         return self._wait(*self._continue(suspended, answer), timeout)
 
@@ -324,6 +303,30 @@ class Agent:
 
     # --- durable runs -----------------------------------------------------------------------
 
+    def submit(self, prompt: str | Sequence[Message], *,
+               state: Mapping[str, Any] | None = None) -> str:
+        """Queue a run on ``prompt`` in the store (its first checkpoint) for a worker on any
+        machine (``python -m toolvisor.cli worker``); its ``run_id``, which ``resume_run`` takes."""
+        store = self._require_store("submit")
+        machine = TurnMachine(self._config)
+        machine.start(prompt, state=state)
+        run_id = store.create_run(status=QUEUED).run_id
+        store.save_checkpoint(run_id, machine.last_effect_id, machine.checkpoint().to_json(),
+                              status=QUEUED)
+        return run_id
+
+    async def asubmit(self, prompt: str | Sequence[Message], *,
+                      state: Mapping[str, Any] | None = None) -> str:
+        """``submit`` for asyncio (on a worker thread)."""
+        return await asyncio.to_thread(self.submit, prompt, state=state)
+
+    def claim_runs(self, limit: int) -> dict[str, Future[RunOutcome]]:
+        """Claim up to ``limit`` runnable runs of the store and drive them here (a ``Worker``
+        does): each one's next outcome, by run id; one that comes to wait on keys is let go."""
+        self._require_store("claim_runs")
+        self._orchestrator().tell(ClaimRuns(limit, future := reply_future()))
+        return cast("dict[str, Future[RunOutcome]]", future.result())
+
     def resume_run(self, run_id: str, *, timeout: float | None = None) -> RunOutcome:
         """The next outcome of run ``run_id``, picking it up from the store if needed.
 
@@ -340,9 +343,8 @@ class Agent:
         return self._wait(run_id, self._attach("resume_run", run_id), timeout, cancel=False)
 
     async def aresume_run(self, run_id: str) -> RunOutcome:
-        """``resume_run`` for asyncio. Cancelling the awaiting task (``asyncio.timeout``
-        included) only stops this wait, as ``resume_run``'s ``timeout`` does: the run goes on
-        (``acancel_run`` ends it)."""
+        """``resume_run`` for asyncio; cancelling the awaiting task (``asyncio.timeout`` too) only
+        stops this wait, as ``timeout`` does: the run goes on (``acancel_run`` ends it)."""
         outcome: RunOutcome = await asyncio.wrap_future(self._attach("aresume_run", run_id))
         return outcome
 
@@ -365,8 +367,7 @@ class Agent:
         return outcome
 
     async def acancel_run(self, run_id: str) -> RunOutcome:
-        """``cancel_run`` for asyncio. Cancelling the awaiting task only stops this wait: the
-        run is cancelled all the same."""
+        """``cancel_run`` for asyncio; cancelling the awaiting task only stops this wait."""
         outcome: RunOutcome = await asyncio.wrap_future(self._cancel("acancel_run", run_id))
         return outcome
 
@@ -386,9 +387,8 @@ class Agent:
         return self._require_store("resolve").resolve(key, ok=ok, error=error)
 
     async def aresolve(self, key: str, *, ok: Any = UNSET, error: Any = UNSET) -> ResolveOutcome:
-        """``resolve`` for asyncio: the store's write runs on a worker thread, so the event
-        loop goes on. Cancelling the awaiting task does not undo a resolution under way:
-        resolving again answers ``"already_resolved"`` if it was made."""
+        """``resolve`` for asyncio (on a worker thread). Cancelling the awaiting task does not
+        undo a resolution under way: resolving again answers ``"already_resolved"`` if made."""
         store = self._require_store("aresolve")
         return await asyncio.to_thread(store.resolve, key, ok=ok, error=error)
 

@@ -9,8 +9,11 @@ process's handle, name, status and whether it is detached).
 the result of a ``Pending`` call; the run that waits on it continues in whichever process hosts
 it. ``python -m toolvisor.cli waits --store runs.sqlite`` lists the open waits.
 ``python -m toolvisor.cli mcp serve module:tools`` serves tools over MCP (stdio; ``--http``
-for streamable HTTP), each call supervised. ``--store`` is a SQLite file's path or a
-``postgresql://`` URL. A command that reads a store never creates one.
+for streamable HTTP), each call supervised. ``python -m toolvisor.cli worker --store
+runs.sqlite app:make_agent`` claims the store's runnable runs and drives them until
+``SIGTERM`` (one line per run: ``claimed``, ``finished``, ``waiting``, ``released``,
+``lost``). ``--store`` is a SQLite file's path or a ``postgresql://`` URL. A command that only
+reads a store never creates one.
 """
 
 from __future__ import annotations
@@ -19,7 +22,9 @@ import argparse
 import importlib
 import json
 import os
+import signal
 import sys
+import threading
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -36,6 +41,7 @@ from toolvisor.durable import (
     process_records,
 )
 from toolvisor.mcp import serve
+from toolvisor.worker import POLL, Worker, agent_factory
 
 EXIT_ACCEPTED = 0
 EXIT_NOT_ACCEPTED = 1  # already resolved, or unknown / revoked / tampered
@@ -75,6 +81,19 @@ def _parser() -> argparse.ArgumentParser:
     waits = commands.add_parser("waits", help="list the open waits (one JSON object a line)")
     waits.add_argument("--store", required=True, help=_STORE_HELP)
     waits.add_argument("--run", default=None, help="only the waits of this run id")
+    worker = commands.add_parser(
+        "worker", help="claim the store's runnable runs and drive them until SIGTERM")
+    worker.add_argument("--store", required=True,
+                        help=_STORE_HELP + " (created if missing)")
+    worker.add_argument("factory", help="module:function that takes the store and returns "
+                                        "the Agent (model, tools, policies) to drive runs with")
+    worker.add_argument("--concurrency", type=int, default=16,
+                        help="runs driven at once (default 16)")
+    worker.add_argument("--poll", type=float, default=POLL,
+                        help=f"seconds between looks for runs nobody announced (default {POLL})")
+    worker.add_argument("--grace", type=float, default=30.0,
+                        help="seconds SIGTERM gives the runs in flight to finish or wait, "
+                             "before their leases are released (default 30)")
     mcp = commands.add_parser("mcp", help="serve tools over MCP").add_subparsers(
         dest="mcp_command", required=True).add_parser(
         "serve", help="serve tools to any MCP client, each call supervised")
@@ -106,6 +125,58 @@ def _serve(args: argparse.Namespace) -> int:
     serve(_load_tools(args.tools), http=args.http, host=args.host, port=args.port,
           on_listening=listening, tool_timeout=args.tool_timeout, name=args.name)
     return EXIT_ACCEPTED
+
+
+def _work(args: argparse.Namespace) -> int:
+    """Drive runs until SIGTERM (or SIGINT): then finish or release them, and exit 0."""
+    try:
+        make_agent = agent_factory(args.factory)
+    except (ValueError, ImportError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    with _store_to_work_on(args.store) as store:
+        try:
+            agent = make_agent(store)
+            worker = Worker(agent, concurrency=args.concurrency, poll_interval=args.poll,
+                            grace=args.grace, on_event=_print_event)
+        except (TypeError, ValueError) as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return EXIT_USAGE
+        with agent:
+            for signum in (signal.SIGTERM, signal.SIGINT):
+                signal.signal(signum, lambda *_: worker.stop())
+            failed: list[BaseException] = []
+            driving = threading.Thread(target=_until_stopped, args=(worker, failed),
+                                       name="toolvisor-worker")
+            driving.start()
+            worker.ready.wait()
+            print(f"worker {os.getpid()} ready", flush=True)
+            while driving.is_alive():
+                driving.join()  # a signal interrupts it: its handler runs on this thread
+    return EXIT_NOT_ACCEPTED if failed else EXIT_ACCEPTED
+
+
+def _until_stopped(worker: Worker, failed: list[BaseException]) -> None:
+    """Run ``worker``; what ends it other than a stop is printed and kept in ``failed``."""
+    try:
+        worker.run()
+    except BaseException as exc:
+        print(f"error: the worker stopped: {type(exc).__name__}: {exc}", file=sys.stderr)
+        failed.append(exc)
+
+
+def _store_to_work_on(target: str) -> SqliteSessionStore | PostgresSessionStore:
+    """The store a worker claims runs of (created if missing); a clear error (exit 2) if it
+    cannot be opened."""
+    try:
+        return open_store(target)
+    except (OSError, ValueError, ImportError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+    raise SystemExit(EXIT_USAGE)
+
+
+def _print_event(what: str, run_id: str, detail: str) -> None:
+    print(f"{what} {run_id} {detail}".rstrip(), flush=True)
 
 
 def _open_store(target: str) -> SqliteSessionStore | PostgresSessionStore:
@@ -213,6 +284,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "mcp":
         return _serve(args)
+    if args.command == "worker":
+        return _work(args)
     with _open_store(args.store) as store:
         if args.command == "resolve":
             given = {name: vars(args)[name] for name in ("ok", "error") if name in vars(args)}

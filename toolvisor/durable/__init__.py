@@ -1,6 +1,7 @@
 """Durable tool calls: completion keys, the journal of effects and the session stores (SQLite,
 PostgreSQL) that keep them."""
 
+from toolvisor.durable._claims import QUEUED
 from toolvisor.durable._durability import Durability
 from toolvisor.durable._effects import DurableEffects
 from toolvisor.durable._errors import DURABLE_ERROR_CODES, DurableError, DurableErrorCode
@@ -41,6 +42,7 @@ from toolvisor.durable._store import UNSET, SessionStore, StaleLeaseError, Unkno
 __all__ = [
     "DURABLE_ERROR_CODES",
     "POLL_INTERVAL",
+    "QUEUED",
     "UNSET",
     "CompletionKeyIssuer",
     "Durability",

@@ -14,9 +14,11 @@ from typing import Any
 
 from toolvisor._logging import get_event_log
 from toolvisor.contract import OnCancel, OnTimeout, check_seconds
+from toolvisor.durable._claims import QUEUED, ClaimTable
 from toolvisor.durable._key_tables import KeyTables
 from toolvisor.durable._lease_table import LeaseTable
 from toolvisor.durable._notify import notifier_for
+from toolvisor.durable._pg_wakes import PgWakes
 from toolvisor.durable._postgres import PostgresConnection
 from toolvisor.durable._records import (
     JournalRecord,
@@ -48,9 +50,11 @@ class PostgresSessionStore(SessionStore):
     the server, ``busy_timeout`` how long a write waits for another connection's write lock
     (then psycopg's ``LockNotAvailable``, as SQLite's "database is locked"). A bad URL is a
     ``ValueError``, a server that cannot be reached or refuses the login a
-    ``ConnectionError``, each naming the URL (its password hidden). A resolution made by
-    another process is seen by polling every ``poll_interval`` seconds; one made in this
-    process wakes waiters at once. Use it as a context manager, or call :meth:`close`.
+    ``ConnectionError``, each naming the URL (its password hidden). A resolution, a submitted
+    run or a released lease is announced with ``NOTIFY``; once something waits here
+    (``wait_for``, ``on_runnable``) a ``LISTEN`` connection of the store object's own hears
+    other processes' announcements and wakes it at once, and polling every ``poll_interval``
+    seconds remains the fallback. Use it as a context manager, or call :meth:`close`.
     """
 
     def __init__(
@@ -73,8 +77,15 @@ class PostgresSessionStore(SessionStore):
         self._clock = clock
         self._runs = RunTables(self._db, clock)
         self._leases = LeaseTable(self._db, clock)
-        self._keys = KeyTables(self._db, clock, poll_interval, notifier_for(self.path),
+        self._claims = ClaimTable(self._db, clock, lock="FOR UPDATE OF r SKIP LOCKED")
+        self._notifier = notifier = notifier_for(self.path)
+        self._keys = KeyTables(self._db, clock, poll_interval, notifier,
                                get_event_log("session_store", path=self.path))
+        try:
+            self._wakes = PgWakes(url, self._db, notifier)
+        except BaseException:
+            self._db.close()
+            raise
 
     def now(self) -> float:
         return self._clock()
@@ -97,7 +108,10 @@ class PostgresSessionStore(SessionStore):
         self, run_id: str, effect_id: int, data: str, *, status: str | None = None,
         fence: int | None = None,
     ) -> SavedCheckpoint:
-        return self._runs.save_checkpoint(run_id, effect_id, data, status=status, fence=fence)
+        saved = self._runs.save_checkpoint(run_id, effect_id, data, status=status, fence=fence)
+        if status == QUEUED:
+            self._wakes.announce()
+        return saved
 
     def latest_checkpoint(self, run_id: str) -> SavedCheckpoint | None:
         return self._runs.latest_checkpoint(run_id)
@@ -143,6 +157,19 @@ class PostgresSessionStore(SessionStore):
 
     def release_lease(self, run_id: str, holder: str) -> None:
         self._leases.release_lease(run_id, holder)
+        self._wakes.announce()
+
+    def claim_runs(self, holder: str, ttl: float, limit: int) -> list[Lease]:
+        return self._claims.claim_runs(holder, ttl, limit)
+
+    def let_go(self, run_id: str, holder: str, waiting_on: list[str]) -> None:
+        self._claims.let_go(run_id, holder, waiting_on)
+        self._wakes.announce()
+
+    def on_runnable(self, callback: Callable[[], None]) -> Callable[[], None]:
+        """Other processes' changes are heard through ``LISTEN``, at once."""
+        self._wakes.listen()
+        return self._notifier.listen(callback)
 
     def leases(self) -> list[Lease]:
         return self._leases.leases()
@@ -158,7 +185,10 @@ class PostgresSessionStore(SessionStore):
         return self._keys.revoke(key, fence=fence)
 
     def resolve(self, key: str, *, ok: Any = UNSET, error: Any = UNSET) -> ResolveOutcome:
-        return self._keys.resolve(key, ok=ok, error=error)
+        outcome = self._keys.resolve(key, ok=ok, error=error)
+        if outcome == "accepted":
+            self._wakes.announce()
+        return outcome
 
     def resolution(self, key: str) -> Resolution | None:
         return self._keys.resolution(key)
@@ -178,6 +208,8 @@ class PostgresSessionStore(SessionStore):
         return self._keys.open_waits(run_id)
 
     def wait_for(self, key: str, timeout: float | None = None) -> Resolution | None:
+        """A resolution made by another process wakes the waiter at once (``LISTEN``)."""
+        self._wakes.listen()
         return self._keys.wait_for(key, timeout)
 
     def expire(self, key: str, now: float, *, fence: int | None = None) -> Resolution:
@@ -203,7 +235,8 @@ class PostgresSessionStore(SessionStore):
     # -- lifetime --------------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Close the connection to the server; idempotent."""
+        """Stop listening, close the connection to the server; idempotent."""
+        self._wakes.close()
         self._db.close()
 
     def __enter__(self) -> PostgresSessionStore:

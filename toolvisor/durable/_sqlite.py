@@ -16,6 +16,7 @@ from typing import Any, Final
 
 from toolvisor._logging import get_event_log
 from toolvisor.contract import OnCancel, OnTimeout, check_seconds
+from toolvisor.durable._claims import QUEUED, ClaimTable
 from toolvisor.durable._connection import SqliteConnection
 from toolvisor.durable._key_tables import KeyTables
 from toolvisor.durable._lease_table import LeaseTable
@@ -74,7 +75,9 @@ class SqliteSessionStore(SessionStore):
         self._clock = clock
         self._runs = RunTables(self._db, clock)
         self._leases = LeaseTable(self._db, clock)
-        self._keys = KeyTables(self._db, clock, poll_interval, notifier_for(self.path),
+        self._claims = ClaimTable(self._db, clock)
+        self._notifier = notifier_for(self.path)
+        self._keys = KeyTables(self._db, clock, poll_interval, self._notifier,
                                get_event_log("session_store", path=self.path))
 
     def now(self) -> float:
@@ -98,7 +101,10 @@ class SqliteSessionStore(SessionStore):
         self, run_id: str, effect_id: int, data: str, *, status: str | None = None,
         fence: int | None = None,
     ) -> SavedCheckpoint:
-        return self._runs.save_checkpoint(run_id, effect_id, data, status=status, fence=fence)
+        saved = self._runs.save_checkpoint(run_id, effect_id, data, status=status, fence=fence)
+        if status == QUEUED:
+            self._notifier.notify()
+        return saved
 
     def latest_checkpoint(self, run_id: str) -> SavedCheckpoint | None:
         return self._runs.latest_checkpoint(run_id)
@@ -144,6 +150,17 @@ class SqliteSessionStore(SessionStore):
 
     def release_lease(self, run_id: str, holder: str) -> None:
         self._leases.release_lease(run_id, holder)
+        self._notifier.notify()
+
+    def claim_runs(self, holder: str, ttl: float, limit: int) -> list[Lease]:
+        return self._claims.claim_runs(holder, ttl, limit)
+
+    def let_go(self, run_id: str, holder: str, waiting_on: list[str]) -> None:
+        self._claims.let_go(run_id, holder, waiting_on)
+        self._notifier.notify()
+
+    def on_runnable(self, callback: Callable[[], None]) -> Callable[[], None]:
+        return self._notifier.listen(callback)
 
     def leases(self) -> list[Lease]:
         return self._leases.leases()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from enum import Enum
 from typing import Any, Final, Protocol, runtime_checkable
 
@@ -75,6 +76,32 @@ class SessionStore(Protocol):
         ``replacing`` names a holder whose lease is taken over whatever its expiry (a host
         known to be dead). A lease taken anew carries a new fencing token (``Lease.token``),
         the run's previous one plus one; a renewed lease keeps its token."""
+        ...
+
+    def claim_runs(self, holder: str, ttl: float, limit: int) -> list[Lease]:
+        """Take, as ``holder`` for ``ttl`` seconds, the lease of up to ``limit`` runnable runs
+        and return them (each with its fencing token), oldest first; concurrent claimers never
+        take the same run.
+
+        A run is runnable when no live lease holds it, it has a checkpoint, and it is new
+        (status ``queued``: submitted), orphaned (``running``: its host died or released it), or
+        ``suspended`` and woken (a wait of its current suspension was resolved, or an open
+        wait's deadline passed). The claimer then drives it from its latest checkpoint.
+        """
+        ...
+
+    def let_go(self, run_id: str, holder: str, waiting_on: list[str]) -> None:
+        """Release ``holder``'s lease on a run that now waits on the keys ``waiting_on`` (its
+        current suspension; none for a run that waits on answers only) and forget the run's
+        other waits: it is runnable again once one of those keys resolves or passes its
+        deadline. Nothing changes if ``holder`` no longer holds the lease."""
+        ...
+
+    def on_runnable(self, callback: Callable[[], None]) -> Callable[[], None]:
+        """Call ``callback`` (on any thread; keep it quick) whenever a run may have become
+        runnable: a key resolved, a run submitted or a lease released; returns the function
+        that stops it. Where the backend cannot hear other processes (SQLite), only this
+        process's changes are heard: claimers poll as well."""
         ...
 
     def renew_leases(self, holder: str, run_ids: list[str], ttl: float) -> list[str]:

@@ -75,8 +75,21 @@ class AnswerRun(RunMessage):
 
 @dataclass(frozen=True, slots=True)
 class AttachRun(RunMessage):
-    """Reply with the run's next outcome; a run not hosted here is restored from the store."""
+    """Reply with the run's next outcome; a run not hosted here is restored from the store
+    (``claimed``: its lease was claimed for it, and it is let go when it waits on keys)."""
 
+    reply: Future[Any]
+    claimed: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimRuns:
+    """Claim up to ``limit`` runnable runs from the store and drive each from its latest
+    checkpoint; ``reply`` gets ``{run_id: future of its next outcome}`` (empty: none). A
+    claimed run that comes to wait on keys is let go once its ``Suspended`` is given out: its
+    lease is released and whichever host claims it once it is woken drives it on."""
+
+    limit: int
     reply: Future[Any]
 
 

@@ -17,11 +17,13 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
 from toolvisor.contract import ToolvisorError
 from toolvisor.durable import SessionStore, holder_gone, new_holder
+from toolvisor.host._commands import AttachRun, reply_future
 
 
 class RunLeasedError(ToolvisorError, RuntimeError):
@@ -60,15 +62,36 @@ class RunLeases:
         self._held[run_id] = standing.token
         self._arm()
 
+    def claim(self, limit: int, reply: Future[Any]) -> None:
+        """Claim up to ``limit`` runnable runs of the store and hold their leases; tell the
+        orchestrator to attach each one (``AttachRun``, claimed), and give ``reply`` the future
+        of each one's next outcome, by run id."""
+        try:
+            claimed = self._store.claim_runs(self.holder, self._ttl, limit)
+        except Exception as exc:  # the store failed: nothing was claimed
+            reply.set_exception(exc)
+            return
+        futures = {}
+        for lease in claimed:
+            self._held[lease.run_id] = lease.token
+            futures[lease.run_id] = future = reply_future()
+            self._tell(AttachRun(lease.run_id, future, claimed=True))
+        self._arm()
+        reply.set_result(futures)
+
     def token(self, run_id: str) -> int | None:
         """The fencing token of this host's lease on ``run_id`` (``None``: it holds none),
         which every write this host makes for the run carries."""
         return self._held.get(run_id)
 
-    def release(self, run_id: str) -> None:
-        """Give ``run_id``'s lease up (the run ended or left this host)."""
+    def release(self, run_id: str, waiting_on: list[str] | None = None) -> None:
+        """Give ``run_id``'s lease up (the run ended or left this host); ``waiting_on``: the
+        run waits on these keys (``[]``: on answers) and is let go until they wake it."""
         if self._held.pop(run_id, None) is not None:
-            self._store.release_lease(run_id, self.holder)
+            if waiting_on is None:
+                self._store.release_lease(run_id, self.holder)
+            else:
+                self._store.let_go(run_id, self.holder, waiting_on)
 
     def renew(self) -> list[str]:
         """Extend every held lease; the run ids whose lease another host took meanwhile."""

@@ -2,23 +2,17 @@
 
 The machine decides; this actor does what the effects say: it starts each model call
 (``ModelCalls``: off this thread, with a deadline), hands each tool call to its own
-``ToolCallActor`` once its retry's backoff is over, waits out a model call's backoff (each
-wait is an entry on its deadline timer, whose thread only tells it the wait is over), logs,
-and gives suspensions out signed (its ``Questions`` date their deadlines). Answers and
-outcomes come back as messages, so the actor never blocks and the runs it hosts go on
-concurrently. With a session store it saves the checkpoint after every machine step (before
-performing the step's effects: no effect is performed that a restart would not know about),
-its ``DurableWaits`` give calls their keys and durable effects and park ``Pending`` calls, its
-``RunLeases`` keep one host per run. What goes wrong with one run's message ends that run
-alone (``Failed``), never the actor.
+``ToolCallActor`` once its backoff is over, waits out a model call's backoff (on its deadline
+timer), logs, and gives suspensions out signed (``Questions`` date their deadlines). Answers
+and outcomes come back as messages: it never blocks. With a store it checkpoints every machine
+step before performing its effects; ``DurableWaits`` give calls their keys and durable effects
+and park ``Pending`` calls; ``RunLeases`` keep one host per run and claim runnable runs (a
+claimed run that comes to wait on keys is let go). One run's failure ends it alone.
 
-State: every ``HostedRun`` (machine, watchers, ``Sleep`` timers) belongs to this actor's
-thread, and so do its collaborators, each of which keeps its own per-run state by run id: the
-``CallStarter`` the calls it started and their gates, the ``ModelsInFlight`` each run's model
-call, the ``DurableWaits`` the key waiters and parked calls, the ``RunObserver`` the spans.
-Releasing a run releases it in each. Other threads only ``tell`` it messages (a
-``RunMessage`` names its run): call actors, the runner, the deadline timer, key waiters, the
-question timer and the ``Agent``.
+State: every ``HostedRun`` belongs to this actor's thread, and so do its collaborators, each
+keeping its per-run state by run id (``CallStarter``: calls and gates, ``ModelsInFlight``: model
+calls, ``DurableWaits``: key waiters and parked calls, ``RunObserver``: spans). Releasing a run
+releases it in each. Other threads only ``tell`` it messages.
 """
 
 from __future__ import annotations
@@ -43,6 +37,7 @@ from toolvisor.host._commands import (
     AnswerRun,
     AttachRun,
     CancelRun,
+    ClaimRuns,
     OrchestratorSettings,
     OrchestratorStopped,
     StartRun,
@@ -107,8 +102,7 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
 
     @staticmethod
     def _create_actor_inbox() -> Any:
-        # Every run's messages pass through this one mailbox: the C queue costs a fraction of
-        # pykka's default (a Condition-based queue.Queue) per message.
+        # every run's messages pass here: the C queue costs a fraction of pykka's default
         return queue.SimpleQueue()
 
     # --- messages ---------------------------------------------------------------------------
@@ -121,6 +115,8 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
                 self._calls.gate_woke(ticket)
             case RenewLeases():
                 self._renew_leases()
+            case ClaimRuns(limit, claimed) if self._leases is not None:
+                self._leases.claim(limit, claimed)  # then each claimed run is attached
             case RunMessage(run_id=run_id):
                 try:
                     self._handle(message)
@@ -147,8 +143,8 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
                 self._perform(run_id, self._checkpointed(started, effects))
             case AnswerRun():
                 self._answer(message)
-            case AttachRun(run_id, reply):
-                self._attach(run_id, reply)
+            case AttachRun(run_id, reply, claimed):
+                self._attach(run_id, reply, claimed=claimed)
             case Woke(run_id, effect_id):
                 if (run := self._runs.get(run_id)) is not None:
                     run.timers.pop(effect_id, None)
@@ -247,7 +243,7 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
         self._observe.run_started(run_id, None)
         return run
 
-    def _attach(self, run_id: str, reply: Future[Any]) -> None:
+    def _attach(self, run_id: str, reply: Future[Any], *, claimed: bool = False) -> None:
         run = self._runs.get(run_id)
         if run is not None:
             run.watchers.append(reply)
@@ -255,6 +251,7 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
         run = self._adopt(run_id, reply)
         if run is None:
             return
+        run.claimed = claimed
         failed = run.machine.outstanding
         if isinstance(failed, Done) and isinstance(failed.outcome, Failed) \
                 and failed.outcome.model_error is not None:  # try its model again
@@ -321,8 +318,7 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
         return []
 
     def _questions_due(self, run_id: str) -> None:
-        """A deadline passed: answer due questions here, adopting the run unless another host
-        drives it (that host answers them)."""
+        """Answer due questions here, adopting the run unless another host drives it."""
         now = self._questions.clock()
         run = self._runs.get(run_id)
         if run is None and self._questions.due_in_store(run_id, now):
@@ -345,14 +341,16 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
         keys = self._waits.waiting_keys(run)
         self._log.info("run_waiting_on_keys", run_id=run.run_id, call_ids=sorted(keys))
         run.reply(self._signed(outcome.model_copy(update={"run_id": run.run_id, "keys": keys})))
+        if run.claimed:  # let go: whoever claims it once it is woken drives it on
+            self._log.info("run_released", run_id=run.run_id)
+            self._observe.run_finished(run.run_id, "released")
+            self._drop(run)
         return []
 
     def _key_resolved(self, run_id: str, key: str) -> None:
         run = self._runs.get(run_id)
-        if run is None or self._waits is None:
-            return
-        suspended = self._waits.key_resolved(run, key)
-        if suspended is not None:
+        if run is not None and self._waits is not None \
+                and (suspended := self._waits.key_resolved(run, key)) is not None:
             self._perform(run_id, self._suspended(run, suspended))
 
     def _deliver(self, run: HostedRun, outcome: Suspended, ready: Ready) -> list[Effect]:
@@ -441,9 +439,7 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
         run.reply(outcome)
 
     def _release(self, run: HostedRun) -> None:
-        """Stop everything started for the run (it stays hosted): its model call, its calls
-        (waiting at their gates, backing off, or running: cancelled), its timers and its key
-        waiters."""
+        """Stop what was started for the run (it stays hosted): model call, calls, waiters."""
         run_id = run.run_id
         self._models.release(run_id)
         self._calls.release(run_id)
@@ -459,9 +455,11 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
             self._waits.forget(run.run_id)
 
     def _drop(self, run: HostedRun) -> None:
+        waiting = None if self._waits is None or run.machine.status != "suspended" \
+            else list(self._waits.waiting_keys(run).values())
         self._unhost(run)
         if self._leases is not None:
-            self._leases.release(run.run_id)
+            self._leases.release(run.run_id, waiting)
 
     def _let_go(self, run_id: str, error: Exception, reply: Future[Any] | None = None) -> None:
         """Another host drives the run now: stop, writing nothing more; fail its waiters."""

@@ -35,6 +35,7 @@ class HostedRun:
     # a ToolCalls may have run before the crash (only retryable or journaled ones run again),
     # and a Sleep or a backoff waits only what is left of it
     timers: dict[int, Deadline] = field(default_factory=dict)  # by Sleep effect id
+    claimed: bool = False  # claimed from the store: let go when it comes to wait on keys
 
     def reply(self, outcome: Any) -> None:
         """Give ``outcome`` to everyone waiting for the run's next outcome."""

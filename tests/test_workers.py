@@ -1,0 +1,207 @@
+"""Workers on one store, SQLite and PostgreSQL: ``agent.submit`` queues runs, ``python -m
+toolvisor.cli worker`` processes claim and drive them.
+
+Every worker is a real process (``tests._workers``) given the agent of ``tests._worker_app``;
+the tests wait on the lines workers print and on the store, never on time: a short lease ttl is
+injected where a dead worker's lease has to run out.
+"""
+
+from __future__ import annotations
+
+import queue
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from tests._postgres import PostgresServer
+from tests._worker_app import make_agent
+from tests._workers import ROOT, WorkerProcess, until
+from toolvisor import Agent, DurableError
+from toolvisor.durable import SessionStore, SqliteSessionStore, open_store
+from toolvisor.testing import FunctionModel
+from toolvisor.worker import Worker
+
+Start = Callable[..., WorkerProcess]
+
+
+@pytest.fixture
+def target(store_target: str) -> str:
+    """Where the store is, as the worker command takes it: on each backend in turn."""
+    return store_target
+
+
+@pytest.fixture
+def store(target: str) -> Iterator[SessionStore]:
+    with open_store(target) as opened:
+        yield opened
+
+
+@pytest.fixture
+def agent(store: SessionStore) -> Iterator[Agent]:
+    """The agent runs are submitted with (it drives none itself)."""
+    with make_agent(store) as made:
+        yield made
+
+
+@pytest.fixture
+def start(target: str) -> Iterator[Start]:
+    """Start a worker on the store, ready when returned; every one is reaped at the end."""
+    started: list[WorkerProcess] = []
+
+    def worker(**settings: object) -> WorkerProcess:
+        started.append(WorkerProcess(target, **settings))  # type: ignore[arg-type]
+        return started[-1].ready()
+
+    try:
+        yield worker
+    finally:
+        for process in started:
+            process.reap()
+
+
+def test_a_submitted_run_is_driven_by_a_worker(agent: Agent, store: SessionStore,
+                                               start: Start) -> None:
+    run_id = agent.submit("echo hello")
+    assert store.get_run(run_id).status == "queued"  # type: ignore[union-attr]
+    worker = start()
+    assert worker.expect(f"finished {run_id}") == f"finished {run_id} completed"
+    assert worker.said("claimed") == [run_id]
+    assert store.get_run(run_id).status == "completed"  # type: ignore[union-attr]
+    assert "it said echo hello" in store.latest_checkpoint(run_id).data  # type: ignore[union-attr]
+    assert store.leases() == []
+    assert worker.terminate() == 0
+
+
+def test_two_workers_never_drive_the_same_run(agent: Agent, store: SessionStore,
+                                              start: Start) -> None:
+    first, second = start(concurrency=3), start(concurrency=3)
+    runs = {agent.submit(f"echo {n}") for n in range(24)}
+    until(lambda: set(first.said("finished") + second.said("finished")) == runs)
+    claimed = first.said("claimed") + second.said("claimed")
+    assert sorted(claimed) == sorted(runs)  # each run claimed once, by one worker
+    assert sorted(first.said("finished") + second.said("finished")) == sorted(runs)
+    assert {r.status for r in store.runs()} == {"completed"}
+
+
+def test_sigterm_releases_the_runs_a_worker_drives(agent: Agent, store: SessionStore,
+                                                   start: Start) -> None:
+    run_id = agent.submit("block t1")
+    stopping = start(block=True, grace=0)
+    stopping.expect("blocking t1")
+    assert stopping.terminate() == 0
+    assert stopping.said("released") == [run_id]
+    assert store.leases() == []  # claimable at once: no lease to run out
+    other = start()
+    assert other.expect(f"finished {run_id}") == f"finished {run_id} completed"
+    assert "it said unblocked" in store.latest_checkpoint(run_id).data  # type: ignore[union-attr]
+
+
+def test_a_killed_worker_s_runs_are_taken_over_after_the_ttl(
+        agent: Agent, store: SessionStore, start: Start) -> None:
+    run_id = agent.submit("block t2")
+    killed = start(block=True, ttl=1.0)
+    killed.expect("blocking t2")
+    killed.kill()
+    (lease,) = store.leases()  # the dead worker's, until it runs out
+    assert lease.run_id == run_id
+    other = start()
+    assert other.expect(f"finished {run_id}") == f"finished {run_id} completed"
+    assert other.said("claimed") == [run_id]
+
+
+def test_a_resolution_wakes_a_waiting_run_on_another_worker(
+        agent: Agent, store: SessionStore, target: str, start: Start) -> None:
+    run_id = agent.submit("hook")
+    first = start()
+    first.expect(f"waiting {run_id}")
+    assert first.terminate() == 0
+    assert first.said("released") == []  # it had let the waiting run go already
+    second = start()
+    (wait,) = store.open_waits(run_id)
+    resolved = subprocess.run(
+        [sys.executable, "-m", "toolvisor.cli", "resolve", "--store", target, wait.key,
+         "--ok", '"paid"'], cwd=ROOT, capture_output=True, text=True, check=False)
+    assert (resolved.returncode, resolved.stdout.strip()) == (0, "accepted")
+    assert second.expect(f"finished {run_id}") == f"finished {run_id} completed"
+    assert "it said paid" in store.latest_checkpoint(run_id).data  # type: ignore[union-attr]
+
+
+def test_on_postgres_workers_hear_of_runs_without_polling(postgres_server: PostgresServer) -> None:
+    """Workers that would look only once an hour hear of a submitted run and of a resolution
+    through LISTEN/NOTIFY: each is ready (its first look made) before the news it must hear."""
+    target = postgres_server.fresh_url()
+    workers: list[WorkerProcess] = []
+    try:
+        with open_store(target) as store, make_agent(store) as agent:
+            workers.append(WorkerProcess(target, poll=3600).ready())
+            run_id = agent.submit("hook")
+            workers[0].expect(f"waiting {run_id}")
+            assert workers[0].terminate() == 0
+            workers.append(WorkerProcess(target, poll=3600).ready())
+            (wait,) = store.open_waits(run_id)
+            assert agent.resolve(wait.key, ok="paid") == "accepted"
+            assert workers[1].expect(f"finished {run_id}") == f"finished {run_id} completed"
+        assert workers[1].terminate() == 0
+    finally:
+        for worker in workers:
+            worker.reap()
+
+
+def test_a_worker_goes_on_when_a_claim_fails(tmp_path: Path) -> None:
+    """A store that fails a claim (here: closed under the worker) is reported, and the worker
+    keeps looking until it is stopped."""
+    heard: queue.Queue[tuple[str, str, str]] = queue.Queue()
+    store = SqliteSessionStore(tmp_path / "runs.sqlite")
+    with make_agent(store) as agent:
+        worker = Worker(agent, poll_interval=0.01, on_event=lambda *line: heard.put(line))
+        working = threading.Thread(target=worker.run)
+        working.start()
+        worker.ready.wait()
+        store.close()
+        what, run_id, detail = heard.get(timeout=60)
+        worker.stop()
+        working.join()
+    assert (what, run_id) == ("claim_failed", "-")
+    assert "closed" in detail
+
+
+@pytest.mark.parametrize(("settings", "error"), [
+    ({"concurrency": 0}, "concurrency must be a positive int"),
+    ({"poll_interval": 0}, "poll_interval"),
+    ({"grace": -1}, "grace"),
+])
+def test_a_worker_refuses_bad_settings(tmp_path: Path, settings: dict[str, float],
+                                       error: str) -> None:
+    with SqliteSessionStore(tmp_path / "runs.sqlite") as store, make_agent(store) as agent, \
+            pytest.raises(ValueError, match=error):
+        Worker(agent, **settings)  # type: ignore[arg-type]
+
+
+def test_a_worker_needs_an_agent_with_a_store() -> None:
+    with Agent(FunctionModel(lambda request: "hi")) as agent, \
+            pytest.raises(ValueError, match="needs an agent with a store"):
+        Worker(agent)
+
+
+def test_submit_needs_a_store() -> None:
+    with Agent(FunctionModel(lambda request: "hi")) as agent, \
+            pytest.raises(DurableError, match="submit needs a session store"):
+        agent.submit("hello")
+
+
+@pytest.mark.parametrize(("factory", "error"), [
+    ("tests._worker_app", "name the agent factory as module:function"),
+    ("tests._no_such_module:make_agent", "cannot import 'tests._no_such_module'"),
+    ("tests._worker_app:missing", "has no function 'missing'"),
+    ("tests._worker_app:not_an_agent", "returned str, not an Agent"),
+])
+def test_a_bad_factory_is_a_clear_error(target: str, factory: str, error: str) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "toolvisor.cli", "worker", "--store", target, factory],
+        cwd=ROOT, capture_output=True, text=True, check=False)
+    assert done.returncode == 2
+    assert error in done.stderr

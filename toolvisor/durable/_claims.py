@@ -1,0 +1,83 @@
+"""Claims: hosts on any machine take the runs nobody drives, one host per run.
+
+:class:`ClaimTable` holds the claim's logic over any :class:`SqlDatabase` (portable SQL); its
+state is the database and the store clock it is given. A backend says how candidate rows are
+locked (``lock``: PostgreSQL's ``FOR UPDATE OF r SKIP LOCKED``, so concurrent claimers skip each
+other's rows instead of waiting; nothing on SQLite, whose write transactions are serialized).
+Either way the lease is taken with one conditional upsert per run, which sees the latest
+committed lease: two claimers never both take a run. A claimed lease gets the run's next
+fencing token, as :meth:`LeaseTable.acquire_lease` gives a new holder.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Final
+
+from toolvisor.contract import check_seconds
+from toolvisor.durable._records import Lease
+from toolvisor.durable._sql import SqlDatabase
+
+QUEUED: Final = "queued"
+"""The status of a run that was submitted and that no host has driven yet."""
+
+RUNNABLE: Final = f"""
+SELECT r.run_id FROM runs r
+WHERE r.status IN ('{QUEUED}', 'running', 'suspended')
+  AND EXISTS (SELECT 1 FROM checkpoints c WHERE c.run_id = r.run_id)
+  AND NOT EXISTS (SELECT 1 FROM leases l WHERE l.run_id = r.run_id AND l.expires_at > ?)
+  AND (r.status <> 'suspended' OR EXISTS (
+      SELECT 1 FROM waits w JOIN keys k ON k.key_id = w.key_id
+      WHERE k.run_id = r.run_id AND k.revoked = 0
+        AND (k.kind IS NOT NULL OR w.deadline_at <= ?)))
+ORDER BY r.updated_at, r.run_id
+LIMIT ?"""
+"""The runs no live lease holds that a host should drive, oldest first: new (``queued``),
+orphaned (``running``: its host died or let it go), or ``suspended`` and woken: one of its waits
+resolved, or an open one's deadline passed. A host lets a waiting run go with
+:meth:`ClaimTable.let_go`, which keeps only the waits of its current suspension, so a wait
+resolved and delivered before cannot wake it. (A waiting run whose host died may keep such
+waits: it is claimed once more, and let go properly then.)"""
+
+
+class ClaimTable:
+    """Claim runs, and let waiting ones go: each public method is the :class:`SessionStore`
+    method of the same name, whose docstring is the contract it keeps."""
+
+    def __init__(self, db: SqlDatabase, clock: Callable[[], float], lock: str = "") -> None:
+        self._db = db
+        self._clock = clock
+        self._select = f"{RUNNABLE} {lock}".rstrip()
+
+    def claim_runs(self, holder: str, ttl: float, limit: int) -> list[Lease]:
+        check_seconds("a lease ttl", ttl, positive=True)
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise ValueError(f"limit must be a positive int, got {limit!r}")
+        now = self._clock()
+        claimed = []
+        with self._db.write() as tx:
+            candidates = [row[0] for row in
+                          tx.execute(self._select, (now, now, limit)).fetchall()]
+            for run_id in candidates:
+                if tx.execute(
+                        "INSERT INTO leases (run_id, holder, expires_at) VALUES (?,?,?) "
+                        "ON CONFLICT (run_id) DO UPDATE SET holder = excluded.holder, "
+                        "expires_at = excluded.expires_at WHERE leases.expires_at <= ?",
+                        (run_id, holder, now + ttl, now)).rowcount != 1:
+                    continue  # taken meanwhile (a claimer that committed first)
+                tx.execute("UPDATE runs SET fence = fence + 1 WHERE run_id = ?", (run_id,))
+                token = tx.execute("SELECT fence FROM runs WHERE run_id = ?",
+                                   (run_id,)).fetchone()[0]
+                tx.execute("UPDATE leases SET token = ? WHERE run_id = ?", (token, run_id))
+                claimed.append(Lease(run_id, holder, now + ttl, token))
+        return claimed
+
+    def let_go(self, run_id: str, holder: str, waiting_on: list[str]) -> None:
+        with self._db.write() as tx:
+            if tx.execute("DELETE FROM leases WHERE run_id = ? AND holder = ?",
+                          (run_id, holder)).rowcount != 1:
+                return  # another host took the run over: its waits are that host's business
+            keep = ",".join("?" * len(waiting_on))
+            tx.execute("DELETE FROM waits WHERE key_id IN (SELECT key_id FROM keys WHERE "
+                       f"run_id = ?{f' AND key NOT IN ({keep})' if keep else ''})",
+                       (run_id, *waiting_on))
