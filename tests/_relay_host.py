@@ -1,12 +1,13 @@
 """A host program whose writer agent relays its researcher child's question or key, for the
-restart tests: ``python -m tests._relay_host SCENARIO PHASE STORE WORKDIR [RUN_ID]``.
+restart tests: ``python -m tests._relay_host SCENARIO PHASE STORE WORKDIR [RUN_ID or ANSWER]``.
 
 ``question``: the child asks which year, then records the answer with its ``record`` tool;
 ``key``: the child's ``hook`` tool waits on a completion key. Phase ``first`` runs the writer
 until it suspends on what its child relays, prints it, and blocks (the test kills it);
-``answer`` resumes the parent with an answer in a new process, ``resolve`` resolves the child's
-key there, and ``cancel`` cancels the parent. Each model request and side effect of the child
-appends a line to ``steps.log``, so the test counts them.
+``answer`` resumes the parent with an answer (2025, or the last argument) in a new process
+(``answer-blocks``: the child's ``record`` then blocks, for the test to kill that host too),
+``resolve`` resolves the child's key there, and ``cancel`` cancels the parent. Each model
+request and side effect of the child appends a line to ``steps.log``, so the test counts them.
 """
 
 from __future__ import annotations
@@ -35,8 +36,10 @@ def results(request: ModelRequest) -> list[str]:
     return [m.content for m in request.messages if isinstance(m, ToolResultMessage)]
 
 
-def agents(scenario: str, store: str, workdir: str) -> tuple[Agent, Agent]:
-    """The researcher (the child's host) and the writer, whose tool names the researcher."""
+def agents(scenario: str, store: str, workdir: str,
+           block: bool = False) -> tuple[Agent, Agent]:
+    """The researcher (the child's host) and the writer, whose tool names the researcher;
+    with ``block``, the child's ``record`` blocks after its side effect."""
     log = Path(workdir) / "steps.log"
 
     def researcher_model(request: ModelRequest) -> ModelResponse:
@@ -56,6 +59,9 @@ def agents(scenario: str, store: str, workdir: str) -> tuple[Agent, Agent]:
 
     def record(arguments: dict[str, Any]) -> Ok:
         append_line(log, f"record {arguments['year']}")
+        if block:
+            emit({"blocked": "record"})
+            threading.Event().wait()
         return Ok("recorded")
 
     def hook(arguments: dict[str, Any], ctx: CallContext) -> Pending:
@@ -78,7 +84,7 @@ def agents(scenario: str, store: str, workdir: str) -> tuple[Agent, Agent]:
 
 
 def main(scenario: str, phase: str, store: str, workdir: str, run_id: str = "") -> None:
-    researcher, writer = agents(scenario, store, workdir)
+    researcher, writer = agents(scenario, store, workdir, block=phase == "answer-blocks")
     saved = Path(workdir) / "suspended.json"
     with researcher, writer:
         if phase == "first":
@@ -90,9 +96,9 @@ def main(scenario: str, phase: str, store: str, workdir: str, run_id: str = "") 
             emit({"parent": outcome.run_id, "child": child, "keys": outcome.keys,
                   "questions": [q.question for q in outcome.questions]})
             threading.Event().wait()
-        elif phase == "answer":  # the Suspended the first host gave, kept by the caller
+        elif phase.startswith("answer"):  # the Suspended the first host gave, kept
             asked = Suspended.model_validate_json(saved.read_text(encoding="utf-8"))
-            emit({"outcome": writer.resume(asked, "2025", timeout=60).text})
+            emit({"outcome": writer.resume(asked, run_id or "2025", timeout=60).text})
         elif phase == "resolve":
             waiting = writer.resume_run(run_id, timeout=60)
             assert isinstance(waiting, Suspended)

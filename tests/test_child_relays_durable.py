@@ -38,11 +38,11 @@ def first_host() -> Iterator[list[subprocess.Popen[str]]]:
             process.stdout.close()
 
 
-def suspend_and_kill(scenario: str, workdir: Path,
-                     started: list[subprocess.Popen[str]]) -> dict[str, Any]:
-    """Run the first host until the parent suspends on what its child relays, then SIGKILL
-    it; what it printed of the suspension."""
-    first = subprocess.Popen([*HOST, scenario, "first", str(workdir / "runs.sqlite"),
+def suspend_and_kill(scenario: str, workdir: Path, started: list[subprocess.Popen[str]],
+                     phase: str = "first") -> dict[str, Any]:
+    """Run a host until it blocks (the first: once the parent suspends on what its child
+    relays), then SIGKILL it; what it printed."""
+    first = subprocess.Popen([*HOST, scenario, phase, str(workdir / "runs.sqlite"),
                               str(workdir)], cwd=ROOT, stdout=subprocess.PIPE, text=True)
     started.append(first)
     assert first.stdout is not None
@@ -74,6 +74,16 @@ def test_a_new_process_answering_the_parent_answers_the_child_once(
     assert steps(tmp_path) == ["child-model-1"]
     (done,) = then("question", "answer", tmp_path)
     assert done == {"outcome": "wrote: report for 2025"}
+    assert steps(tmp_path) == ["child-model-1", "child-model-2", "record 2025", "child-model-3"]
+
+
+def test_a_child_that_took_its_answer_before_a_second_kill_is_followed_not_asked_again(
+        tmp_path: Path, first_host: list[subprocess.Popen[str]]) -> None:
+    suspend_and_kill("question", tmp_path, first_host)
+    assert suspend_and_kill("question", tmp_path, first_host, "answer-blocks") == {
+        "blocked": "record"}  # the child took 2025 and was killed inside its next call
+    (done,) = then("question", "answer", tmp_path, "2024")  # the same Suspended, again
+    assert done == {"outcome": "wrote: report for 2025"}  # the child kept its first answer
     assert steps(tmp_path) == ["child-model-1", "child-model-2", "record 2025", "child-model-3"]
 
 

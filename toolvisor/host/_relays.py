@@ -39,11 +39,18 @@ Resume = Callable[[Suspended, Any], tuple[str, Future[Any]]]
 
 @dataclass(frozen=True, slots=True)
 class Relay:
-    """A parent call asking its child's question: who hosts the child, and its suspension."""
+    """A parent call asking its child's question: who hosts the child, and its suspension; or,
+    for a child that took its answer before a restart, how to follow it to its next outcome."""
 
     agent_name: str
     resume: Resume
-    suspended: Suspended
+    suspended: Suspended | Callable[[], Future[Any]]
+
+    def answer(self, value: Any) -> Future[Any]:
+        """The future of the child's next outcome once given ``value`` (if it still asks)."""
+        if isinstance(self.suspended, Suspended):
+            return self.resume(self.suspended, value)[1]
+        return self.suspended()
 
 
 def relayed_question(agent_name: str, suspended: Any) -> AskUser:
@@ -145,7 +152,7 @@ class Relays:
 
         for call_id, relay in relays.items():
             try:
-                _, child = relay.resume(relay.suspended, answers[call_id])
+                child = relay.answer(answers[call_id])
             except Exception:
                 restore()
                 raise

@@ -156,19 +156,18 @@ class AgentSessionHost:
         """The agent's tools (those of ``Agent.as_tool`` name the agents they run)."""
         return self._config.tools
 
-    def stored_suspension(self, run_id: str) -> Suspended:
-        """What child run ``run_id`` waits on, read from the store (for a parent resumed after
-        a restart: its signed checkpoint and journal name this child)."""
+    def stored_suspension(self, run_id: str) -> Suspended | None:
+        """What run ``run_id`` waits on, read from the store (a parent resumed after a restart
+        reads its child's, which its signed checkpoint and journal name); ``None`` if it waits
+        on nothing (running or finished)."""
         saved = None if self._store is None else self._store.latest_checkpoint(run_id)
         if saved is None:
-            raise CapabilityError("child_run_not_found", f"child run {run_id!r} is not in the "
-                                  f"store of agent {self._agent_name!r}; give that agent the "
-                                  "store the child ran with")
+            raise CapabilityError("child_run_not_found", f"run {run_id!r} is not in the store "
+                                  f"of agent {self._agent_name!r}; give that agent the store "
+                                  "the run was saved in")
         done = TurnMachine.restore(self._config, saved.data).outstanding
         if not isinstance(done, Done) or not isinstance(done.outcome, Suspended):
-            raise CapabilityError("child_not_waiting", f"child run {run_id!r} on agent "
-                                  f"{self._agent_name!r} no longer waits for an answer; "
-                                  f"agent.resume_run({run_id!r}) gives its outcome")
+            return None
         return done.outcome.model_copy(update={"run_id": run_id})
 
     def answer_stored(self, asked: Suspended, answer: Any) -> tuple[str, Future[Any]]:

@@ -13,6 +13,7 @@ the store when it is called, from the thread that calls it.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -113,13 +114,19 @@ def recover_relay(host: AgentSessionHost, asked: Suspended, call_id: str) -> Rel
             "agent's; the store's journal does not match the run")
     child = child_host(host, stored.agent, stored.run_id)
     suspension = child.stored_suspension(stored.run_id)
-    if [f"{stored.agent} > {q.question}" for q in suspension.questions] != [question]:
+    if suspension is not None \
+            and [f"{stored.agent} > {q.question}" for q in suspension.questions] == [question]:
+        return Relay(stored.agent, child.answer_stored, suspension)
+    parent = host.stored_suspension(asked.run_id)
+    if parent is None or question not in [q.question for q in parent.questions
+                                          if q.call_id == call_id]:
         raise AlreadyResumedError(
-            f"run {asked.run_id}: this Suspended was resumed already: call {call_id!r} asked "
-            f"{question!r}, and its child run {stored.run_id!r} now waits on "
-            f"{[q.question for q in suspension.questions] or sorted(suspension.call_ids)}; "
-            f"agent.resume_run({asked.run_id!r}) gives the run's outcome")
-    return Relay(stored.agent, child.answer_stored, suspension)
+            f"run {asked.run_id}: this Suspended was resumed already: call {call_id!r} no "
+            f"longer asks {question!r}; agent.resume_run({asked.run_id!r}) gives the run's "
+            "outcome")
+    # the child took its answer, and the parent's host died before it heard back: follow it
+    return Relay(stored.agent, child.answer_stored,
+                 functools.partial(child.attach, stored.run_id))
 
 
 def resolve_with_child(store: SessionStore, key: str, agent: str,
