@@ -60,8 +60,12 @@ def stored_relay(store: SessionStore, run_id: str, durable_id: str) -> StoredRel
     record = store.journal_record(run_id, durable_id, RELAY_STEP)
     if record is None:
         return None
-    data = json.loads(record.output)
-    relay = StoredRelay(str(data["agent"]), str(data["run_id"]), str(data["kind"]))
+    try:
+        data = json.loads(record.output)
+        relay = StoredRelay(str(data["agent"]), str(data["run_id"]), str(data["kind"]))
+    except (ValueError, TypeError, KeyError) as exc:
+        raise CapabilityError("relay_unreadable", f"call {durable_id!r} of run {run_id!r} "
+                              f"journaled a relay that is not one: {record.output!r}") from exc
     children, n = set(), 1
     while (child := store.journal_record(run_id, durable_id, f"{CHILD_STEP}.{n}")) is not None:
         children.add(json.loads(child.output))
