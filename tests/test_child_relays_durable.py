@@ -8,7 +8,6 @@ resumes the parent the same way, and one that cannot find the child's agent says
 from __future__ import annotations
 
 import json
-import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -17,40 +16,28 @@ from typing import Any
 
 import pytest
 
+from tests._hosts import ROOT, Start, kill, next_line, started_hosts
 from tests._relay_host import agents
 from toolvisor import Agent, AlreadyResumedError, AskUser, Suspended, Tool
 from toolvisor.contract import CapabilityError, ModelRequest, ModelResponse, ToolResultMessage
 from toolvisor.testing import FunctionModel, call, calls
 
-ROOT = Path(__file__).resolve().parent.parent
 HOST = [sys.executable, "-m", "tests._relay_host"]
 
 
 @pytest.fixture
-def first_host() -> Iterator[list[subprocess.Popen[str]]]:
-    started: list[subprocess.Popen[str]] = []
-    yield started
-    for process in started:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
-        if process.stdout is not None:
-            process.stdout.close()
+def first_host() -> Iterator[Start]:
+    with started_hosts("tests._relay_host") as start:
+        yield start
 
 
-def suspend_and_kill(scenario: str, workdir: Path, started: list[subprocess.Popen[str]],
+def suspend_and_kill(scenario: str, workdir: Path, start: Start,
                      phase: str = "first") -> dict[str, Any]:
     """Run a host until it blocks (the first: once the parent suspends on what its child
     relays), then SIGKILL it; what it printed."""
-    first = subprocess.Popen([*HOST, scenario, phase, str(workdir / "runs.sqlite"),
-                              str(workdir)], cwd=ROOT, stdout=subprocess.PIPE, text=True)
-    started.append(first)
-    assert first.stdout is not None
-    line = first.stdout.readline()
-    assert line, f"the host exited early with {first.wait()}"
-    first.send_signal(signal.SIGKILL)
-    assert first.wait() == -signal.SIGKILL
-    printed: dict[str, Any] = json.loads(line)
+    first = start(scenario, phase, workdir / "runs.sqlite", workdir)
+    printed = next_line(first)
+    kill(first)
     return printed
 
 
@@ -68,7 +55,7 @@ def steps(workdir: Path) -> list[str]:
 
 
 def test_a_new_process_answering_the_parent_answers_the_child_once(
-        tmp_path: Path, first_host: list[subprocess.Popen[str]]) -> None:
+        tmp_path: Path, first_host: Start) -> None:
     suspended = suspend_and_kill("question", tmp_path, first_host)
     assert suspended["questions"] == ["researcher > Which year?"]
     assert steps(tmp_path) == ["child-model-1"]
@@ -78,7 +65,7 @@ def test_a_new_process_answering_the_parent_answers_the_child_once(
 
 
 def test_a_child_that_took_its_answer_before_a_second_kill_is_followed_not_asked_again(
-        tmp_path: Path, first_host: list[subprocess.Popen[str]]) -> None:
+        tmp_path: Path, first_host: Start) -> None:
     suspend_and_kill("question", tmp_path, first_host)
     assert suspend_and_kill("question", tmp_path, first_host, "answer-blocks") == {
         "blocked": "record"}  # the child took 2025 and was killed inside its next call
@@ -88,7 +75,7 @@ def test_a_child_that_took_its_answer_before_a_second_kill_is_followed_not_asked
 
 
 def test_after_a_restart_resolving_the_childs_key_completes_the_parent(
-        tmp_path: Path, first_host: list[subprocess.Popen[str]]) -> None:
+        tmp_path: Path, first_host: Start) -> None:
     suspended = suspend_and_kill("key", tmp_path, first_host)
     (child_key,) = suspended["keys"].values()
     shown, done = then("key", "resolve", tmp_path, suspended["parent"])
@@ -99,7 +86,7 @@ def test_after_a_restart_resolving_the_childs_key_completes_the_parent(
 
 @pytest.mark.parametrize("scenario", ["question", "key"])
 def test_cancelling_a_restored_parent_cancels_the_child_it_relays(
-        scenario: str, tmp_path: Path, first_host: list[subprocess.Popen[str]]) -> None:
+        scenario: str, tmp_path: Path, first_host: Start) -> None:
     suspended = suspend_and_kill(scenario, tmp_path, first_host)
     (tmp_path / "child").write_text(json.dumps(suspended["child"]), encoding="utf-8")
     (done,) = then(scenario, "cancel", tmp_path, suspended["parent"])

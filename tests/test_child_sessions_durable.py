@@ -5,57 +5,37 @@ once (a child that finished meanwhile is not run again)."""
 from __future__ import annotations
 
 import json
-import signal
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
+from tests._hosts import ROOT, Start, kill, next_line, started_hosts
 from toolvisor.durable import SqliteSessionStore
 
-ROOT = Path(__file__).resolve().parent.parent
 HOST = [sys.executable, "-m", "tests._child_session_host"]
 
 
 @pytest.fixture
-def first_host() -> Iterator[list[subprocess.Popen[str]]]:
-    started: list[subprocess.Popen[str]] = []
-    yield started
-    for process in started:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
-        if process.stdout is not None:
-            process.stdout.close()
-
-
-def next_line(process: subprocess.Popen[str]) -> dict[str, Any]:
-    assert process.stdout is not None
-    line = process.stdout.readline()
-    assert line, f"the host exited early with {process.wait()}"
-    data: dict[str, Any] = json.loads(line)
-    return data
+def first_host() -> Iterator[Start]:
+    with started_hosts("tests._child_session_host") as start:
+        yield start
 
 
 def steps(workdir: Path) -> list[str]:
     return (workdir / "steps.log").read_text(encoding="utf-8").splitlines()
 
 
-def crash_and_resume(scenario: str, workdir: Path,
-                     started: list[subprocess.Popen[str]]) -> tuple[str, str, str]:
+def crash_and_resume(scenario: str, workdir: Path, start: Start) -> tuple[str, str, str]:
     """Run the first host until it blocks, SIGKILL it, resume in a new process; the parent's
     run id, the child's, and the resumed run's final text."""
     store = workdir / "runs.sqlite"
-    first = subprocess.Popen([*HOST, scenario, "first", str(store), str(workdir)], cwd=ROOT,
-                             stdout=subprocess.PIPE, text=True)
-    started.append(first)
+    first = start(scenario, "first", store, workdir)
     parent = next_line(first)["parent"]
     child = next_line(first)["child"]
-    first.send_signal(signal.SIGKILL)
-    assert first.wait() == -signal.SIGKILL
+    kill(first)
     done = subprocess.run([*HOST, scenario, "resume", str(store), str(workdir), parent],
                           cwd=ROOT, capture_output=True, text=True, timeout=120, check=True)
     lines = [json.loads(line) for line in done.stdout.splitlines()]
@@ -66,7 +46,7 @@ def crash_and_resume(scenario: str, workdir: Path,
 
 
 def test_a_parent_killed_while_its_child_runs_re_attaches_to_the_same_child(
-        tmp_path: Path, first_host: list[subprocess.Popen[str]]) -> None:
+        tmp_path: Path, first_host: Start) -> None:
     _, child, text = crash_and_resume("running", tmp_path, first_host)
     assert text.startswith(f"done: {child} found: ")
     assert "interrupted" in text  # the child's dig was cut by the kill: at most once
@@ -74,7 +54,7 @@ def test_a_parent_killed_while_its_child_runs_re_attaches_to_the_same_child(
 
 
 def test_a_child_that_finished_before_the_kill_is_not_run_again(
-        tmp_path: Path, first_host: list[subprocess.Popen[str]]) -> None:
+        tmp_path: Path, first_host: Start) -> None:
     _, child, text = crash_and_resume("finished", tmp_path, first_host)
     assert text == f"done: {child} found: gold"
     assert steps(tmp_path) == ["child-model-1", "dig", "child-model-2"]

@@ -9,58 +9,27 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests._durable_handlers import scenario_agent, step_runs
+from tests._hosts import ROOT, Start, kill, next_line, started_hosts
 from tests._postgres import StoreTargets
 from toolvisor.durable import open_store
 
-ROOT = Path(__file__).resolve().parent.parent
 HOST = [sys.executable, "-m", "tests._durable_handlers"]
-
-
-Start = Callable[..., subprocess.Popen[str]]
 
 
 @pytest.fixture
 def start() -> Iterator[Start]:
-    """Start a host; any host still alive when the test ends (it failed early) is killed."""
-    started: list[subprocess.Popen[str]] = []
-
-    def host(*args: Any) -> subprocess.Popen[str]:
-        process = subprocess.Popen([*HOST, *map(str, args)], cwd=ROOT,
-                                   stdout=subprocess.PIPE, text=True)
-        started.append(process)
-        return process
-
-    yield host
-    for process in started:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
-        if process.stdout is not None:
-            process.stdout.close()
-
-
-def next_line(process: subprocess.Popen[str]) -> dict[str, Any]:
-    assert process.stdout is not None
-    line = process.stdout.readline()
-    assert line, f"the host exited early with {process.wait()}"
-    data: dict[str, Any] = json.loads(line)
-    return data
-
-
-def kill(process: subprocess.Popen[str]) -> None:
-    process.send_signal(signal.SIGKILL)
-    assert process.wait() == -signal.SIGKILL
+    with started_hosts("tests._durable_handlers") as host:
+        yield host
 
 
 def finish(*args: Any) -> list[dict[str, Any]]:

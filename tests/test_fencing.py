@@ -10,7 +10,6 @@ line the host prints, the kernel saying the process stopped).
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import signal
 import socket
@@ -19,23 +18,13 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from tests._fenced_host import fenced_agent
+from tests._hosts import ROOT, next_line
 from toolvisor import Completed, RunLeasedError
 from toolvisor.durable import open_store
-
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def next_line(process: subprocess.Popen[str]) -> dict[str, Any]:
-    assert process.stdout is not None
-    line = process.stdout.readline()
-    assert line, f"the host exited early with {process.wait()}"
-    data: dict[str, Any] = json.loads(line)
-    return data
 
 
 @contextlib.contextmanager

@@ -5,7 +5,6 @@ run, and the same in a worker process as in the agent."""
 from __future__ import annotations
 
 import json
-import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -14,13 +13,13 @@ from typing import Any
 
 import pytest
 
+from tests._hosts import ROOT, Start, kill, next_line, started_hosts
 from toolvisor import Agent, CallContext, Completed, Err, Ok, Tool, ToolCall
 from toolvisor.executor import ToolRunner
 from toolvisor.isolation import prepare_process_isolation
 from toolvisor.machine import RetryPolicy
 from toolvisor.testing import ScriptedModel, call, calls
 
-ROOT = Path(__file__).resolve().parent.parent
 HOST = [sys.executable, "-m", "tests._keyed_host"]
 SCHEMA = {"type": "object"}
 
@@ -75,35 +74,18 @@ def key_of(arguments: Any, ctx: CallContext) -> Ok | Err:
 
 
 @pytest.fixture
-def host() -> Iterator[list[subprocess.Popen[str]]]:
-    started: list[subprocess.Popen[str]] = []
-    yield started
-    for process in started:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
-        if process.stdout is not None:
-            process.stdout.close()
-
-
-def line_of(process: subprocess.Popen[str]) -> dict[str, Any]:
-    assert process.stdout is not None
-    line = process.stdout.readline()
-    assert line, f"the host exited early with {process.wait()}"
-    data: dict[str, Any] = json.loads(line)
-    return data
+def host() -> Iterator[Start]:
+    with started_hosts("tests._keyed_host") as start:
+        yield start
 
 
 def test_the_key_is_the_same_after_the_host_is_killed_and_the_run_resumed(
-        tmp_path: Path, host: list[subprocess.Popen[str]]) -> None:
+        tmp_path: Path, host: Start) -> None:
     store, log = tmp_path / "runs.sqlite", tmp_path / "keys.log"
-    first = subprocess.Popen([*HOST, "first", str(store), str(tmp_path)], cwd=ROOT,
-                             stdout=subprocess.PIPE, text=True)
-    host.append(first)
-    run_id = line_of(first)["run_id"]
-    assert line_of(first) == {"blocked": "charge"}
-    first.send_signal(signal.SIGKILL)
-    assert first.wait() == -signal.SIGKILL
+    first = host("first", store, tmp_path)
+    run_id = next_line(first)["run_id"]
+    assert next_line(first) == {"blocked": "charge"}
+    kill(first)
     charged_before = [k for n, k in map(str.split, log.read_text().splitlines())
                       if n == "charge"]
 

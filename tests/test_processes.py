@@ -6,11 +6,10 @@ at most once)."""
 from __future__ import annotations
 
 import json
-import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -18,6 +17,7 @@ from typing import Any
 import pytest
 
 from tests import _process_host as host
+from tests._hosts import ROOT, Start, kill, next_line, started_hosts
 from toolvisor import (
     Agent,
     CallContext,
@@ -33,8 +33,6 @@ from toolvisor import (
 from toolvisor.contract import ModelResponse
 from toolvisor.durable import SqliteSessionStore, process_records
 from toolvisor.testing import ScriptedModel, call, calls
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def read_text(outcome: Any, call_id: str) -> str:
@@ -265,41 +263,10 @@ def test_another_agent_on_the_store_waits_for_a_process_but_cannot_cancel_it(
 
 # --- across a SIGKILL of the host ------------------------------------------------------------
 
-Start = Callable[..., "subprocess.Popen[str]"]
-
-
 @pytest.fixture
 def start_host() -> Iterator[Start]:
-    """Start a host program; any still alive when the test ends (it failed early) is killed."""
-    started: list[subprocess.Popen[str]] = []
-
-    def start(*args: Any) -> subprocess.Popen[str]:
-        process = subprocess.Popen([sys.executable, "-m", "tests._process_host",
-                                    *map(str, args)], cwd=ROOT, stdout=subprocess.PIPE,
-                                   text=True)
-        started.append(process)
-        return process
-
-    yield start
-    for process in started:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
-        if process.stdout is not None:
-            process.stdout.close()
-
-
-def next_line(process: subprocess.Popen[str]) -> dict[str, Any]:
-    assert process.stdout is not None
-    line = process.stdout.readline()
-    assert line, f"the host exited early with {process.wait()}"
-    data: dict[str, Any] = json.loads(line)
-    return data
-
-
-def killed(process: subprocess.Popen[str]) -> None:
-    process.send_signal(signal.SIGKILL)
-    assert process.wait() == -signal.SIGKILL
+    with started_hosts("tests._process_host") as start:
+        yield start
 
 
 def resumed(*args: Any) -> dict[str, Any]:
@@ -329,7 +296,7 @@ def test_an_output_survives_a_sigkill_of_the_host_and_is_not_recomputed(
     first = start_host("report", "first", store, tmp_path)
     run_id = next_line(first)["run_id"]
     assert next_line(first) == {"blocked": "hold"}  # turn 2, once the report was built
-    killed(first)
+    kill(first)
     assert host.runs(tmp_path, "build") == 1
     (line,) = runs_json(store)
     (process,) = line["processes"]
@@ -349,7 +316,7 @@ def test_processes_running_at_a_sigkill_run_again_only_if_they_may(
     first = start_host("interrupted", "first", store, tmp_path)
     run_id = next_line(first)["run_id"]
     assert next_line(first) == {"blocked": "hold"}  # both processes ran their effect
-    killed(first)
+    kill(first)
     assert "2 (2 running, 0 detached)" in runs_table(store)
 
     outcome = resumed("interrupted", "resume", store, tmp_path, run_id)["outcome"]
@@ -367,7 +334,7 @@ def test_a_call_run_again_that_starts_another_process_in_its_place_is_refused(
     first = start_host("varying", "first", store, tmp_path)
     run_id = next_line(first)["run_id"]
     assert next_line(first) == {"blocked": "varying"}
-    killed(first)
+    kill(first)
     (told,) = resumed("varying", "resume", store, tmp_path, run_id)["outcome"]["read"]
     assert "process_replay_mismatch" in told
     with SqliteSessionStore(store) as opened:
