@@ -291,7 +291,7 @@ class Agent:
         require_signed(self._signer, suspended.signed_text(), suspended.signature)
         answers = answers_for(suspended, answer, self._config.mode)
         return suspended.run_id, self.session_host.relays.answer(  # relayed ones: children
-            suspended.run_id, dict(answers), functools.partial(self._answered, suspended))
+            suspended, dict(answers), functools.partial(self._answered, suspended))
 
     def _answered(self, suspended: Suspended, answers: dict[str, Any]) -> Future[Any]:
         """The run keeps its id: resumed from the store, or without one from ``suspended``."""

@@ -24,23 +24,31 @@ _PROMPT_SCHEMA = {
 }
 
 
+class AgentToolHandler:
+    """The handler of ``Agent.as_tool``: runs ``agent`` as a child session. It names its agent,
+    so a parent resumed after a restart finds the agent hosting a child it relayed."""
+
+    def __init__(self, agent: Any, name: str) -> None:
+        self.agent = agent
+        self._name = name
+
+    def __call__(self, arguments: dict[str, Any], ctx: CallContext) -> Ok | Err | AskUser | Pending:
+        if ctx.sessions is None:
+            raise CapabilityError("sessions_unavailable", f"tool {self._name!r} runs an agent "
+                                  "as a child session: call it from an Agent's run")
+        outcome = ctx.sessions.start_turn(arguments["prompt"], agent=self.agent)
+        if isinstance(outcome, Suspended) and len(outcome.call_ids) == 1 \
+                and (outcome.questions or (outcome.keys and ctx.completion_keys is not None)):
+            return ctx.sessions.relay(outcome)
+        return outcome_result(outcome, self._name)
+
+
 def agent_tool(agent: Any, *, name: str, description: str,
                timeout: float | None = None) -> Tool:
     """The ``Tool`` of ``Agent.as_tool``: ``{"prompt": str}`` in, the child's text out; a
     child's question is asked through the calling run (``ctx.sessions.relay``)."""
-
-    def handler(arguments: dict[str, Any], ctx: CallContext) -> Ok | Err | AskUser | Pending:
-        if ctx.sessions is None:
-            raise CapabilityError("sessions_unavailable", f"tool {name!r} runs an agent as a "
-                                  "child session: call it from an Agent's run")
-        outcome = ctx.sessions.start_turn(arguments["prompt"], agent=agent)
-        if isinstance(outcome, Suspended) and len(outcome.call_ids) == 1 \
-                and (outcome.questions or (outcome.keys and ctx.completion_keys is not None)):
-            return ctx.sessions.relay(outcome)
-        return outcome_result(outcome, name)
-
     return Tool(name=name, description=description, input_schema=_PROMPT_SCHEMA,
-                handler=handler, timeout=timeout)
+                handler=AgentToolHandler(agent, name), timeout=timeout)
 
 
 def outcome_result(outcome: Any, tool_name: str) -> Ok | Err:

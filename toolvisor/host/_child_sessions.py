@@ -26,26 +26,20 @@ from toolvisor.contract import (
     CatalogEntry,
     CompletionKeys,
     DurableEffectsAccess,
-    Err,
     Message,
     ModelInfo,
-    Ok,
     Pending,
     SessionSnapshot,
     SystemMessage,
     ToolError,
     UserMessage,
 )
-from toolvisor.host._agent_tool import outcome_result
 from toolvisor.host._relays import Relay, relayed_question, waits_on_one_key
 from toolvisor.host._session_host import AgentSessionHost, ChildLink
+from toolvisor.host._stored_relays import CHILD_STEP, journal_relay, resolve_with_child
 from toolvisor.registry import ToolRegistry
 
 _log = get_event_log("sessions")
-
-CHILD_STEP = "toolvisor.child_session"
-"""The journal step (``<CHILD_STEP>.<n>``) that keeps the run id of a call's n-th child."""
-
 
 @dataclass(eq=False)
 class _Session:
@@ -225,9 +219,14 @@ class CallSessions:
             raise CapabilityError("relay_unsupported", f"run {run_id!r} is not a child session "
                                   "this call started; only its own children's questions relay")
         child_key = waits_on_one_key(outcome)
-        if child_key is not None and self._keys is not None and self._host.store is not None:
+        keyed = child_key is not None and self._keys is not None and self._host.store is not None
+        question = None if keyed else relayed_question(host.agent_name, outcome)
+        if self._durable is not None:  # a parent resumed after a restart reads it back
+            journal_relay(self._durable, host.agent_name, outcome.run_id,
+                          "question" if question else "key")
+        if question is None:
+            assert child_key is not None
             return self._relay_key(host, outcome.run_id, child_key)
-        question = relayed_question(host.agent_name, outcome)
         self._host.relays.add(self._run_id, self._call_id,
                               Relay(host.agent_name, host.resume, outcome))
         return question
@@ -236,7 +235,8 @@ class CallSessions:
         """Wait on the child's key through this call's own: the child stays linked (cancelled
         with the run), and its next outcome resolves this call's key."""
         assert self._keys is not None and self._host.store is not None
-        key, store = self._keys.issue(), self._host.store
+        key = self._keys.issue()
+        resolve = resolve_with_child(self._host.store, key, host.agent_name, child)
         with self._lock:
             self._children.relaying[child] = host
         self._host.relays.add_key(self._run_id, self._call_id, child_key)
@@ -244,13 +244,7 @@ class CallSessions:
         def child_back(done: Future[Any]) -> None:
             with self._lock:
                 self._children.relaying.pop(child, None)
-            error = done.exception()
-            result = outcome_result(done.result(), host.agent_name) if error is None \
-                else Err(f"child session {child} on agent {host.agent_name!r} crashed: {error}")
-            if isinstance(result, Ok):
-                store.resolve(key, ok=result.value)
-            else:
-                store.resolve(key, error=str(result.reason))
+            resolve(done)
         host.attach(child).add_done_callback(child_back)
         return Pending()
 

@@ -20,7 +20,16 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from toolvisor._logging import get_event_log
-from toolvisor.contract import Err, HandlerResult, Ok, Pending, Tool, ToolCall, ToolError
+from toolvisor.contract import (
+    CapabilityError,
+    Err,
+    HandlerResult,
+    Ok,
+    Pending,
+    Tool,
+    ToolCall,
+    ToolError,
+)
 from toolvisor.durable import (
     CompletionKeyIssuer,
     DurableEffects,
@@ -157,6 +166,7 @@ class DurableWaits:
         waits = self._of(run.run_id)
         waits.suspended = True
         ready: Ready = {}
+        followed: dict[str, tuple[str, str]] = {}  # the calls that may relay a child's key
         for key, entry in self.parked(run).items():
             wait = self._park(key, entry.pending)
             resolution = wait.resolution
@@ -166,10 +176,14 @@ class DurableWaits:
                     resolution = self._store.expire(key, now, fence=self._fence(run.run_id))
             if resolution is not None:
                 ready[entry.call.id] = (entry, resolution)
-            elif key not in waits.waiters:
+                continue
+            followed[entry.call.id] = (wait.call_id, key)
+            if key not in waits.waiters:
                 waits.waiters[key] = KeyWaiter(
                     self._store, wait, self._fence(run.run_id), self._poll_interval,
                     functools.partial(self._tell, KeyResolved(run.run_id, key)))
+        if self._sessions is not None and followed:
+            self._relaying(run.run_id, self._sessions.attach_key_relays, followed)
         return ready
 
     def waiting_keys(self, run: HostedRun) -> dict[str, str]:
@@ -222,6 +236,18 @@ class DurableWaits:
         """Resolve the run's waits as cancelled and call the cancel hooks they asked for."""
         cancelled = self._store.cancel_run(run.run_id)
         self.cancel_external_work(run, {w.key for w in cancelled if w.needs_external_cancel})
+        if self._sessions is not None:  # and the children its calls relay
+            self._relaying(run.run_id, self._sessions.cancel_relayed, {
+                call_id: durable_call_id(*waiting, call_id)
+                for call_id, waiting in run.machine.waiting_calls().items()})
+
+    def _relaying(self, run_id: str, act: Callable[[str, Any], None], calls: Any) -> None:
+        """Follow or cancel the children the run's calls relay; one that cannot be reached
+        (its agent not found, the journal not matching) is logged, never the host's failure."""
+        try:
+            act(run_id, calls)
+        except CapabilityError as exc:
+            self._log.warning("child_relay_unreachable", run_id=run_id, error=str(exc))
 
     def cancel_external_work(self, run: HostedRun, keys: set[str]) -> None:
         """Call the tool's cancel hook for each cancelled key whose wait asked for it."""

@@ -14,7 +14,9 @@ it failed or halted, or, when the child asks again, its next question, so the pa
 suspended on it (each wrapped in ``Relayed``: the child checked the user's answer). A refused
 answer (not one of the options) changes nothing: the relay is kept and the parent can be
 resumed again. The table is in memory, under a lock (handlers add to it from their threads,
-``resume`` takes from it on the caller's thread), so a relay lives as long as its agent.
+``resume`` takes from it on the caller's thread). With a store, an answered call that has no
+relay here (the parent was resumed after a restart, or by another agent) is looked up with
+``recover``, which derives it from the parent's signed suspension and its journal.
 """
 
 from __future__ import annotations
@@ -37,11 +39,18 @@ Resume = Callable[[Suspended, Any], tuple[str, Future[Any]]]
 
 @dataclass(frozen=True, slots=True)
 class Relay:
-    """A parent call asking its child's question: who hosts the child, and its suspension."""
+    """A parent call asking its child's question: who hosts the child, and its suspension; or,
+    for a child that took its answer before a restart, how to follow it to its next outcome."""
 
     agent_name: str
     resume: Resume
-    suspended: Suspended
+    suspended: Suspended | Callable[[], Future[Any]]
+
+    def answer(self, value: Any) -> Future[Any]:
+        """The future of the child's next outcome once given ``value`` (if it still asks)."""
+        if isinstance(self.suspended, Suspended):
+            return self.resume(self.suspended, value)[1]
+        return self.suspended()
 
 
 def relayed_question(agent_name: str, suspended: Any) -> AskUser:
@@ -67,7 +76,8 @@ def waits_on_one_key(suspended: Any) -> str | None:
 class Relays:
     """The relays of one agent's runs, by (parent run, parent call). Thread-safe."""
 
-    def __init__(self) -> None:
+    def __init__(self, recover: Callable[[Suspended, str], Relay | None]) -> None:
+        self._recover = recover  # a relay from the store, for a call with none here
         self._lock = threading.Lock()
         self._relays: dict[tuple[str, str], Relay] = {}
         self._keys: dict[tuple[str, str], str] = {}  # a parent call's Pending shows its
@@ -81,8 +91,13 @@ class Relays:
         with self._lock:
             self._keys[(run_id, call_id)] = child_key
 
+    def follows_key(self, run_id: str, call_id: str) -> bool:
+        """Whether the call's key relay is followed here (its child attached to)."""
+        with self._lock:
+            return (run_id, call_id) in self._keys
+
     def forget(self, run_id: str, call_id: str) -> None:
-        """The parent call's run was released: its relays go with it."""
+        """The parent call's run was released or cancelled: its relays go with it."""
         with self._lock:
             self._relays.pop((run_id, call_id), None)
             self._keys.pop((run_id, call_id), None)
@@ -94,23 +109,31 @@ class Relays:
             return {call_id: self._keys.get((run_id, call_id), key)
                     for call_id, key in keys.items()}
 
-    def answer(self, run_id: str, answers: dict[str, Any],
+    def answer(self, asked: Suspended, answers: dict[str, Any],
                proceed: Callable[[dict[str, Any]], Future[Any]]) -> Future[Any]:
-        """Give the relayed answers to their children, then ``proceed`` with the answers
-        for the parent; the future of the parent's next outcome."""
+        """Give the relayed answers to the children of the verified suspension ``asked``, then
+        ``proceed`` with the answers for the parent; the future of the parent's next outcome."""
+        run_id = asked.run_id
         with self._lock:
             relays = {c: r for c in answers if (r := self._relays.pop((run_id, c), None))}
+
+        def restore() -> None:
+            with self._lock:
+                for call_id, relay in relays.items():
+                    self._relays.setdefault((run_id, call_id), relay)
+
+        try:
+            relays.update({c: r for c in answers if c not in relays
+                           and (r := self._recover(asked, c)) is not None})
+        except Exception:
+            restore()
+            raise
         if not relays:
             return proceed(answers)
         outcome = reply_future()
         results = dict(answers)
         left = [len(relays)]
         lock = threading.Lock()
-
-        def restore() -> None:
-            with self._lock:
-                for call_id, relay in relays.items():
-                    self._relays.setdefault((run_id, call_id), relay)
 
         def child_back(call_id: str, relay: Relay, child: Future[Any]) -> None:
             try:
@@ -129,7 +152,7 @@ class Relays:
 
         for call_id, relay in relays.items():
             try:
-                _, child = relay.resume(relay.suspended, answers[call_id])
+                child = relay.answer(answers[call_id])
             except Exception:
                 restore()
                 raise

@@ -10,6 +10,7 @@ orchestrator's thread (``answer_snapshot``).
 from __future__ import annotations
 
 import contextlib
+import functools
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
@@ -18,9 +19,10 @@ from typing import Any
 
 from pykka import ActorDeadError, ActorRef
 
-from toolvisor.contract import CapabilityError, Message, ModelInfo, SessionSnapshot
+from toolvisor.contract import CapabilityError, Message, ModelInfo, SessionSnapshot, Tool
 from toolvisor.durable import SessionStore
 from toolvisor.host._commands import (
+    AnswerRun,
     AttachRun,
     CancelRun,
     OrchestratorSettings,
@@ -30,7 +32,8 @@ from toolvisor.host._commands import (
 from toolvisor.host._model_info import model_info
 from toolvisor.host._relays import Relays, Resume
 from toolvisor.host._run import HostedRun, RunMessage
-from toolvisor.machine import MachineConfig, TurnMachine
+from toolvisor.host._stored_relays import attach_key_relays, cancel_relayed, recover_relay
+from toolvisor.machine import Done, MachineConfig, Suspended, TurnMachine, answers_for
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,7 +111,8 @@ class AgentSessionHost:
         self._closed = closed
         self.limits = limits
         self.resume = resume  # the agent's resume: a relayed answer reaches a child through it
-        self.relays = Relays()  # the questions its runs' calls ask for their children
+        self.relays = Relays(functools.partial(recover_relay, self))  # the questions its
+        # runs' calls ask for their children (read back from the store after a restart)
         self._lock = threading.Lock()
         self._links: dict[str, ChildLink] = {}  # live child runs hosted here
 
@@ -146,6 +150,49 @@ class AgentSessionHost:
         future = reply_future()
         self._tell(AttachRun(run_id, future))
         return future
+
+    @property
+    def tools(self) -> Sequence[Tool]:
+        """The agent's tools (those of ``Agent.as_tool`` name the agents they run)."""
+        return self._config.tools
+
+    def stored_suspension(self, run_id: str) -> Suspended | None:
+        """What run ``run_id`` waits on, read from the store (a parent resumed after a restart
+        reads its child's, which its signed checkpoint and journal name); ``None`` if it waits
+        on nothing (running or finished)."""
+        saved = None if self._store is None else self._store.latest_checkpoint(run_id)
+        if saved is None:
+            raise CapabilityError("child_run_not_found", f"run {run_id!r} is not in the store "
+                                  f"of agent {self._agent_name!r}; give that agent the store "
+                                  "the run was saved in")
+        done = TurnMachine.restore(self._config, saved.data).outstanding
+        if not isinstance(done, Done) or not isinstance(done.outcome, Suspended):
+            return None
+        return done.outcome.model_copy(update={"run_id": run_id})
+
+    def answer_stored(self, asked: Suspended, answer: Any) -> tuple[str, Future[Any]]:
+        """Resume a child from its store with ``answer`` to ``asked`` (read by
+        :meth:`stored_suspension`, never given from outside): its own relays go on down."""
+        answers = answers_for(asked, answer, self._config.mode)
+
+        def proceed(given: dict[str, Any]) -> Future[Any]:
+            future = reply_future()
+            self._tell(AnswerRun(asked.run_id, given, future, asked))
+            return future
+        return asked.run_id, self.relays.answer(asked, dict(answers), proceed)
+
+    def attach_key_relays(self, run_id: str, waiting: dict[str, tuple[str, str]]) -> None:
+        """A restored run waits on keys: follow the children its calls relay (see
+        ``attach_key_relays``)."""
+        attach_key_relays(self, run_id, waiting)
+
+    def cancel_relayed(self, run_id: str, waiting: dict[str, str]) -> None:
+        """A run is cancelled: drop its calls' relays and cancel the children they relay."""
+        cancel_relayed(self, run_id, waiting)
+
+    def cancel_stored(self, run_id: str) -> None:
+        """Cancel child run ``run_id``, restored from the store if no process hosts it."""
+        self._tell(CancelRun(run_id, reply_future()))
 
     def cancel_child(self, run_id: str) -> None:
         with contextlib.suppress(ActorDeadError, CapabilityError):
