@@ -16,6 +16,7 @@ import pytest
 
 from tests._postgres import PostgresServer, behind_the_store
 from toolvisor.durable import PostgresSessionStore, SqliteSessionStore, open_store
+from toolvisor.durable._sql import lock_run
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -93,16 +94,28 @@ def test_a_schema_that_does_not_exist_is_named_and_not_created(
         open_store(url)
 
 
-def test_a_write_waits_for_another_connections_write_at_most_its_busy_timeout(
+def test_a_write_waits_only_for_a_write_of_its_own_run_and_at_most_its_busy_timeout(
         postgres_server: PostgresServer) -> None:
     url = postgres_server.fresh_url()
     with open_store(url) as holder, PostgresSessionStore(url, busy_timeout=0.1) as waiter:
-        holder.create_run("r")
-        with holder._db.write():  # holds the store's write lock, as a paused writer would
+        holder.create_run("r", status="queued")
+        holder.save_checkpoint("r", 0, "{}")  # runnable: submitted, no host
+        key = holder.issue_key("r", "c")
+        waiter.create_run("s")
+        with holder._db.write() as tx:  # a writer of run r, paused in its transaction
+            lock_run(tx, holder._db.dialect, "r")
             with pytest.raises(psycopg.errors.LockNotAvailable, match="lock timeout"):
-                waiter.create_run("s")
+                waiter.save_checkpoint("r", 1, "{}")
+            # what another run's host writes, and a resolution from anywhere, do not wait
+            waiter.create_run("t")
+            waiter.acquire_lease("s", "other-host", 30.0)
+            waiter.save_checkpoint("s", 1, "{}", fence=waiter.leases()[0].token)
+            waiter.record_step("s", "c", "0", "{}", "{}")
+            assert waiter.claim_runs("other-host", 30.0, 10) == []  # r's row is passed over
+            assert waiter.resolve(key, ok=1) == "accepted"
             assert waiter.get_run("r") is not None  # reads do not wait
-        waiter.create_run("s")  # the lock was let go
+        waiter.save_checkpoint("r", 1, "{}")  # the lock was let go
+        assert [lease.run_id for lease in waiter.claim_runs("other-host", 30.0, 10)] == ["r"]
     with pytest.raises(ValueError, match="busy_timeout must be a positive"):
         PostgresSessionStore(url, busy_timeout=0)
 

@@ -2,11 +2,14 @@
 
 :class:`ClaimTable` holds the claim's logic over any :class:`SqlDatabase` (portable SQL); its
 state is the database and the store clock it is given. A backend says how candidate rows are
-locked (``lock``: PostgreSQL's ``FOR UPDATE OF r SKIP LOCKED``, so concurrent claimers skip each
-other's rows instead of waiting; nothing on SQLite, whose write transactions are serialized).
-Either way the lease is taken with one conditional upsert per run, which sees the latest
-committed lease: two claimers never both take a run. A claimed lease gets the run's next
-fencing token, as :meth:`LeaseTable.acquire_lease` gives a new holder.
+locked (``lock``: PostgreSQL's ``FOR NO KEY UPDATE OF r SKIP LOCKED``, so concurrent claimers,
+and the run's other writers, which lock its row too, are passed over instead of waited for;
+nothing on SQLite, whose write transactions are serialized). Either way the lease is taken
+with one conditional upsert per run, which sees the latest committed lease: two claimers never
+both take a run. A claimed lease gets the run's next fencing token, as
+:meth:`LeaseTable.acquire_lease` gives a new holder. Leases are taken in run id order, the
+order renewals lock them in, so the two never deadlock. Letting a run go locks its row first,
+as every other write of the run does.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from typing import Final
 
 from toolvisor.contract import check_seconds
 from toolvisor.durable._records import Lease
-from toolvisor.durable._sql import SqlDatabase
+from toolvisor.durable._sql import SqlDatabase, lock_run
 
 QUEUED: Final = "queued"
 """The status of a run that was submitted and that no host has driven yet."""
@@ -58,7 +61,7 @@ class ClaimTable:
         with self._db.write() as tx:
             candidates = [row[0] for row in
                           tx.execute(self._select, (now, now, limit)).fetchall()]
-            for run_id in candidates:
+            for run_id in sorted(candidates):
                 if tx.execute(
                         "INSERT INTO leases (run_id, holder, expires_at) VALUES (?,?,?) "
                         "ON CONFLICT (run_id) DO UPDATE SET holder = excluded.holder, "
@@ -70,10 +73,11 @@ class ClaimTable:
                                    (run_id,)).fetchone()[0]
                 tx.execute("UPDATE leases SET token = ? WHERE run_id = ?", (token, run_id))
                 claimed.append(Lease(run_id, holder, now + ttl, token))
-        return claimed
+        return sorted(claimed, key=lambda lease: candidates.index(lease.run_id))  # oldest first
 
     def let_go(self, run_id: str, holder: str, waiting_on: list[str]) -> None:
         with self._db.write() as tx:
+            lock_run(tx, self._db.dialect, run_id)
             if tx.execute("DELETE FROM leases WHERE run_id = ? AND holder = ?",
                           (run_id, holder)).rowcount != 1:
                 return  # another host took the run over: its waits are that host's business

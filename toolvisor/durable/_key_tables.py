@@ -4,6 +4,14 @@
 :class:`SqlDatabase` (portable SQL, one transaction per method). Its state is what it is given:
 the database, the store clock, the poll interval, and the store's process-wide notifier
 (which owns its own state and wakes this process's waiters at once).
+
+Each ending of a key's wait (a resolution, a timeout, a cancellation) is one conditional
+``UPDATE`` of the key's row that only an unresolved, unrevoked key passes: the row's lock makes
+a second writer wait for the first and then find it resolved, so the first ending wins on
+either backend. A fenced write (``revoke``, ``expire``) locks the run's row where its fence is
+checked; ``cancel_run`` locks the run's row too; ``park`` shares the key's row so that it
+cannot be revoked between the check and the wait's insert; a key is issued once per call by
+the table's unique constraint.
 """
 
 from __future__ import annotations
@@ -103,12 +111,17 @@ class KeyTables:
             require_run(tx, run_id)
             key_id = secrets.token_urlsafe(16)
             claims = KeyClaims(key_id=key_id, run_id=run_id, call_id=call_id)
-            key = sign_key(self._db.secret, claims)
-            tx.execute(
+            tx.execute(  # if an issue of the same key by another host commits first: keep its
                 "INSERT INTO keys (key_id, key, run_id, call_id, purpose, name, issued_at) "
-                "VALUES (?,?,?,?,?,?,?)",
-                (key_id, key, run_id, call_id, purpose, name, self._clock()),
+                "VALUES (?,?,?,?,?,?,?) ON CONFLICT DO NOTHING",
+                (key_id, sign_key(self._db.secret, claims), run_id, call_id, purpose, name,
+                 self._clock()),
             )
+            key: str = tx.execute(
+                "SELECT key FROM keys WHERE run_id = ? AND call_id = ? AND purpose = ? "
+                "AND name = ?",
+                (run_id, call_id, purpose, name),
+            ).fetchone()[0]
         self._log.debug("completion_key_issued", run_id=run_id, call_id=call_id, purpose=purpose)
         return key
 
@@ -130,7 +143,7 @@ class KeyTables:
     def revoke(self, key: str, *, fence: int | None = None) -> bool:
         claims = self._known_claims(key, "revoke")
         with self._db.write() as tx:
-            require_fence(tx, claims.run_id, fence)
+            require_fence(tx, claims.run_id, fence, self._db.dialect)
             cursor = tx.execute(
                 "UPDATE keys SET revoked = 1 WHERE key_id = ? AND kind IS NULL AND revoked = 0",
                 (claims.key_id,),
@@ -198,7 +211,8 @@ class KeyTables:
             raise ValueError(f"on_cancel must be one of {_ON_CANCEL}, got {on_cancel!r}")
         with self._db.write() as tx:
             row = tx.execute(
-                "SELECT revoked FROM keys WHERE key_id = ?", (claims.key_id,)
+                f"SELECT revoked FROM keys WHERE key_id = ?{self._db.dialect.share_row}",
+                (claims.key_id,),
             ).fetchone()
             if row is None or row[0]:
                 raise ValueError("park: the key is unknown to this store or was revoked")
@@ -245,7 +259,7 @@ class KeyTables:
     def expire(self, key: str, now: float, *, fence: int | None = None) -> Resolution:
         claims = self._known_claims(key, "expire")
         with self._db.write() as tx:
-            require_fence(tx, claims.run_id, fence)
+            require_fence(tx, claims.run_id, fence, self._db.dialect)
             row = tx.execute(
                 "SELECT w.on_timeout FROM keys k LEFT JOIN waits w USING (key_id) WHERE key_id = ?",
                 (claims.key_id,),
@@ -275,10 +289,12 @@ class KeyTables:
             expired: list[Wait] = []
             for key_id, wait in due.items():
                 policy = {"on_timeout": wait.on_timeout}
-                tx.execute(
-                    "UPDATE keys SET kind = 'timeout', value = ?, resolved_at = ? WHERE key_id = ?",
+                if tx.execute(
+                    "UPDATE keys SET kind = 'timeout', value = ?, resolved_at = ? WHERE key_id = ? "
+                    "AND kind IS NULL AND revoked = 0",
                     (_json.dumps(policy, "on_timeout"), now, key_id),
-                )
+                ).rowcount != 1:
+                    continue  # resolved or revoked since it was read: the first ending won
                 expired.append(replace(wait, resolution=Resolution("timeout", policy, now)))
         if expired:
             self._notifier.notify()
@@ -294,18 +310,19 @@ class KeyTables:
     def cancel_run(self, run_id: str) -> list[Wait]:
         now = self._clock()
         with self._db.write() as tx:
-            require_run(tx, run_id)
+            require_run(tx, run_id, self._db.dialect)
             parked = self._waits(
                 tx, "WHERE k.run_id = ? AND k.kind IS NULL AND k.revoked = 0", (run_id,)
             )
             cancelled: list[Wait] = []
             for key_id, wait in parked.items():
                 policy = {"on_cancel": wait.on_cancel}
-                tx.execute(
+                if tx.execute(
                     "UPDATE keys SET kind = 'cancelled', value = ?, resolved_at = ? "
-                    "WHERE key_id = ?",
+                    "WHERE key_id = ? AND kind IS NULL AND revoked = 0",
                     (_json.dumps(policy, "on_cancel"), now, key_id),
-                )
+                ).rowcount != 1:
+                    continue  # resolved or revoked since it was read: the first ending won
                 cancelled.append(replace(wait, resolution=Resolution("cancelled", policy, now)))
             unparked = tx.execute(
                 "UPDATE keys SET kind = 'cancelled', resolved_at = ? WHERE run_id = ? "

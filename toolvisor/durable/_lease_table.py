@@ -1,7 +1,10 @@
 """Leases: which host drives a run, for how long (one host per run), under which fencing token.
 
 :class:`LeaseTable` holds the ``leases`` table's logic over any :class:`SqlDatabase`; its state
-is the database and the store clock it is given.
+is the database and the store clock it is given. Taking a lease locks the run's row, then the
+lease's (``lock_run``, ``lock_row``), as a claim does; renewing and releasing change only the
+lease's row, and only while the holder still holds it, so a takeover that committed first
+wins over a late renewal.
 """
 
 from __future__ import annotations
@@ -28,10 +31,11 @@ class LeaseTable:
                       replacing: str | None = None) -> Lease:
         check_seconds("a lease ttl", ttl, positive=True)
         now = self._clock()
+        locks = self._db.dialect.lock_row
         with self._db.write() as tx:
-            require_run(tx, run_id)
-            row = tx.execute("SELECT holder, expires_at, token FROM leases WHERE run_id = ?",
-                             (run_id,)).fetchone()
+            require_run(tx, run_id, self._db.dialect)
+            row = tx.execute("SELECT holder, expires_at, token FROM leases WHERE run_id = ?"
+                             f"{locks}", (run_id,)).fetchone()
             if row is not None and row[0] not in (holder, replacing) and row[1] > now:
                 return Lease(run_id, row[0], row[1], row[2])
             if row is not None and row[0] == holder:
@@ -48,14 +52,14 @@ class LeaseTable:
 
     def renew_leases(self, holder: str, run_ids: list[str], ttl: float) -> list[str]:
         expires_at = self._clock() + ttl
-        lost = []
+        lost = set()
         with self._db.write() as tx:
-            for run_id in run_ids:
+            for run_id in sorted(run_ids):  # the order claims lock leases in: no deadlock
                 cursor = tx.execute("UPDATE leases SET expires_at = ? WHERE run_id = ? AND "
                                     "holder = ?", (expires_at, run_id, holder))
                 if cursor.rowcount != 1:
-                    lost.append(run_id)
-        return lost
+                    lost.add(run_id)
+        return [run_id for run_id in run_ids if run_id in lost]
 
     def release_lease(self, run_id: str, holder: str) -> None:
         with self._db.write() as tx:

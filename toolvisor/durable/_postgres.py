@@ -2,9 +2,10 @@
 
 :class:`PostgresConnection` is the PostgreSQL backend's ``SqlDatabase`` (``_sql``), which the
 store's table objects share. It owns ONE connection and uses it only under its
-``_lock``, so any thread may call it. Writes to one store serialize as SQLite's do: each write
-transaction first locks the store's ``meta`` row of the schema version (``FOR UPDATE``), so a
-read-then-write is never overtaken by another connection's write, on any machine. The store
+``_lock``, so any thread may call it. Unlike SQLite's, write transactions do not serialize
+whole: each is ``READ COMMITTED`` and locks only the rows its change depends on (the run's row,
+a key's row, see the tables), so hosts writing different runs never wait for each other. The
+store
 lives in the schema the URL's ``search_path`` names (``public`` by default); psycopg is
 imported only when a store is opened.
 """
@@ -28,8 +29,12 @@ _SECRET_NAME = "hmac_secret"
 _VERSION_NAME = "schema_version"
 _INSTALL = "pip install 'toolvisor[postgres]'"
 POSTGRES = Dialect(real="DOUBLE PRECISION", serial="BIGSERIAL PRIMARY KEY", row_order="seq",
-                   row_order_column=",\n    seq BIGSERIAL NOT NULL")
-"""PostgreSQL's words in the shared schema: ``waits`` gets a serial column to order its rows."""
+                   row_order_column=",\n    seq BIGSERIAL NOT NULL", lock_row=" FOR NO KEY UPDATE",
+                   share_row=" FOR SHARE")
+"""PostgreSQL's words in the shared schema: ``waits`` gets a serial column to order its rows,
+and a write locks the rows it depends on (``FOR NO KEY UPDATE``: the columns it changes are
+never keys, so inserts that reference a locked row, whose foreign keys take ``FOR KEY SHARE``,
+need not wait)."""
 
 
 def import_psycopg() -> ModuleType:
@@ -99,8 +104,10 @@ class PostgresConnection:
             raise ConnectionError(f"cannot open the PostgreSQL session store {self.path!r}: "
                                   f"{reason}") from None
         try:
-            # a write waits at most busy_timeout for another connection's write lock, as SQLite's
+            # a write waits at most busy_timeout for another connection's row lock, as SQLite's
+            # for its write lock
             self._connection.execute(f"SET lock_timeout = {max(1, round(busy_timeout * 1000))}")
+            self._connection.isolation_level = driver.IsolationLevel.READ_COMMITTED
             self._secret = self._open(create)
         except BaseException:
             self.close()
@@ -154,12 +161,12 @@ class PostgresConnection:
 
     @contextmanager
     def write(self) -> Iterator[_PostgresTransaction]:
-        """One write transaction: all of it commits, or (on any exception) none of it; it
-        holds the store's write lock (the schema version's row) from its start."""
+        """One write transaction (``READ COMMITTED``): all of it commits, or (on any
+        exception) none of it; it takes no lock of its own, the tables' statements lock the
+        rows they need."""
         with self._lock:
             conn = self._conn()
             with conn.transaction():
-                conn.execute("SELECT 1 FROM meta WHERE name = %s FOR UPDATE", (_VERSION_NAME,))
                 yield _PostgresTransaction(conn)
 
     @contextmanager

@@ -42,13 +42,15 @@ class PostgresSessionStore(SessionStore):
     (``postgresql://user:password@host:port/database``; the tables are created if missing, in
     the schema the URL's ``options=-csearch_path=NAME`` names, else ``public``).
 
-    The same semantics as the SQLite store: each method is one transaction, writes to a store
-    serialize, the store's tables hold the HMAC secret that signs completion keys and
-    checkpoints (whoever can read them can forge keys: grant them to the hosts only).
+    The same semantics as the SQLite store: each method is one transaction, the store's tables
+    hold the HMAC secret that signs completion keys and checkpoints (whoever can read them can
+    forge keys: grant them to the hosts only). Writes do not serialize whole: each locks only
+    the rows it depends on (a run's writes its row, a resolution its key's), so hosts writing
+    different runs never wait for each other.
     ``clock`` stamps every record; ``create=False`` opens only a store that exists (a database
     without one is a ``ValueError``, left unchanged); ``connect_timeout`` bounds the wait for
-    the server, ``busy_timeout`` how long a write waits for another connection's write lock
-    (then psycopg's ``LockNotAvailable``, as SQLite's "database is locked"). A bad URL is a
+    the server, ``busy_timeout`` how long a write waits for another connection's lock on a row
+    it needs (then psycopg's ``LockNotAvailable``, as SQLite's "database is locked"). A bad URL is a
     ``ValueError``, a server that cannot be reached or refuses the login a
     ``ConnectionError``, each naming the URL (its password hidden). A resolution, a submitted
     run or a released lease is announced with ``NOTIFY``; once something waits here
@@ -77,7 +79,7 @@ class PostgresSessionStore(SessionStore):
         self._clock = clock
         self._runs = RunTables(self._db, clock)
         self._leases = LeaseTable(self._db, clock)
-        self._claims = ClaimTable(self._db, clock, lock="FOR UPDATE OF r SKIP LOCKED")
+        self._claims = ClaimTable(self._db, clock, lock="FOR NO KEY UPDATE OF r SKIP LOCKED")
         self._notifier = notifier = notifier_for(self.path)
         self._keys = KeyTables(self._db, clock, poll_interval, notifier,
                                get_event_log("session_store", path=self.path))

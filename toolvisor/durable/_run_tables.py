@@ -2,7 +2,10 @@
 
 :class:`RunTables` holds the logic of those tables over any :class:`SqlDatabase` (portable SQL);
 its state is the database and the store clock it is given, and every method is one
-transaction of that database.
+transaction of that database. Every write to a run's rows first locks the run's row
+(``lock_run``), where its fence is checked: two writes of one run never interleave, and a
+takeover of its lease (which locks that row too) cannot slip between a fenced write's check
+and its commit. Creating a run needs no lock: its primary key refuses a second one.
 """
 
 from __future__ import annotations
@@ -75,7 +78,7 @@ class RunTables:
     def set_run_status(self, run_id: str, status: str) -> RunRecord:
         require_id(status, "status")
         with self._db.write() as tx:
-            require_run(tx, run_id)
+            require_run(tx, run_id, self._db.dialect)
             tx.execute(
                 "UPDATE runs SET status = ?, updated_at = ? WHERE run_id = ?",
                 (status, self._clock(), run_id),
@@ -124,7 +127,7 @@ class RunTables:
         now = self._clock()
         signature = sign_text(self._db.secret, _signed_checkpoint(run_id, effect_id, data))
         with self._db.write() as tx:
-            require_run(tx, run_id)
+            require_run(tx, run_id, self._db.dialect)
             require_fence(tx, run_id, fence)
             seq = tx.insert(
                 "INSERT INTO checkpoints (run_id, effect_id, data, saved_at, signature) "
@@ -187,7 +190,7 @@ class RunTables:
         fence: int | None = None,
     ) -> JournalRecord:
         with self._db.write() as tx:
-            require_run(tx, run_id)
+            require_run(tx, run_id, self._db.dialect)
             require_fence(tx, run_id, fence)
             tx.execute(
                 f"INSERT INTO journal ({JOURNAL_COLUMNS}) VALUES (?,?,?,?,?,?) "
@@ -219,7 +222,7 @@ class RunTables:
         require_id(type, "process event type")
         text = _json.dumps(payload, "the process event payload")
         with self._db.write() as tx:
-            require_run(tx, run_id)
+            require_run(tx, run_id, self._db.dialect)
             require_fence(tx, run_id, fence)
             tx.execute(
                 "INSERT INTO process_events (run_id, call_id, ordinal, type, payload, "

@@ -25,13 +25,18 @@ class Dialect:
     ``real``: a float column's type; ``serial``: an integer primary key the database numbers
     in insert order; ``row_order``: the column that orders a table's rows as they were
     inserted (read as ``alias.row_order``) and ``row_order_column``: what the ``waits`` table
-    adds to have it (nothing where the database has one built in).
+    adds to have it (nothing where the database has one built in). ``lock_row`` and
+    ``share_row`` end a ``SELECT`` that locks the rows it reads against other writers (the
+    first) or against their changes only (the second): empty where write transactions are
+    serialized whole, as SQLite's are.
     """
 
     real: str
     serial: str
     row_order: str
     row_order_column: str
+    lock_row: str = ""
+    share_row: str = ""
 
 
 class SqlCursor(Protocol):
@@ -71,8 +76,10 @@ class SqlDatabase(Protocol):
         ...
 
     def write(self) -> AbstractContextManager[SqlTransaction]:
-        """One write transaction: all of it commits, or (on any exception) none of it; no
-        other write to the same store runs between its statements."""
+        """One write transaction: all of it commits, or (on any exception) none of it. Where
+        the dialect's ``lock_row`` is empty no other write to the store runs between its
+        statements; otherwise each statement sees what other writes committed before it, and
+        the tables lock the rows a change depends on (``lock_run``, ``share_row``)."""
         ...
 
     def read(self) -> AbstractContextManager[SqlTransaction]:
@@ -87,19 +94,35 @@ def require_id(value: object, what: str) -> str:
     return value
 
 
-def require_run(tx: SqlTransaction, run_id: str) -> None:
-    """Refuse (``UnknownRunError``) a run the store does not have, inside ``tx``."""
-    if tx.execute("SELECT 1 FROM runs WHERE run_id = ?", (run_id,)).fetchone() is None:
+def lock_run(tx: SqlTransaction, dialect: Dialect, run_id: str) -> bool:
+    """Lock the run's row in ``runs`` until ``tx`` ends (``dialect.lock_row``), so that the
+    writes of one run, and of its lease, happen one after the other; whether the run exists."""
+    row = tx.execute(f"SELECT 1 FROM runs WHERE run_id = ?{dialect.lock_row}",
+                     (run_id,)).fetchone()
+    return row is not None
+
+
+def require_run(tx: SqlTransaction, run_id: str, dialect: Dialect | None = None) -> None:
+    """Refuse (``UnknownRunError``) a run the store does not have, inside ``tx``; given the
+    ``dialect``, lock the run's row as :func:`lock_run` does."""
+    locks = "" if dialect is None else dialect.lock_row
+    if tx.execute(f"SELECT 1 FROM runs WHERE run_id = ?{locks}", (run_id,)).fetchone() is None:
         raise UnknownRunError(
             f"the session store has no run {run_id!r}; create it with create_run first"
         )
 
 
-def require_fence(tx: SqlTransaction, run_id: str, fence: int | None) -> None:
+def require_fence(tx: SqlTransaction, run_id: str, fence: int | None,
+                  dialect: Dialect | None = None) -> None:
     """Refuse (``StaleLeaseError``) a write fenced with a token the run's lease no longer
-    carries, inside ``tx``; an unfenced write (``None``: not a host's) passes."""
+    carries, inside ``tx``; an unfenced write (``None``: not a host's) passes. The caller holds
+    the run's row lock (:func:`lock_run`), or passes its ``dialect`` to have it taken here:
+    every change of a run's lease takes that lock too, so the token read stays the lease's
+    until ``tx`` commits."""
     if fence is None:
         return
+    if dialect is not None:
+        lock_run(tx, dialect, run_id)
     row = tx.execute("SELECT holder, token FROM leases WHERE run_id = ?", (run_id,)).fetchone()
     if row is None or row[1] != fence:
         now = ("no host holds its lease now" if row is None
