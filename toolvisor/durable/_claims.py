@@ -1,12 +1,12 @@
 """Claims: hosts on any machine take the runs nobody drives, one host per run.
 
 :class:`ClaimTable` holds the claim's logic over any :class:`SqlDatabase` (portable SQL); its
-state is the database and the store clock it is given. A backend says how candidate rows are
-locked (``lock``: PostgreSQL's ``FOR NO KEY UPDATE OF r SKIP LOCKED``, so concurrent claimers,
-and the run's other writers, which lock its row too, are passed over instead of waited for;
-nothing on SQLite, whose write transactions are serialized). Either way the lease is taken
-with one conditional upsert per run, which sees the latest committed lease: two claimers never
-both take a run. A claimed lease gets the run's next fencing token, as
+state is the database and the store clock it is given. A backend's dialect says how candidate
+rows are locked (``claim_lock``: PostgreSQL's ``FOR NO KEY UPDATE OF r SKIP LOCKED``, so
+concurrent claimers, and the run's other writers, which lock its row too, are passed over
+instead of waited for; nothing on SQLite, whose write transactions are serialized). Either
+way the lease is taken with one conditional upsert per run, which sees the latest committed
+lease: two claimers never both take a run. A claimed lease gets the run's next fencing token, as
 :meth:`LeaseTable.acquire_lease` gives a new holder. Leases are taken in run id order, the
 order renewals lock them in, so the two never deadlock. Letting a run go locks its row first,
 as every other write of the run does.
@@ -47,10 +47,10 @@ class ClaimTable:
     """Claim runs, and let waiting ones go: each public method is the :class:`SessionStore`
     method of the same name, whose docstring is the contract it keeps."""
 
-    def __init__(self, db: SqlDatabase, clock: Callable[[], float], lock: str = "") -> None:
+    def __init__(self, db: SqlDatabase, clock: Callable[[], float]) -> None:
         self._db = db
         self._clock = clock
-        self._select = f"{RUNNABLE} {lock}".rstrip()
+        self._select = RUNNABLE + db.dialect.claim_lock
 
     def claim_runs(self, holder: str, ttl: float, limit: int) -> list[Lease]:
         check_seconds("a lease ttl", ttl, positive=True)

@@ -30,11 +30,12 @@ _VERSION_NAME = "schema_version"
 _INSTALL = "pip install 'toolvisor[postgres]'"
 POSTGRES = Dialect(real="DOUBLE PRECISION", serial="BIGSERIAL PRIMARY KEY", row_order="seq",
                    row_order_column=",\n    seq BIGSERIAL NOT NULL", lock_row=" FOR NO KEY UPDATE",
-                   share_row=" FOR SHARE")
+                   share_row=" FOR SHARE",
+                   claim_lock=" FOR NO KEY UPDATE OF r SKIP LOCKED")
 """PostgreSQL's words in the shared schema: ``waits`` gets a serial column to order its rows,
 and a write locks the rows it depends on (``FOR NO KEY UPDATE``: the columns it changes are
 never keys, so inserts that reference a locked row, whose foreign keys take ``FOR KEY SHARE``,
-need not wait)."""
+need not wait); a claim skips the candidate runs other writers hold (``SKIP LOCKED``)."""
 
 
 def import_psycopg() -> ModuleType:
