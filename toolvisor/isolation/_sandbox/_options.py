@@ -55,6 +55,11 @@ class SandboxOptions:
 _MINIMUMS = {"memory": 64 * MIB, "cpu_seconds": 1, "file_size": 1, "open_files": 16,
              "processes": 4, "scratch": MIB}
 """The least each limit may be: below these the worker itself cannot start a call."""
+_BYTES = frozenset({"memory", "file_size", "scratch"})
+
+
+def _in_mib(value: int) -> str:
+    return f" ({value // MIB} MiB)" if value >= MIB else ""
 
 
 def sandbox_options(tool_name: str, options: Mapping[str, Any] | None) -> SandboxOptions:
@@ -77,7 +82,9 @@ def sandbox_options(tool_name: str, options: Mapping[str, Any] | None) -> Sandbo
         if name in given:
             value = given[name]
             if not isinstance(value, int) or isinstance(value, bool) or value < least:
-                raise ValueError(f"{where} {name!r} must be an int >= {least}, got {value!r}")
+                unit = " bytes" if name in _BYTES else ""
+                raise ValueError(f"{where} {name!r} must be an int >= {least}{unit}"
+                                 f"{_in_mib(least) if unit else ''}, got {value!r}")
             values[name] = value
     if "read_only" in given:
         values["read_only"] = _paths(where, given["read_only"])
