@@ -1,13 +1,17 @@
 """The claim protocol of a store: which runs are runnable, and letting a waiting run go.
 
 In-process, on each backend, on a store whose clock the test moves: a run is claimable when it
-is new (queued, with a checkpoint), orphaned (running, its lease run out or released), or
-waiting and woken (a wait resolved or overdue); never while a live lease holds it. The worker
-tests drive the same protocol with real processes.
+is new (queued, with a checkpoint), orphaned (running, its lease run out or released, or its
+holder a gone process of this machine), or waiting and woken (a wait resolved or overdue); never
+while a live lease holds it. The worker tests drive the same protocol with real processes.
 """
 
 from __future__ import annotations
 
+import os
+import socket
+import subprocess
+import sys
 from collections.abc import Iterator
 
 import pytest
@@ -83,6 +87,23 @@ def test_an_orphaned_run_is_claimable_once_its_lease_runs_out(store: SessionStor
     assert claim(store, "host-1", 10) == []
     clock.now += TTL
     assert claim(store, "host-1", 10) == ["r"]
+
+
+def test_the_lease_of_a_gone_process_of_this_machine_is_claimable_at_once(
+        store: SessionStore) -> None:
+    """As for a host acquiring a lease: a holder whose pid is gone here holds nothing, while a
+    live process of this machine, or any of another machine, holds until its lease runs out."""
+    ended = subprocess.Popen([sys.executable, "-c", ""])
+    ended.wait()
+    here = socket.gethostname()
+    for run_id, holder in (("gone", f"{here}:{ended.pid}:x"), ("alive", f"{here}:{os.getpid()}:x"),
+                           ("elsewhere", f"not-{here}:{ended.pid}:x")):
+        queued(store, run_id)
+        store.acquire_lease(run_id, holder, TTL)
+    before = store_fence(store, "gone")
+    assert claim(store, "host-1", 10) == ["gone"]
+    assert store_fence(store, "gone") == before + 1  # the dead holder's writes are fenced out
+    assert claim(store, "host-2", 10) == []
 
 
 def test_a_released_run_is_claimable_at_once(store: SessionStore) -> None:

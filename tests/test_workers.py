@@ -2,8 +2,8 @@
 toolvisor.cli worker`` processes claim and drive them.
 
 Every worker is a real process (``tests._workers``) given the agent of ``tests._worker_app``;
-the tests wait on the lines workers print and on the store, never on time: a short lease ttl is
-injected where a dead worker's lease has to run out.
+the tests wait on the lines workers print and on the store, never on time: a long lease ttl is
+injected where a dead worker's lease must not be waited out.
 """
 
 from __future__ import annotations
@@ -100,14 +100,16 @@ def test_sigterm_releases_the_runs_a_worker_drives(agent: Agent, store: SessionS
     assert "it said unblocked" in store.latest_checkpoint(run_id).data  # type: ignore[union-attr]
 
 
-def test_a_killed_worker_s_runs_are_taken_over_after_the_ttl(
+def test_a_killed_worker_s_runs_are_taken_over_at_once_on_its_machine(
         agent: Agent, store: SessionStore, start: Start) -> None:
+    """Its lease would stand for an hour; its pid is gone, so it holds nothing here."""
     run_id = agent.submit("block t2")
-    killed = start(block=True, ttl=1.0)
+    killed = start(block=True, ttl=3600.0)
     killed.expect("blocking t2")
     killed.kill()
-    (lease,) = store.leases()  # the dead worker's, until it runs out
-    assert lease.run_id == run_id
+    (lease,) = store.leases()  # the dead worker's, far from running out
+    assert (lease.run_id, lease.holder.split(":")[1]) == (run_id, str(killed.pid))
+    assert lease.expires_at > store.now() + 3000
     other = start()
     assert other.expect(f"finished {run_id}") == f"finished {run_id} completed"
     assert other.said("claimed") == [run_id]

@@ -36,7 +36,8 @@ from toolvisor.durable._signing import (
     Signer,
     require_signed,
 )
-from toolvisor.durable._sqlite import POLL_INTERVAL, SqliteSessionStore
+from toolvisor.durable._sql_store import POLL_INTERVAL
+from toolvisor.durable._sqlite import SqliteSessionStore
 from toolvisor.durable._store import UNSET, SessionStore, StaleLeaseError, UnknownRunError
 
 __all__ = [

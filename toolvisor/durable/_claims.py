@@ -1,15 +1,17 @@
 """Claims: hosts on any machine take the runs nobody drives, one host per run.
 
 :class:`ClaimTable` holds the claim's logic over any :class:`SqlDatabase` (portable SQL); its
-state is the database and the store clock it is given. A backend says how candidate rows are
-locked (``lock``: PostgreSQL's ``FOR NO KEY UPDATE OF r SKIP LOCKED``, so concurrent claimers,
-and the run's other writers, which lock its row too, are passed over instead of waited for;
-nothing on SQLite, whose write transactions are serialized). Either way the lease is taken
-with one conditional upsert per run, which sees the latest committed lease: two claimers never
-both take a run. A claimed lease gets the run's next fencing token, as
-:meth:`LeaseTable.acquire_lease` gives a new holder. Leases are taken in run id order, the
-order renewals lock them in, so the two never deadlock. Letting a run go locks its row first,
-as every other write of the run does.
+state is the database and the store clock it is given. A backend's dialect says how candidate
+rows are locked (``claim_lock``: PostgreSQL's ``FOR NO KEY UPDATE OF r SKIP LOCKED``, so
+concurrent claimers, and the run's other writers, which lock its row too, are passed over
+instead of waited for; nothing on SQLite, whose write transactions are serialized). Either
+way the lease is taken with one conditional upsert per run, which sees the latest committed
+lease: two claimers never both take a run. A lease whose holder is a process of this machine
+that is gone (``holder_gone``) is as free as an expired one, as for a host that acquires a
+lease: a worker restarted after a crash takes its own runs back at once, not after their ttl.
+A claimed lease gets the run's next fencing token, as :meth:`LeaseTable.acquire_lease` gives a
+new holder. Leases are taken in run id order, the order renewals lock them in, so the two never
+deadlock. Letting a run go locks its row first, as every other write of the run does.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from collections.abc import Callable
 from typing import Final
 
 from toolvisor.contract import check_seconds
+from toolvisor.durable._holders import holder_gone
 from toolvisor.durable._records import Lease
 from toolvisor.durable._sql import SqlDatabase, lock_run
 
@@ -28,14 +31,15 @@ RUNNABLE: Final = f"""
 SELECT r.run_id FROM runs r
 WHERE r.status IN ('{QUEUED}', 'running', 'suspended')
   AND EXISTS (SELECT 1 FROM checkpoints c WHERE c.run_id = r.run_id)
-  AND NOT EXISTS (SELECT 1 FROM leases l WHERE l.run_id = r.run_id AND l.expires_at > ?)
+  AND NOT EXISTS (SELECT 1 FROM leases l WHERE l.run_id = r.run_id AND NOT {{free}})
   AND (r.status <> 'suspended' OR EXISTS (
       SELECT 1 FROM waits w JOIN keys k ON k.key_id = w.key_id
       WHERE k.run_id = r.run_id AND k.revoked = 0
         AND (k.kind IS NOT NULL OR w.deadline_at <= ?)))
 ORDER BY r.updated_at, r.run_id
 LIMIT ?"""
-"""The runs no live lease holds that a host should drive, oldest first: new (``queued``),
+"""The runs no live lease holds that a host should drive, oldest first (``{free}``: the test
+that the lease ``l`` holds its run no more, :func:`free`): new (``queued``),
 orphaned (``running``: its host died or let it go), or ``suspended`` and woken: one of its waits
 resolved, or an open one's deadline passed. A host lets a waiting run go with
 :meth:`ClaimTable.let_go`, which keeps only the waits of its current suspension, so a wait
@@ -43,14 +47,23 @@ resolved and delivered before cannot wake it. (A waiting run whose host died may
 waits: it is claimed once more, and let go properly then.)"""
 
 
+def free(lease: str, gone: list[str]) -> str:
+    """The SQL test that the lease row ``lease`` (a table's name or alias) holds its run no
+    more: it expired (its one parameter: now), or its holder is one of the ``gone`` holders
+    (theirs follow)."""
+    if not gone:
+        return f"{lease}.expires_at <= ?"
+    return f"({lease}.expires_at <= ? OR {lease}.holder IN ({','.join('?' * len(gone))}))"
+
+
 class ClaimTable:
     """Claim runs, and let waiting ones go: each public method is the :class:`SessionStore`
     method of the same name, whose docstring is the contract it keeps."""
 
-    def __init__(self, db: SqlDatabase, clock: Callable[[], float], lock: str = "") -> None:
+    def __init__(self, db: SqlDatabase, clock: Callable[[], float]) -> None:
         self._db = db
         self._clock = clock
-        self._select = f"{RUNNABLE} {lock}".rstrip()
+        self._lock = db.dialect.claim_lock
 
     def claim_runs(self, holder: str, ttl: float, limit: int) -> list[Lease]:
         check_seconds("a lease ttl", ttl, positive=True)
@@ -59,14 +72,18 @@ class ClaimTable:
         now = self._clock()
         claimed = []
         with self._db.write() as tx:
-            candidates = [row[0] for row in
-                          tx.execute(self._select, (now, now, limit)).fetchall()]
+            gone = [row[0] for row in tx.execute(
+                "SELECT DISTINCT holder FROM leases WHERE expires_at > ?", (now,)).fetchall()
+                if holder_gone(row[0])]  # dead processes of this machine: free at once
+            candidates = [row[0] for row in tx.execute(
+                RUNNABLE.format(free=free("l", gone)) + self._lock,
+                (now, *gone, now, limit)).fetchall()]
             for run_id in sorted(candidates):
                 if tx.execute(
                         "INSERT INTO leases (run_id, holder, expires_at) VALUES (?,?,?) "
                         "ON CONFLICT (run_id) DO UPDATE SET holder = excluded.holder, "
-                        "expires_at = excluded.expires_at WHERE leases.expires_at <= ?",
-                        (run_id, holder, now + ttl, now)).rowcount != 1:
+                        f"expires_at = excluded.expires_at WHERE {free('leases', gone)}",
+                        (run_id, holder, now + ttl, now, *gone)).rowcount != 1:
                     continue  # taken meanwhile (a claimer that committed first)
                 tx.execute("UPDATE runs SET fence = fence + 1 WHERE run_id = ?", (run_id,))
                 token = tx.execute("SELECT fence FROM runs WHERE run_id = ?",

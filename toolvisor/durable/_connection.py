@@ -1,9 +1,9 @@
 """The SQLite file of a store: opening it (private file, pragmas, schema, secret), its transactions.
 
 :class:`SqliteConnection` is the SQLite backend's :class:`~toolvisor.durable._sql.SqlDatabase`,
-which the store's table objects share. It owns ONE connection and uses it only under its
-``_lock``, so any thread may call it; other connections on the same file (other processes,
-other store objects) are serialized by SQLite's file locks.
+which the store's table objects share. It owns ONE connection and uses it only under its lock
+(:class:`Guarded`), so any thread may call it; other connections on the same file (other
+processes, other store objects) are serialized by SQLite's file locks.
 """
 
 from __future__ import annotations
@@ -11,12 +11,12 @@ from __future__ import annotations
 import os
 import secrets
 import sqlite3
-import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from toolvisor.durable._guarded import Guarded
 from toolvisor.durable._schema import migrate
 from toolvisor.durable._sql import Dialect
 
@@ -59,7 +59,8 @@ class SqliteConnection:
 
     The file is in WAL mode with ``synchronous=FULL``: a commit that returned survives a power
     cut. Every write is ``BEGIN IMMEDIATE`` with a busy timeout and every read is one snapshot
-    transaction, each holding ``_lock`` from start to end (calls serialize within the object).
+    transaction, each holding the connection's lock from start to end (calls serialize within
+    the object).
     The file (created mode 0600) holds the HMAC secret that signs completion keys.
     """
 
@@ -78,12 +79,11 @@ class SqliteConnection:
                 f"{str(resolved.parent)!r} does not exist (create the folder first; toolvisor "
                 f"creates the store's file, never its folders)")
         self.path = str(resolved)
-        self._lock = threading.Lock()  # owns _connection: held for every use of it
         if create:
             self._create_private(resolved)
-        self._connection: sqlite3.Connection | None = sqlite3.connect(
+        self._guard = Guarded(self.path, sqlite3.connect(
             self.path, timeout=busy_timeout, isolation_level=None, check_same_thread=False
-        )
+        ))
         try:
             self._secret = self._open(busy_timeout, create)
         except sqlite3.OperationalError:
@@ -109,19 +109,19 @@ class SqliteConnection:
     def _open(self, busy_timeout: float, create: bool) -> bytes:
         """Set the pragmas, create the schema in a new file (unless ``create`` is false: then
         a file without one is refused, unchanged), and return the file's secret."""
-        connection = self._conn()
-        connection.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
-        if not create and connection.execute("PRAGMA user_version").fetchone()[0] == 0:
-            raise ValueError(f"{self.path!r} holds no session store (an empty or another "
-                             "program's SQLite file); it was left unchanged")
-        mode = connection.execute("PRAGMA journal_mode = WAL").fetchone()[0]
-        if mode != "wal":
-            raise RuntimeError(
-                f"session store {self.path!r} could not switch to WAL mode (got {mode!r}); "
-                "put it on a local file system"
-            )
-        connection.execute("PRAGMA synchronous = FULL")
-        connection.execute("PRAGMA foreign_keys = ON")
+        with self._guard.use() as connection:
+            connection.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
+            if not create and connection.execute("PRAGMA user_version").fetchone()[0] == 0:
+                raise ValueError(f"{self.path!r} holds no session store (an empty or another "
+                                 "program's SQLite file); it was left unchanged")
+            mode = connection.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            if mode != "wal":
+                raise RuntimeError(
+                    f"session store {self.path!r} could not switch to WAL mode (got {mode!r}); "
+                    "put it on a local file system"
+                )
+            connection.execute("PRAGMA synchronous = FULL")
+            connection.execute("PRAGMA foreign_keys = ON")
         with self.write() as conn:
             version = conn.execute("PRAGMA user_version").fetchone()[0]
             migrated = migrate(self.path, version, SQLITE, conn.execute)
@@ -143,12 +143,7 @@ class SqliteConnection:
 
     @property
     def closed(self) -> bool:
-        return self._connection is None
-
-    def _conn(self) -> sqlite3.Connection:
-        if self._connection is None:
-            raise RuntimeError(f"session store {self.path!r} is closed")
-        return self._connection
+        return self._guard.closed
 
     @contextmanager
     def write(self) -> Iterator[_SqliteTransaction]:
@@ -157,8 +152,7 @@ class SqliteConnection:
         ``BEGIN IMMEDIATE`` takes the file's write lock up front, so a read-then-write cannot
         be overtaken by another connection's write.
         """
-        with self._lock:
-            conn = self._conn()
+        with self._guard.use() as conn:
             conn.execute("BEGIN IMMEDIATE")
             try:
                 yield _SqliteTransaction(conn)
@@ -171,17 +165,9 @@ class SqliteConnection:
     @contextmanager
     def read(self) -> Iterator[_SqliteTransaction]:
         """One read snapshot."""
-        with self._lock:
-            conn = self._conn()
-            conn.execute("BEGIN")
-            try:
-                yield _SqliteTransaction(conn)
-            finally:
-                conn.execute("COMMIT")
+        with self._guard.snapshot("BEGIN") as conn:
+            yield _SqliteTransaction(conn)
 
     def close(self) -> None:
         """Close the connection (and with it the ``-wal``/``-shm`` files); idempotent."""
-        with self._lock:
-            if self._connection is not None:
-                self._connection.close()
-                self._connection = None
+        self._guard.close()

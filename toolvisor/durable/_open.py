@@ -7,7 +7,8 @@ import time
 from collections.abc import Callable
 
 from toolvisor.durable._postgres_store import PostgresSessionStore
-from toolvisor.durable._sqlite import POLL_INTERVAL, SqliteSessionStore
+from toolvisor.durable._sql_store import POLL_INTERVAL
+from toolvisor.durable._sqlite import SqliteSessionStore
 
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 """The URL prefixes :func:`open_store` opens as a :class:`PostgresSessionStore`."""

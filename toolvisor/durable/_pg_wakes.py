@@ -34,7 +34,8 @@ def channel_of(db: SqlDatabase) -> str:
 
 class PgWakes:
     """``announce`` a change to every store object on the same store, on any machine, and
-    (from :meth:`listen` on) hear theirs through ``notifier``."""
+    (from :meth:`listen` on) hear theirs through ``notifier``: the PostgreSQL store's
+    ``Wakes``."""
 
     def __init__(self, url: str, db: SqlDatabase, notifier: Notifier) -> None:
         self._url = url
@@ -46,11 +47,10 @@ class PgWakes:
         self._stop = threading.Event()
 
     def announce(self) -> None:
-        """Tell every listener of the store that something changed (and this process's
-        waiters at once)."""
+        """Tell every listener of the store that something changed (this process's waiters
+        are told by the store's notifier)."""
         with self._db.read() as tx:
             tx.execute("SELECT pg_notify(?, '')", (self.channel,))
-        self._notifier.notify()
 
     def listen(self) -> None:
         """Start hearing other processes' announcements, if not already."""

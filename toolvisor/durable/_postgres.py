@@ -1,8 +1,8 @@
 """The PostgreSQL database of a store: connecting (psycopg 3), schema, secret, transactions.
 
 :class:`PostgresConnection` is the PostgreSQL backend's ``SqlDatabase`` (``_sql``), which the
-store's table objects share. It owns ONE connection and uses it only under its
-``_lock``, so any thread may call it. Unlike SQLite's, write transactions do not serialize
+store's table objects share. It owns ONE connection and uses it only under its lock
+(:class:`Guarded`), so any thread may call it. Unlike SQLite's, write transactions do not serialize
 whole: each is ``READ COMMITTED`` and locks only the rows its change depends on (the run's row,
 a key's row, see the tables), so hosts writing different runs never wait for each other. The
 store
@@ -13,12 +13,12 @@ imported only when a store is opened.
 from __future__ import annotations
 
 import secrets
-import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
+from toolvisor.durable._guarded import Guarded
 from toolvisor.durable._schema import migrate
 from toolvisor.durable._sql import Dialect
 
@@ -30,11 +30,12 @@ _VERSION_NAME = "schema_version"
 _INSTALL = "pip install 'toolvisor[postgres]'"
 POSTGRES = Dialect(real="DOUBLE PRECISION", serial="BIGSERIAL PRIMARY KEY", row_order="seq",
                    row_order_column=",\n    seq BIGSERIAL NOT NULL", lock_row=" FOR NO KEY UPDATE",
-                   share_row=" FOR SHARE")
+                   share_row=" FOR SHARE",
+                   claim_lock=" FOR NO KEY UPDATE OF r SKIP LOCKED")
 """PostgreSQL's words in the shared schema: ``waits`` gets a serial column to order its rows,
 and a write locks the rows it depends on (``FOR NO KEY UPDATE``: the columns it changes are
 never keys, so inserts that reference a locked row, whose foreign keys take ``FOR KEY SHARE``,
-need not wait)."""
+need not wait); a claim skips the candidate runs other writers hold (``SKIP LOCKED``)."""
 
 
 def import_psycopg() -> ModuleType:
@@ -91,9 +92,8 @@ class PostgresConnection:
                  busy_timeout: float) -> None:
         driver = import_psycopg()
         self.path = redacted(url)
-        self._lock = threading.Lock()  # owns _connection: held for every use of it
         try:
-            self._connection: psycopg.Connection[Any] | None = driver.connect(
+            connection: psycopg.Connection[Any] = driver.connect(
                 url, autocommit=True, connect_timeout=max(1, round(connect_timeout)))
         except driver.ProgrammingError as exc:
             raise ValueError(f"{self.path!r} is not a PostgreSQL URL psycopg accepts "
@@ -103,11 +103,12 @@ class PostgresConnection:
             reason = str(exc).strip().replace("\n", " ")
             raise ConnectionError(f"cannot open the PostgreSQL session store {self.path!r}: "
                                   f"{reason}") from None
+        self._guard = Guarded(self.path, connection)
         try:
             # a write waits at most busy_timeout for another connection's row lock, as SQLite's
             # for its write lock
-            self._connection.execute(f"SET lock_timeout = {max(1, round(busy_timeout * 1000))}")
-            self._connection.isolation_level = driver.IsolationLevel.READ_COMMITTED
+            connection.execute(f"SET lock_timeout = {max(1, round(busy_timeout * 1000))}")
+            connection.isolation_level = driver.IsolationLevel.READ_COMMITTED
             self._secret = self._open(create)
         except BaseException:
             self.close()
@@ -116,8 +117,7 @@ class PostgresConnection:
     def _open(self, create: bool) -> bytes:
         """Create or migrate the schema (unless ``create`` is false: then a database without a
         store is refused, unchanged), and return the store's secret."""
-        conn = self._conn()
-        with conn.transaction():
+        with self._guard.use() as conn, conn.transaction():
             schema = conn.execute("SELECT current_schema()").fetchone()
             if schema is None or schema[0] is None:
                 raise ValueError(f"{self.path!r} names no schema that exists (its search_path); "
@@ -152,37 +152,22 @@ class PostgresConnection:
 
     @property
     def closed(self) -> bool:
-        return self._connection is None
-
-    def _conn(self) -> psycopg.Connection[Any]:
-        if self._connection is None:
-            raise RuntimeError(f"session store {self.path!r} is closed")
-        return self._connection
+        return self._guard.closed
 
     @contextmanager
     def write(self) -> Iterator[_PostgresTransaction]:
         """One write transaction (``READ COMMITTED``): all of it commits, or (on any
         exception) none of it; it takes no lock of its own, the tables' statements lock the
         rows they need."""
-        with self._lock:
-            conn = self._conn()
-            with conn.transaction():
-                yield _PostgresTransaction(conn)
+        with self._guard.use() as conn, conn.transaction():
+            yield _PostgresTransaction(conn)
 
     @contextmanager
     def read(self) -> Iterator[_PostgresTransaction]:
         """One read snapshot (``REPEATABLE READ``)."""
-        with self._lock:
-            conn = self._conn()
-            conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-            try:
-                yield _PostgresTransaction(conn)
-            finally:
-                conn.execute("COMMIT")
+        with self._guard.snapshot("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY") as conn:
+            yield _PostgresTransaction(conn)
 
     def close(self) -> None:
         """Close the connection; idempotent."""
-        with self._lock:
-            if self._connection is not None:
-                self._connection.close()
-                self._connection = None
+        self._guard.close()

@@ -27,8 +27,9 @@ class Dialect:
     inserted (read as ``alias.row_order``) and ``row_order_column``: what the ``waits`` table
     adds to have it (nothing where the database has one built in). ``lock_row`` and
     ``share_row`` end a ``SELECT`` that locks the rows it reads against other writers (the
-    first) or against their changes only (the second): empty where write transactions are
-    serialized whole, as SQLite's are.
+    first) or against their changes only (the second), and ``claim_lock`` the claims' select of
+    candidate runs (alias ``r``), passing over the rows other writers hold: all empty where
+    write transactions are serialized whole, as SQLite's are.
     """
 
     real: str
@@ -37,6 +38,7 @@ class Dialect:
     row_order_column: str
     lock_row: str = ""
     share_row: str = ""
+    claim_lock: str = ""
 
 
 class SqlCursor(Protocol):
@@ -84,6 +86,15 @@ class SqlDatabase(Protocol):
 
     def read(self) -> AbstractContextManager[SqlTransaction]:
         """One consistent snapshot to read from."""
+        ...
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called."""
+        ...
+
+    def close(self) -> None:
+        """Let the connection go; idempotent."""
         ...
 
 

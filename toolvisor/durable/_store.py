@@ -83,10 +83,12 @@ class SessionStore(Protocol):
         and return them (each with its fencing token), oldest first; concurrent claimers never
         take the same run.
 
-        A run is runnable when no live lease holds it, it has a checkpoint, and it is new
-        (status ``queued``: submitted), orphaned (``running``: its host died or released it), or
-        ``suspended`` and woken (a wait of its current suspension was resolved, or an open
-        wait's deadline passed). The claimer then drives it from its latest checkpoint.
+        A run is runnable when no live lease holds it (a lease whose holder is a process of
+        this machine that is gone, ``holder_gone``, is as free as an expired one), it has a
+        checkpoint, and it is new (status ``queued``: submitted), orphaned (``running``: its
+        host died or released it), or ``suspended`` and woken (a wait of its current suspension
+        was resolved, or an open wait's deadline passed). The claimer then drives it from its
+        latest checkpoint.
         """
         ...
 

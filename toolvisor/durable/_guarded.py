@@ -1,0 +1,62 @@
+"""A store's one database connection, used only under its lock, so any thread may call it.
+
+:class:`Guarded` is what ``SqliteConnection`` and ``PostgresConnection`` share: the lock that
+owns the connection, the refusal of a closed one, a read snapshot, an idempotent close.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any, Generic, Protocol, TypeVar
+
+
+class Connection(Protocol):
+    """What :class:`Guarded` needs of a driver's connection (``sqlite3``, psycopg)."""
+
+    def execute(self, sql: str, /) -> Any: ...
+
+    def close(self) -> None: ...
+
+
+C = TypeVar("C", bound=Connection)
+
+
+class Guarded(Generic[C]):
+    """``connection`` of the store at ``path``, used only while holding ``_lock`` (which owns
+    it) until :meth:`close`."""
+
+    def __init__(self, path: str, connection: C) -> None:
+        self._path = path
+        self._lock = threading.Lock()
+        self._connection: C | None = connection
+
+    @property
+    def closed(self) -> bool:
+        return self._connection is None
+
+    @contextmanager
+    def use(self) -> Iterator[C]:
+        """The connection, for the ``with`` block alone; a closed store is a ``RuntimeError``."""
+        with self._lock:
+            if self._connection is None:
+                raise RuntimeError(f"session store {self._path!r} is closed")
+            yield self._connection
+
+    @contextmanager
+    def snapshot(self, begin: str) -> Iterator[C]:
+        """One read transaction, started with ``begin`` and committed however the block ends."""
+        with self.use() as conn:
+            conn.execute(begin)
+            try:
+                yield conn
+            finally:
+                conn.execute("COMMIT")
+
+    def close(self) -> None:
+        """Close the connection; idempotent."""
+        with self._lock:
+            if self._connection is not None:
+                self._connection.close()
+                self._connection = None
