@@ -6,7 +6,6 @@ from toolvisor import Ok
 from toolvisor.call import OutputProjection
 from toolvisor.host._finished_calls import CallDone, FinishedCalls
 from toolvisor.machine import CallOutcome
-from toolvisor.registry import ToolRegistry
 
 
 def done(call_id: str) -> CallDone:
@@ -14,7 +13,7 @@ def done(call_id: str) -> CallDone:
 
 
 def test_only_the_add_that_finds_the_buffer_empty_asks_for_a_message() -> None:
-    finished = FinishedCalls(OutputProjection(), ToolRegistry.from_tools([]))
+    finished = FinishedCalls(OutputProjection())
     assert [finished.add(done(c)) for c in "abc"] == [True, False, False]
     assert [d.outcome.call_id for d in finished.drain()] == ["a", "b", "c"]
     assert finished.drain() == []

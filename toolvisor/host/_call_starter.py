@@ -27,7 +27,7 @@ from pykka import ActorDeadError, ActorRef
 
 from toolvisor._logging import get_event_log
 from toolvisor.actors import CallReply
-from toolvisor.contract import CallContext, Err, Tool, ToolCall
+from toolvisor.contract import CallContext, Err, OutputWindow, Tool, ToolCall
 from toolvisor.executor import Deadline, DeadlineTimer
 from toolvisor.host._child_sessions import CallSessions
 from toolvisor.host._commands import OrchestratorSettings
@@ -222,6 +222,7 @@ class CallStarter:
         ticket = None if isinstance(tool, Err) else settings.gates.ticket(tool.name)
         name, isolation = (planned.call.name, "none") if isinstance(tool, Err) \
             else (tool.name, tool.isolation or "none")
+        window: OutputWindow = "head" if isinstance(tool, Err) else tool.output_window
         span = self._observe.tool_call(run.run_id, planned, name, isolation)
         if span is not None:  # the handler's own spans nest under the call's
             ctx = dataclasses.replace(ctx, trace_scope=span.scope, trace_spans=span.remote)
@@ -236,7 +237,7 @@ class CallStarter:
             progress=ToolProgress(self._me, run.run_id, planned, name, span))
         reply = functools.partial(self._finished.on_reply,
                                   CallTarget(self._me, run.run_id, view, ctx, token, ticket,
-                                             span))
+                                             span, window))
         if isinstance(tool, Err):
             answer(reply, planned.call, planned.call.name, tool)
             return

@@ -18,7 +18,7 @@ from pykka import ActorDeadError, ActorRef
 
 from toolvisor.actors import CallReply
 from toolvisor.call import OutputProjection, ProjectionPoint
-from toolvisor.contract import CallContext, Err, Usage
+from toolvisor.contract import CallContext, Err, OutputWindow, Usage
 from toolvisor.host._direct_completions import CallCompletions
 from toolvisor.host._tracing import ToolSpan
 from toolvisor.machine import CallOutcome, Effect, StateView, ToolResults, TurnMachine
@@ -52,6 +52,8 @@ class CallTarget:
     # its ctx.processes
     ticket: int | None = None  # the call's ticket at its tool's gate, if it has one
     span: ToolSpan | None = None  # the call's trace span, when the agent traces
+    window: OutputWindow = "head"  # which end of its text the output budget keeps: its
+    # tool's, resolved once when the call started (``head`` for a call of no tool)
 
 
 def tell(me: ActorRef[Any], message: Any) -> None:
@@ -73,9 +75,8 @@ class FinishedCalls:
     guards only the list.
     """
 
-    def __init__(self, projection: OutputProjection, registry: ToolRegistry) -> None:
+    def __init__(self, projection: OutputProjection) -> None:
         self._projection = projection
-        self._registry = registry
         self._lock = threading.Lock()
         self._items: list[CallDone] = []
 
@@ -108,7 +109,7 @@ class FinishedCalls:
         if projection.applies_at("dispatch") or projection.applies_at("history"):
             point: ProjectionPoint = "dispatch" if projection.applies_at("dispatch") else "history"
             text = projection.project(point, text,
-                                      window=output_window(self._registry, reply.tool_name),
+                                      window=target.window,
                                       is_error=reply.is_error)
         done = CallOutcome(reply.tool_call_id, reply.result, text, writes=target.view.writes,
                            usage=usage)

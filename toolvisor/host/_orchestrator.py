@@ -84,7 +84,7 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
         self._settings = settings
         self._store = settings.store
         self._runs: dict[str, HostedRun] = {}
-        self._finished = FinishedCalls(settings.projection, settings.registry)
+        self._finished = FinishedCalls(settings.projection)
         me: ActorRef[Any] = self.actor_ref
         self._leases = None if settings.store is None else RunLeases(
             settings.store, settings.lease_ttl, functools.partial(tell, me))
