@@ -171,6 +171,31 @@ def test_a_worker_goes_on_when_a_claim_fails(tmp_path: Path) -> None:
     assert "closed" in detail
 
 
+def test_stop_called_again_inside_stop_returns_at_once(tmp_path: Path) -> None:
+    """A second signal (a process group's after a direct one, Ctrl-C twice) can arrive while
+    the first one's handler is inside ``stop()``, holding an Event's lock that is not
+    reentrant: ``stop()`` called there, as that second handler, must return at once."""
+    with SqliteSessionStore(tmp_path / "runs.sqlite") as store, make_agent(store) as agent:
+        worker = Worker(agent)
+        held = threading.Lock()  # what Event.set holds when the second signal comes
+        nested: list[bool] = []
+
+        class Interrupted(threading.Event):
+            def set(self) -> None:
+                with held:
+                    if not nested:
+                        nested.append(True)
+                        worker.stop()  # the second handler, inside the first
+                    super().set()
+
+        worker._wake = Interrupted()
+        stopping = threading.Thread(target=worker.stop)
+        stopping.start()
+        stopping.join(30)
+        assert not stopping.is_alive(), "stop() waited for a lock its own caller holds"
+        assert nested == [True] and worker._wake.is_set()
+
+
 @pytest.mark.parametrize(("settings", "error"), [
     ({"concurrency": 0}, "concurrency must be a positive int"),
     ({"poll_interval": 0}, "poll_interval"),

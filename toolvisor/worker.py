@@ -69,11 +69,19 @@ class Worker:
         """Set once :meth:`run` listens to the store and has made its first claim (or ended)."""
         self._wake = threading.Event()
         self._stopping = threading.Event()
+        self._stop_asked = False  # written once by stop(), on whichever thread calls it first
         self._driving: dict[str, Future[RunOutcome]] = {}
 
     def stop(self) -> None:
         """Stop claiming; :meth:`run` lets its runs finish or wait, then returns. Any thread
-        (or a signal handler) may call it."""
+        (or a signal handler) may call it, as often as it likes."""
+        if self._stop_asked:
+            # A signal handler runs between two bytecodes of the thread it interrupts: a second
+            # signal (a process group's and a direct one, Ctrl-C twice) can arrive inside the
+            # first handler's Event.set, whose lock is not reentrant: taking it again would
+            # wait for ever. The flag is set before any lock is taken.
+            return
+        self._stop_asked = True
         self._stopping.set()
         self._wake.set()
 
