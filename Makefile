@@ -32,8 +32,10 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy --strict toolvisor
 
+# Two processes: the suite waits on real processes, servers and sockets as much as it computes.
+# The tests that share something machine-wide (Ray, the sandbox) run on one of them (conftest).
 unit: $(STAMP) bubblewrap
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n 2 --dist loadgroup
 
 # The sandbox tests run real sandboxes: bubblewrap is installed here when this runs as root
 # with apt-get, and otherwise named (no test skips without it).

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -15,6 +17,18 @@ from tests._ray_cluster import start_cluster, worker_sockets
 from toolvisor._logging import set_event_sink
 from toolvisor.isolation import prepare_process_isolation
 from toolvisor.testing import tolerate_fds
+
+# `make test` runs the suite on two processes (pytest-xdist, `--dist loadgroup`). The tests
+# that share a machine-wide resource run on one of them: Ray (one local cluster at a time) and
+# the sandbox (its leak check looks at every sandbox process of the machine).
+_ONE_PROCESS_FILES = {"test_runner_ray.py", "test_sandbox.py", "test_progress.py", "test_docs.py"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if "ray_cluster" in getattr(item, "fixturenames", ()) \
+                or Path(str(item.fspath)).name in _ONE_PROCESS_FILES:
+            item.add_marker(pytest.mark.xdist_group("machine_wide"))
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -39,16 +53,20 @@ def _provider_server() -> Iterator[ProviderServer]:
 
 
 @pytest.fixture(scope="session")
-def ray_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ModuleType]:
-    """One local Ray cluster (2 CPUs, no dashboard, its files in the session's tmp dir) for
+def ray_cluster() -> Iterator[ModuleType]:
+    """One local Ray cluster (2 CPUs, no dashboard, its files in a folder of its own) for
     the whole session, started before the first test that needs it takes its leak snapshot."""
-    ray = start_cluster(tmp_path_factory.mktemp("ray"))
+    # Ray's socket paths must fit in 107 bytes: a short folder of its own, not pytest's (whose
+    # path grows with the session's number and, on several processes, the worker's name).
+    temp = Path(tempfile.mkdtemp(prefix="tv-ray-"))
+    ray = start_cluster(temp)
     # The driver connects to each worker process the cluster starts (new actors, killed
     # tasks' replacements) on demand: those connections belong to the session's cluster.
     withdraw = tolerate_fds(worker_sockets(ray.util.get_node_ip_address()))
     yield ray
     withdraw()
     ray.shutdown()
+    shutil.rmtree(temp, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

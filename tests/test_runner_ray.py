@@ -6,9 +6,11 @@ import importlib
 import importlib.util
 import io
 import os
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -212,7 +214,7 @@ def test_without_a_cluster_one_is_started_and_shut_down_with_the_runner(
         tmp_path_factory: pytest.TempPathFactory) -> None:
     """In a child process: this one's session cluster must not be there. (A short temp dir:
     Ray's socket paths must fit in 107 bytes.)"""
-    temp = tmp_path_factory.mktemp("lazy")
+    temp = Path(tempfile.mkdtemp(prefix="tv-lazy-"))  # not pytest's: see ``ray_cluster``
     # A folder the script put on its own sys.path (Ray itself gives its workers only the
     # script's folder and working directory): the workers get it from toolvisor, or `seven`
     # cannot load there.
@@ -220,8 +222,12 @@ def test_without_a_cluster_one_is_started_and_shut_down_with_the_runner(
     (lib / "handlers_on_the_drivers_path.py").write_text(
         "from toolvisor import Ok\n\ndef seven(arguments):\n    return Ok(7)\n")
     (app / "main.py").write_text(LAZY_CLUSTER)
-    done = subprocess.run([sys.executable, str(app / "main.py"), str(lib)], capture_output=True,
-                          text=True, cwd=temp, env={**os.environ, "RAY_TMPDIR": str(temp)},
-                          timeout=120, check=False)
+    try:
+        done = subprocess.run([sys.executable, str(app / "main.py"), str(lib)],
+                              capture_output=True, text=True, cwd=temp,
+                              env={**os.environ, "RAY_TMPDIR": str(temp)}, timeout=120,
+                              check=False)
+    finally:
+        shutil.rmtree(temp, ignore_errors=True)
     assert done.stdout.split("\n")[:4] == ["Ok(value=7)", "True", "Ok(value=7)", "False"], \
         done.stdout + done.stderr[-2000:]

@@ -30,6 +30,25 @@ _CGROUPS = "/sys/fs/cgroup/pids"
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def _parent(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as file:
+            return int(file.read().rsplit(b")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
+def _ours(pid: int) -> bool:
+    """Whether ``pid`` descends from this test process (the suite may run on several at once,
+    each with sandboxes of its own)."""
+    me = os.getpid()
+    while pid > 1:
+        pid = _parent(pid)
+        if pid == me:
+            return True
+    return False
+
+
 def _sandbox_processes() -> set[int]:
     found = set()
     for entry in os.listdir("/proc"):
@@ -39,7 +58,8 @@ def _sandbox_processes() -> set[int]:
                     cmdline = file.read()
             except OSError:
                 continue
-            if b"_sandbox._child" in cmdline or cmdline == b"sleep\x00600\x00":
+            if (b"_sandbox._child" in cmdline or cmdline == b"sleep\x00600\x00") \
+                    and _ours(int(entry)):
                 found.add(int(entry))
     return found
 
