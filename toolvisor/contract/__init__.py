@@ -10,6 +10,7 @@ from toolvisor.contract._context import (
     DurableEffectsAccess,
     StateAccess,
     TraceSpans,
+    trace_headers,
 )
 from toolvisor.contract._direct_completions import NO_DIRECT_COMPLETIONS, DirectCompletions
 from toolvisor.contract._errors import (
@@ -164,4 +165,5 @@ __all__ = [
     "reporting_model_progress",
     "result_outcome",
     "tool",
+    "trace_headers",
 ]

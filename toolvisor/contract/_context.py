@@ -126,6 +126,24 @@ class TraceSpans(Protocol):
     def end(self, handle: int, end_time: int | None) -> None: ...
 
 
+def trace_headers(scope: Callable[[], AbstractContextManager[Any]] | None
+                  ) -> dict[str, str] | None:
+    """The W3C trace headers of the span ``scope`` makes current (a call's ``trace_scope``),
+    or ``None`` when there is none: what carries a trace into a worker or a child run.
+
+    ``opentelemetry`` is imported only when there is a scope (the host gives one to a traced
+    call only).
+    """
+    if scope is None:
+        return None
+    from opentelemetry import propagate  # noqa: PLC0415 - only when tracing is on
+
+    headers: dict[str, str] = {}
+    with scope():
+        propagate.inject(headers)
+    return headers
+
+
 @dataclass(frozen=True, slots=True)
 class CallContext:
     """Who is calling and with which capabilities; every field reads as ``None`` when missing

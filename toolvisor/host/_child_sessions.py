@@ -33,6 +33,7 @@ from toolvisor.contract import (
     SystemMessage,
     ToolError,
     UserMessage,
+    trace_headers,
 )
 from toolvisor.host._relays import Relay, relayed_question, waits_on_one_key
 from toolvisor.host._session_host import AgentSessionHost, ChildLink
@@ -174,7 +175,8 @@ class CallSessions:
             ordinal = self._children.started
         child = self._child_run_id(ordinal)
         host = opened.host
-        link = ChildLink(self._run_id, self._call_id, self._depth + 1, self._trace_headers())
+        link = ChildLink(self._run_id, self._call_id, self._depth + 1,
+                         trace_headers(self.trace_scope))
         _log.info("child_session_started", run_id=child, parent_run_id=self._run_id,
                   parent_call_id=self._call_id, agent=host.agent_name, depth=link.depth)
         future = host.start_child(child, request, opened.state, link)
@@ -312,16 +314,6 @@ class CallSessions:
         run_id: str = self._durable.run_json(f"{CHILD_STEP}.{ordinal}", None,
                                              lambda _: uuid.uuid4().hex)
         return run_id
-
-    def _trace_headers(self) -> dict[str, str] | None:
-        if self.trace_scope is None:
-            return None
-        from opentelemetry import propagate  # noqa: PLC0415 - only when tracing is on
-
-        headers: dict[str, str] = {}
-        with self.trace_scope():
-            propagate.inject(headers)
-        return headers
 
 
 def _prompt_of(transcript: tuple[Message, ...],

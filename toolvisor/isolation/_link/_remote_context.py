@@ -40,6 +40,7 @@ from toolvisor.contract import (
     Pending,
     SessionSnapshot,
     ToolCall,
+    trace_headers,
 )
 from toolvisor.isolation._link._remote_processes import RemoteProcesses
 
@@ -86,7 +87,7 @@ class RemoteCall:
     def of(cls, ctx: CallContext) -> RemoteCall:
         capabilities = frozenset(name for name in CAPABILITIES if getattr(ctx, name) is not None)
         return cls(next(_tags), ctx.session_id, ctx.request_id, ctx.tool_call, ctx.attempt,
-                   ctx.turn, capabilities, trace_headers(ctx))
+                   ctx.turn, capabilities, trace_headers(ctx.trace_scope))
 
 
 @dataclass(frozen=True, slots=True)
@@ -368,20 +369,6 @@ def remote_context(call: RemoteCall, link: ContextLink) -> CallContext:
         process_admin=RemoteProcesses(link, tag) if "process_admin" in has else None,
     )
 
-
-def trace_headers(ctx: CallContext) -> dict[str, str] | None:
-    """The W3C trace headers of the call's span, or ``None`` when the call is not traced.
-
-    ``opentelemetry`` is imported only for a traced call (the host gives it a ``trace_scope``).
-    """
-    if ctx.trace_scope is None:
-        return None
-    from opentelemetry import propagate  # noqa: PLC0415 - only when tracing is on
-
-    headers: dict[str, str] = {}
-    with ctx.trace_scope():
-        propagate.inject(headers)
-    return headers
 
 
 @contextlib.contextmanager
