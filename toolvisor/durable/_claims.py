@@ -22,7 +22,7 @@ from typing import Final
 from toolvisor.contract import check_seconds
 from toolvisor.durable._holders import holder_gone
 from toolvisor.durable._records import Lease
-from toolvisor.durable._sql import SqlDatabase, lock_run
+from toolvisor.durable._sql import SqlDatabase, lock_run, next_fence
 
 QUEUED: Final = "queued"
 """The status of a run that was submitted and that no host has driven yet."""
@@ -85,9 +85,7 @@ class ClaimTable:
                         f"expires_at = excluded.expires_at WHERE {free('leases', gone)}",
                         (run_id, holder, now + ttl, now, *gone)).rowcount != 1:
                     continue  # taken meanwhile (a claimer that committed first)
-                tx.execute("UPDATE runs SET fence = fence + 1 WHERE run_id = ?", (run_id,))
-                token = tx.execute("SELECT fence FROM runs WHERE run_id = ?",
-                                   (run_id,)).fetchone()[0]
+                token = next_fence(tx, run_id)
                 tx.execute("UPDATE leases SET token = ? WHERE run_id = ?", (token, run_id))
                 claimed.append(Lease(run_id, holder, now + ttl, token))
         return sorted(claimed, key=lambda lease: candidates.index(lease.run_id))  # oldest first

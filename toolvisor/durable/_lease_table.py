@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 from toolvisor.contract import check_seconds
 from toolvisor.durable._records import Lease
-from toolvisor.durable._sql import SqlDatabase, require_run
+from toolvisor.durable._sql import SqlDatabase, next_fence, require_run
 
 
 class LeaseTable:
@@ -41,9 +41,7 @@ class LeaseTable:
             if row is not None and row[0] == holder:
                 token: int = row[2]  # renewed: the same lease, the same token
             else:
-                tx.execute("UPDATE runs SET fence = fence + 1 WHERE run_id = ?", (run_id,))
-                token = tx.execute("SELECT fence FROM runs WHERE run_id = ?",
-                                   (run_id,)).fetchone()[0]
+                token = next_fence(tx, run_id)
             tx.execute("INSERT INTO leases (run_id, holder, expires_at, token) VALUES (?,?,?,?) "
                        "ON CONFLICT (run_id) DO UPDATE SET holder = excluded.holder, "
                        "expires_at = excluded.expires_at, token = excluded.token",

@@ -123,6 +123,14 @@ def require_run(tx: SqlTransaction, run_id: str, dialect: Dialect | None = None)
         )
 
 
+def next_fence(tx: SqlTransaction, run_id: str) -> int:
+    """The run's next fencing token, for a lease that changes holder: taken from the run's row
+    inside ``tx``, so no two holders of one run ever get the same token."""
+    tx.execute("UPDATE runs SET fence = fence + 1 WHERE run_id = ?", (run_id,))
+    token: int = tx.execute("SELECT fence FROM runs WHERE run_id = ?", (run_id,)).fetchone()[0]
+    return token
+
+
 def require_fence(tx: SqlTransaction, run_id: str, fence: int | None,
                   dialect: Dialect | None = None) -> None:
     """Refuse (``StaleLeaseError``) a write fenced with a token the run's lease no longer
