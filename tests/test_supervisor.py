@@ -52,6 +52,16 @@ class Events:
         assert found is not None, f"no {event} {fields} in {self.named()}"
         return found
 
+    def wait_for_count(self, event: str, count: int) -> list[dict[str, Any]]:
+        """Wait until ``count`` events named ``event`` came; all of them."""
+        def found() -> list[dict[str, Any]]:
+            return [e for e in self.items if e["event"] == event]
+
+        with self._changed:
+            arrived = self._changed.wait_for(lambda: len(found()) >= count, WAIT)
+            assert arrived, f"{len(found())} {event} of {count} in {self.named()}"
+            return found()
+
     def named(self, *names: str) -> list[tuple[str, Any]]:
         with self._changed:
             return [(e["event"], e.get("child_id")) for e in self.items
