@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import ctypes
+import functools
 import os
 import signal
 import threading
@@ -204,3 +205,36 @@ class Counter:
     def hang(self) -> None:
         """Never return."""
         threading.Event().wait()
+
+
+def batch_member(arguments: dict[str, Any], ctx: CallContext) -> Ok:
+    """A call sent in a batch: reports "started" if told to, then hangs for ever (``hang``),
+    or reads two bytes from the FIFO named by ``fifo`` (blocking until the test writes them),
+    and returns ``n``."""
+    if arguments.get("report"):
+        ctx.report_progress("started")
+    if arguments.get("hang"):
+        while True:
+            time.sleep(1)
+    if "fifo" in arguments:
+        with open(arguments["fifo"], "rb") as fifo:
+            fifo.read(2)
+    return Ok(arguments.get("n"))
+
+
+class HeldPickling:
+    """A handler whose pickling (when the Ray backend sends its call) sets ``entered`` and then
+    waits until ``release`` is set; it arrives on the worker as ``ok_echo``. Meanwhile the
+    sender can send nothing else, so the calls started then are sent together."""
+
+    def __init__(self) -> None:
+        self.entered = threading.Event()
+        self.release = threading.Event()
+
+    def __call__(self, arguments: dict[str, Any]) -> Ok:
+        return Ok(arguments)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        self.entered.set()
+        self.release.wait(60)
+        return (functools.partial, (ok_echo,))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.util
 import io
@@ -11,6 +12,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -92,6 +94,114 @@ def test_a_hang_past_the_deadline_is_a_timeout_and_its_worker_is_killed(
     assert runner.run(whole, {"still": "up"}) == Ok({"still": "up"})
     runner.close()  # the deadline's cancel has run by now
     assert runner.stats.workers_killed == 1
+
+
+class Results:
+    """The results of calls started with ``runner.start``, awaited by count."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Condition()
+        self.got: list[HandlerResult] = []
+
+    def __call__(self, result: HandlerResult) -> None:
+        with self._lock:
+            self.got.append(result)
+            self._lock.notify_all()
+
+    def wait(self, count: int) -> list[HandlerResult]:
+        with self._lock:
+            assert self._lock.wait_for(lambda: len(self.got) >= count, 60), self.got
+            return list(self.got)
+
+
+class Started:
+    """A progress sink that counts the calls that reported "started"."""
+
+    def __init__(self, calls: int) -> None:
+        self._calls = calls
+        self._lock = threading.Lock()
+        self.all = threading.Event()
+
+    def report(self, message: str, fraction: float | None) -> None:
+        with self._lock:
+            self._calls -= 1
+            if self._calls == 0:
+                self.all.set()
+
+    def heartbeat(self) -> None:
+        pass
+
+
+@contextlib.contextmanager
+def sent_together(runner: ToolRunner) -> Iterator[None]:
+    """The calls started inside the block are sent together: meanwhile the sender is busy
+    sending a call whose handler's pickling waits until the block ends."""
+    held = h.HeldPickling()
+    done = Results()
+    runner.start(on_ray(held, name="held"), {}, None, done)
+    assert held.entered.wait(60)
+    try:
+        yield
+    finally:
+        held.release.set()
+    assert done.wait(1) == [Ok({})]
+
+
+def cluster_cpus(ray: ModuleType) -> int:
+    return int(ray.cluster_resources()["CPU"])
+
+
+def test_calls_started_together_share_ray_tasks(
+        runner: ToolRunner, ray_cluster: ModuleType) -> None:
+    tool, results = on_ray(h.ok_echo), Results()
+    with sent_together(runner):
+        for n in range(10):
+            runner.start(tool, {"n": n}, None, results)
+    assert sorted(r.value["n"] for r in results.wait(10) if isinstance(r, Ok)) == list(range(10))
+    # the held call's task, then the ten calls in one task per CPU of the cluster
+    assert runner.stats.ray_tasks == 1 + cluster_cpus(ray_cluster) < 10
+
+
+def test_a_hung_call_times_out_while_the_calls_sent_with_it_finish(
+        runner: ToolRunner, ray_cluster: ModuleType) -> None:
+    assert cluster_cpus(ray_cluster) == 2  # so the hung call and n=1 share a task
+    tool, results = on_ray(h.batch_member, timeout=5.0), Results()
+    with sent_together(runner):
+        for arguments in ({"hang": True}, {"n": 1}, {"n": 2}):
+            runner.start(tool, arguments, None, results)
+    got = results.wait(3)
+    assert sorted(repr(r) for r in got if isinstance(r, Ok)) == ["Ok(value=1)", "Ok(value=2)"], got
+    assert [error_of(r).reason for r in got if isinstance(r, Err)] == ["timeout"]
+    assert runner.stats.ray_tasks == 3
+    # A task needing both CPUs of the cluster runs only once the hung one's CPU is free.
+    assert runner.run(on_ray(h.ok_echo, options={"num_cpus": 2}), {}) == Ok({})
+    runner.close()  # the deadline's cancel has run by now
+    assert runner.stats.workers_killed == 1
+
+
+def test_a_call_stopped_beside_a_running_sibling_is_killed_once_the_sibling_finishes(
+        runner: ToolRunner, ray_cluster: ModuleType, tmp_path: Path) -> None:
+    assert cluster_cpus(ray_cluster) == 2  # so the hung call and the reader share a task
+    fifo = tmp_path / "go"
+    os.mkfifo(fifo)
+    writer = os.open(fifo, os.O_RDWR)  # the reader's open never waits for a writer
+    try:
+        started = Started(2)
+        ctx = CallContext(progress=started)
+        tool, hung_result, results = on_ray(h.batch_member, timeout=20.0), Results(), Results()
+        with sent_together(runner):
+            hung = runner.start(tool, {"hang": True, "report": True}, ctx, hung_result)
+            runner.start(tool, {"fifo": str(fifo), "report": True, "n": 1}, ctx, results)
+            runner.start(tool, {"n": 2}, None, results)
+        assert started.all.wait(60)
+        assert hung.cancel()
+        assert error_of(hung_result.wait(1)[0]).code == "cancelled"
+        assert runner.stats.workers_killed == 0  # the reader still runs in that worker
+        os.write(writer, b"go")
+        assert sorted(repr(r) for r in results.wait(2)) == ["Ok(value=1)", "Ok(value=2)"]
+        assert runner.stats.workers_killed == 1  # the reader is done: the hung call's end
+    finally:
+        os.close(writer)
 
 
 def test_ray_options_reach_the_task(runner: ToolRunner) -> None:

@@ -20,7 +20,9 @@ class RunnerStats:
       ``close``: the ones still running past its grace);
     * ``workers_alive`` / ``workers_started`` / ``workers_killed`` (SIGKILL by the runner at a
       deadline or cancel) / ``workers_died`` (exited by themselves mid-call or while idle) /
-      ``workers_replaced``.
+      ``workers_replaced``;
+    * ``ray_tasks``: Ray tasks submitted for ``ray`` calls (the calls of one tool that start
+      together share tasks).
     """
 
     calls_started: int = 0
@@ -36,6 +38,7 @@ class RunnerStats:
     workers_killed: int = 0
     workers_died: int = 0
     workers_replaced: int = 0
+    ray_tasks: int = 0
 
 
 _COUNTERS = tuple(f.name for f in fields(RunnerStats))

@@ -1,17 +1,18 @@
-"""``ray`` isolation: each call is one Ray task on the cluster this process is connected to.
+"""``ray`` isolation: calls run as Ray tasks on the cluster this process is connected to.
 
 Ray is imported when the first ``ray`` call starts (``toolvisor[ray]``). If the program has not
 connected (``ray.init(address=...)``), a local cluster is started then, once per process, and
 shut down when the last runner that used it closes; its workers get the driver's import path
 (``PYTHONPATH``), so a handler the driver imported from its own folders loads there too. A
-call's task carries a copy of its tool with only what the handler needs; the task runs it
-through ``execute`` and sends back the pickled result, as a worker process does. The runner is
-told when the task's future completes (no thread waits per call); at the deadline the task is
-cancelled with ``force=True`` (its worker process is killed). The handler's context is served
-over a link the task opens back to this process (``_links.py``), on the address Ray knows
-this node by, or on ``$TOOLVISOR_RAY_LINK_HOST`` (for a driver the workers reach by another
-address). A ``RayActor`` tool's call goes to its actor instead (``_actors.py``), which a
-deadline kills.
+task carries a copy of its tool with only what the handler needs; the task runs it through
+``execute`` and sends back the pickled result, as a worker process does. The calls of a tool
+without Ray options that start together share tasks (``_batches.py``); a tool with options
+gets a task per call, the runner told when its future completes (no thread waits per call),
+and at the deadline that task is cancelled with ``force=True`` (its worker process killed).
+The handler's context is served over a link the task opens back to this process
+(``_links.py``), on the address Ray knows this node by, or on ``$TOOLVISOR_RAY_LINK_HOST``
+(for a driver the workers reach by another address). A ``RayActor`` tool's call goes to its
+actor instead (``_actors.py``), which a deadline kills.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import pickle
 import re
 import sys
 import threading
-import weakref
+from collections.abc import Callable
 from concurrent.futures import Future
 from types import ModuleType
 from typing import Any
@@ -32,9 +33,10 @@ from toolvisor.contract import Err, HandlerResult, Tool
 from toolvisor.isolation._backend import IsolationBackend, Runtime
 from toolvisor.isolation._link._remote_context import RemoteCall
 from toolvisor.isolation._ray._actors import ActorCall, RayActors
+from toolvisor.isolation._ray._batches import RayBatches, Seat
 from toolvisor.isolation._ray._links import LINK_HOST_VARIABLE, LinkAddress, RayContextLinks
 from toolvisor.isolation._ray._task import CallFields, run_task
-from toolvisor.isolation._ray._tools import actor_of, check_ray_tool, task_options
+from toolvisor.isolation._ray._tools import actor_of, check_ray_tool, shipped_tool, task_options
 from toolvisor.isolation._running import RunningCall
 
 _log = get_event_log("tool_runner", isolation="ray")
@@ -92,20 +94,6 @@ def _disconnect(ray: ModuleType) -> None:
             _log.info("ray_cluster_stopped")
 
 
-_shipped: weakref.WeakKeyDictionary[Tool, Tool] = weakref.WeakKeyDictionary()
-
-
-def _shipped_tool(tool: Tool) -> Tool:
-    """What crosses to the task: the handler, its name, schema and arguments type."""
-    found = _shipped.get(tool)
-    if found is None:
-        found = _shipped[tool] = Tool(
-            name=tool.name, input_schema=tool.input_schema, handler=tool.handler,
-            isolation="thread", arguments_type=tool.arguments_type,
-        )
-    return found
-
-
 class RayBackend(IsolationBackend):
     """Submits calls as Ray tasks; ``call.worker`` is the task's ``ObjectRef`` while it runs.
 
@@ -125,14 +113,16 @@ class RayBackend(IsolationBackend):
         self._task: Any = None
         self._links: RayContextLinks | None = None
         self._actors = RayActors()
+        self._batches = RayBatches(runtime, _outcome)
 
     def _remote(self) -> tuple[ModuleType, Any, RayContextLinks]:
         with self._lock:
             if self._ray is None:
-                self._ray = _connect()
-                self._task = self._ray.remote(run_task)
+                ray = self._ray = _connect()
+                self._task = ray.remote(run_task)
                 self._links = RayContextLinks(os.environ.get(LINK_HOST_VARIABLE)
-                                              or self._ray.util.get_node_ip_address())
+                                              or ray.util.get_node_ip_address())
+                self._batches.connect(ray, self._links)
             assert self._links is not None
             return self._ray, self._task, self._links
 
@@ -150,9 +140,15 @@ class RayBackend(IsolationBackend):
             address = links.address_for(call, remote.tag)
         except RuntimeError as exc:  # no address to listen on, or the runner is closing
             return call.error("handler_exit", str(exc), repr(exc), code="not_started")
+        fields: CallFields = (remote, address)
+        if not call.tool.options:  # no Ray options, no actor: sent in a batch
+            if self._batches.submit(call, fields):
+                return None
+            links.forget(address)
+            return call.error("handler_exit", "the runner is closing", "closing",
+                              code="not_started")
         worker: Any
         try:
-            fields: CallFields = (remote, address)
             if actor_of(call.tool) is not None:
                 worker = self._actors.submit(ray, call, fields)
                 if isinstance(worker, Err):
@@ -161,7 +157,7 @@ class RayBackend(IsolationBackend):
             else:
                 options = {"max_retries": 0, "retry_exceptions": False,
                            **task_options(call.tool)}
-                ref = worker = task.options(**options).remote(_shipped_tool(call.tool),
+                ref = worker = task.options(**options).remote(shipped_tool(call.tool),
                                                               call.arguments, fields)
         except Exception as exc:
             links.forget(address)
@@ -190,13 +186,16 @@ class RayBackend(IsolationBackend):
         links, address = link
         links.forget(address)
         call.token.set()  # the task is over: a request still served for it stops waiting
-        result = _outcome(call, ray, done)
+        result = _outcome(call, done.result)
         if isinstance(worker, ActorCall) and not killed and isinstance(
                 done.exception(), ray.exceptions.ActorDiedError):
             self._actors.died(worker)
         self.runtime.settle(call, result)
 
     def _kill(self, ray: ModuleType, worker: Any) -> None:
+        if isinstance(worker, Seat):
+            self._batches.stop(worker)
+            return
         if isinstance(worker, ActorCall):
             self._actors.kill(ray, worker)
         else:
@@ -207,8 +206,10 @@ class RayBackend(IsolationBackend):
         """Cancel ``call``'s task, killing its worker (called once the call was claimed)."""
         with call.lock:
             worker, call.worker = call.worker, None
-        if worker is not None and self._ray is not None:
-            self._kill(self._ray, worker)
+        if worker is None or self._ray is None:
+            return
+        self._kill(self._ray, worker)
+        if not isinstance(worker, Seat):  # a batch logs when its task is cancelled
             _log.warning("ray_task_cancelled", tool_name=call.tool.name,
                          tool_call_id=call.ctx.tool_call_id)
 
@@ -219,15 +220,17 @@ class RayBackend(IsolationBackend):
             links, self._links = self._links, None
         if ray is not None:
             self._actors.close(ray)
+            self._batches.close()
             _disconnect(ray)
         if links is not None:
             links.close()
 
 
-def _outcome(call: RunningCall, ray: ModuleType, done: Future[Any]) -> HandlerResult:
-    errors = ray.exceptions
+def _outcome(call: RunningCall, fetch: Callable[[], bytes]) -> HandlerResult:
+    """``call``'s result from fetching its task's output (Ray's errors mapped to the reasons)."""
+    errors = import_ray().exceptions
     try:
-        data = done.result()
+        data = fetch()
     except errors.RayTaskError as exc:  # the task itself raised: unwrap Ray's wrapper
         cause = exc.cause if exc.cause is not None else exc
         if isinstance(cause, errors.RaySystemError):  # the task's arguments did not load

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.util
+import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -95,3 +96,17 @@ def actor_of(tool: Tool) -> tuple[RayActor, str] | None:
     """The ``RayActor`` and method that serve ``tool``'s calls, if it is an actor's tool."""
     actor: tuple[RayActor, str] | None = (tool.options or {}).get(ACTOR)
     return actor
+
+
+_shipped: weakref.WeakKeyDictionary[Tool, Tool] = weakref.WeakKeyDictionary()
+
+
+def shipped_tool(tool: Tool) -> Tool:
+    """What crosses to the task: the handler, its name, schema and arguments type."""
+    found = _shipped.get(tool)
+    if found is None:
+        found = _shipped[tool] = Tool(
+            name=tool.name, input_schema=tool.input_schema, handler=tool.handler,
+            isolation="thread", arguments_type=tool.arguments_type,
+        )
+    return found
