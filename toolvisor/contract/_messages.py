@@ -40,22 +40,24 @@ class ToolCall(FrozenModel):
     arguments: dict[str, Any] = Field(default_factory=dict)
     raw_arguments: str | None = None
 
-    @model_validator(mode="before")
-    @classmethod
-    def _parse_raw_arguments(cls, data: Any) -> Any:
-        if not isinstance(data, dict) or not isinstance(data.get("raw_arguments"), str):
-            return data
+    @model_validator(mode="after")
+    def _parse_raw_arguments(self) -> ToolCall:
+        """``arguments`` is what ``raw_arguments`` parses to (filled in when not given). An
+        ``after`` validator: a ``before`` one would turn a checkpoint's JSON into Python
+        objects first, for every call of the run."""
+        if self.raw_arguments is None:
+            return self
         try:
-            parsed = _load_arguments(data["raw_arguments"])
+            parsed = _load_arguments(self.raw_arguments)
         except ValueError:
             parsed = None
         expected = parsed if isinstance(parsed, dict) else {}
-        given = data.get("arguments")
-        if not given:
-            return {**data, "arguments": expected}
-        if given != expected:
+        if not self.arguments:
+            object.__setattr__(self, "arguments", expected)  # still being built: frozen after
+            self.__pydantic_fields_set__.add("arguments")
+        elif self.arguments != expected:
             raise ValueError("ToolCall.arguments must be what raw_arguments parses to")
-        return data
+        return self
 
     @classmethod
     def from_text(cls, id: str, name: str, text: str) -> ToolCall:
