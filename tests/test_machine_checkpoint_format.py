@@ -1,6 +1,6 @@
 """A checkpoint's JSON: one written by an earlier toolvisor restores and is written back byte
 for byte; current ones are validated straight from their text; a malformed message is refused
-naming its field."""
+naming its field; every message a run holds is of exactly one of ``Message``'s classes."""
 
 from __future__ import annotations
 
@@ -120,3 +120,27 @@ def test_a_malformed_message_is_refused_naming_its_field(tamper: Any, message: s
     with pytest.raises(CheckpointError, match="not a valid toolvisor checkpoint") as refused:
         TurnMachine.restore(CONFIG, json.dumps(data))
     assert message in str(refused.value)
+
+
+class Quoted(UserMessage):
+    """A message class of the caller's own, with nothing more than a user message."""
+
+
+class Tagged(UserMessage):
+    """A message class of the caller's own, with a field no checkpoint can restore."""
+
+    tag: str = "mine"
+
+
+def test_a_run_holds_only_the_message_classes_themselves() -> None:
+    """A subclass is taken as the message it is (a checkpoint writes each message with its own
+    class's serializer); one with fields of its own is refused at once, naming them, rather
+    than written into a checkpoint that would not restore."""
+    machine = TurnMachine(CONFIG)
+    machine.start([Quoted(content="hi")])
+    [message] = machine.checkpoint().run.messages
+    assert type(message) is UserMessage and message == UserMessage(content="hi")
+    assert TurnMachine.restore(CONFIG, machine.checkpoint().to_json()).checkpoint() == \
+        machine.checkpoint()
+    with pytest.raises(TypeError, match=r"0\.user\.tag\n  Extra inputs are not permitted"):
+        TurnMachine(CONFIG).start([Tagged(content="hi")])

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from typing import Annotated, Any, Literal, Protocol, TypeAlias, runtime_checkable
 
-from pydantic import Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
 from toolvisor.contract._errors import Violation
 from toolvisor.contract._frozen import FrozenModel
@@ -91,23 +91,31 @@ class ToolSpec(FrozenModel):
     input_schema: dict[str, Any]
 
 
-class SystemMessage(FrozenModel):
+class _MessageModel(FrozenModel):
+    """A message's base: an instance of a subclass is revalidated into the message's own class,
+    so a run holds exactly the classes of ``Message`` and a checkpoint writes each message with
+    its own class's serializer (a subclass's extra fields would not restore)."""
+
+    model_config = ConfigDict(revalidate_instances="subclass-instances")
+
+
+class SystemMessage(_MessageModel):
     role: Literal["system"] = "system"
     content: str
 
 
-class UserMessage(FrozenModel):
+class UserMessage(_MessageModel):
     role: Literal["user"] = "user"
     content: str
 
 
-class AssistantMessage(FrozenModel):
+class AssistantMessage(_MessageModel):
     role: Literal["assistant"] = "assistant"
     content: str | None = None
     tool_calls: tuple[ToolCall, ...] = ()
 
 
-class ToolResultMessage(FrozenModel):
+class ToolResultMessage(_MessageModel):
     """The result of one tool call, as text for the model; ``is_error`` marks failures."""
 
     role: Literal["tool"] = "tool"
