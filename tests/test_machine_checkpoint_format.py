@@ -144,3 +144,13 @@ def test_a_run_holds_only_the_message_classes_themselves() -> None:
         machine.checkpoint()
     with pytest.raises(TypeError, match=r"0\.user\.tag\n  Extra inputs are not permitted"):
         TurnMachine(CONFIG).start([Tagged(content="hi")])
+
+
+def test_a_checkpoint_shares_the_messages_but_not_the_list() -> None:
+    machine = suspended_machine()
+    taken = machine.checkpoint()
+    before = taken.to_json()
+    machine.resume({"b": "yes"})
+    later = machine.checkpoint()
+    assert taken.to_json() == before and len(later.run.messages) == len(taken.run.messages) + 1
+    assert all(a is b for a, b in zip(taken.run.messages, later.run.messages, strict=False))
