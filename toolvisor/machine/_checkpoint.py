@@ -130,7 +130,7 @@ class RunState(_Record):
     model_attempt: int = 1  # the attempt of this turn's model call, asked or to be asked
     # Each message is written by its own class's serializer (every message in a run is of
     # exactly one of Message's classes: subclasses are revalidated into them), not tried
-    # through the union's: half the time of a checkpoint of a long run.
+    # through the union's, which took twice as long to write a long run's messages.
     messages: list[SerializeAsAny[Message]] = Field(default_factory=list)
     usage: Usage = Field(default_factory=Usage)  # summed over the run's model calls
     state: dict[str, Any] = Field(default_factory=dict)
@@ -211,7 +211,7 @@ class Checkpoint(FrozenModel):
 class _Current(FrozenModel):
     """A checkpoint of the current version, and nothing else: pydantic validates it straight
     from JSON text, where ``Checkpoint``'s version check (a ``before`` validator) would first
-    turn the whole text into Python objects (a third of a restore's time)."""
+    turn the whole text into Python objects (a quarter of a restore's time)."""
 
     version: Literal[4] = CHECKPOINT_VERSION
     run: RunState
