@@ -7,6 +7,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
+from pydantic import ValidationError
+
 from toolvisor.contract import (
     AskUser,
     Err,
@@ -53,6 +56,17 @@ def test_raw_arguments_are_parsed_and_kept_byte_for_byte() -> None:
     assert ToolCall.from_text("e", "lookup", "  ").arguments == {}
     again = ToolCall.model_validate_json(GOOD.model_dump_json())
     assert again == GOOD and again.raw_arguments == '{ "q" : "a" }'
+
+
+def test_arguments_given_with_their_text_must_be_what_it_parses_to() -> None:
+    assert GOOD.model_fields_set == {"id", "name", "arguments", "raw_arguments"}
+    assert GOOD.model_dump(exclude_unset=True)["arguments"] == {"q": "a"}
+    assert ToolCall(id="good", name="lookup", arguments={"q": "a"},
+                    raw_arguments='{ "q" : "a" }') == GOOD
+    with pytest.raises(ValidationError, match="must be what raw_arguments parses to"):
+        ToolCall(id="good", name="lookup", arguments={"q": "b"}, raw_arguments='{"q": "a"}')
+    with pytest.raises(ValidationError, match="frozen"):
+        setattr(GOOD, "arguments", {})  # the filled-in arguments stay frozen
 
 
 def test_arguments_that_are_no_object_fail_that_call_only_through_the_policy() -> None:

@@ -7,6 +7,7 @@ SQLite file's own handling use the file. "Another process" is a real ``python -c
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import subprocess
 import sys
@@ -224,6 +225,37 @@ def test_checkpoints_keep_history_and_the_latest_wins(
     run = store.get_run("run-1")
     assert run is not None and (run.status, run.updated_at) == ("waiting", 1001)
     assert store.latest_checkpoint("other") is None
+
+
+def test_the_newest_checkpoint_is_found_in_the_index_without_sorting_the_run_s_checkpoints(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every row of a run's checkpoints holds its whole text: sorting them to find the newest
+    would read them all, so the newest ``seq`` is looked up in the index first."""
+    path = tmp_path / "store.db"
+    statements: list[tuple[str, Any]] = []
+    with SqliteSessionStore(path) as store:
+        store.create_run("run-1")
+        for effect_id in (1, 2, 2):
+            store.save_checkpoint("run-1", effect_id, f'{{"at": {effect_id}}}')
+        with store._db.read() as tx:  # type: ignore[attr-defined]
+            transaction = type(tx)
+        execute = transaction.execute
+
+        def recorded(self: Any, sql: str, params: Any = (), /) -> Any:
+            statements.append((sql, params))
+            return execute(self, sql, params)
+
+        with monkeypatch.context() as patch:
+            patch.setattr(transaction, "execute", recorded)
+            newest, at_one = store.latest_checkpoint("run-1"), store.checkpoint_at("run-1", 1)
+        assert newest is not None and newest.seq == 3
+        assert at_one is not None and at_one.seq == 1
+    assert len(statements) == 2
+    with contextlib.closing(sqlite3.connect(path)) as plain:
+        for sql, params in statements:
+            plan = [row[3] for row in plain.execute(f"EXPLAIN QUERY PLAN {sql}", params)]
+            assert not any("TEMP B-TREE" in step for step in plan), (sql, plan)
 
 
 @pytest.mark.parametrize(

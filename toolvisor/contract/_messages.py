@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from typing import Annotated, Any, Literal, Protocol, TypeAlias, runtime_checkable
 
-from pydantic import Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
 from toolvisor.contract._errors import Violation
 from toolvisor.contract._frozen import FrozenModel
@@ -40,22 +40,24 @@ class ToolCall(FrozenModel):
     arguments: dict[str, Any] = Field(default_factory=dict)
     raw_arguments: str | None = None
 
-    @model_validator(mode="before")
-    @classmethod
-    def _parse_raw_arguments(cls, data: Any) -> Any:
-        if not isinstance(data, dict) or not isinstance(data.get("raw_arguments"), str):
-            return data
+    @model_validator(mode="after")
+    def _parse_raw_arguments(self) -> ToolCall:
+        """``arguments`` is what ``raw_arguments`` parses to (filled in when not given). An
+        ``after`` validator: a ``before`` one would turn a checkpoint's JSON into Python
+        objects first, for every call of the run."""
+        if self.raw_arguments is None:
+            return self
         try:
-            parsed = _load_arguments(data["raw_arguments"])
+            parsed = _load_arguments(self.raw_arguments)
         except ValueError:
             parsed = None
         expected = parsed if isinstance(parsed, dict) else {}
-        given = data.get("arguments")
-        if not given:
-            return {**data, "arguments": expected}
-        if given != expected:
+        if not self.arguments:
+            object.__setattr__(self, "arguments", expected)  # still being built: frozen after
+            self.__pydantic_fields_set__.add("arguments")
+        elif self.arguments != expected:
             raise ValueError("ToolCall.arguments must be what raw_arguments parses to")
-        return data
+        return self
 
     @classmethod
     def from_text(cls, id: str, name: str, text: str) -> ToolCall:
@@ -89,23 +91,31 @@ class ToolSpec(FrozenModel):
     input_schema: dict[str, Any]
 
 
-class SystemMessage(FrozenModel):
+class _MessageModel(FrozenModel):
+    """A message's base: an instance of a subclass is revalidated into the message's own class,
+    so a run holds exactly the classes of ``Message`` and a checkpoint writes each message with
+    its own class's serializer (a subclass's extra fields would not restore)."""
+
+    model_config = ConfigDict(revalidate_instances="subclass-instances")
+
+
+class SystemMessage(_MessageModel):
     role: Literal["system"] = "system"
     content: str
 
 
-class UserMessage(FrozenModel):
+class UserMessage(_MessageModel):
     role: Literal["user"] = "user"
     content: str
 
 
-class AssistantMessage(FrozenModel):
+class AssistantMessage(_MessageModel):
     role: Literal["assistant"] = "assistant"
     content: str | None = None
     tool_calls: tuple[ToolCall, ...] = ()
 
 
-class ToolResultMessage(FrozenModel):
+class ToolResultMessage(_MessageModel):
     """The result of one tool call, as text for the model; ``is_error`` marks failures."""
 
     role: Literal["tool"] = "tool"

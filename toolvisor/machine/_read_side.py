@@ -26,8 +26,11 @@ from toolvisor.machine._unions import Done, Effect
 
 
 def copy_run(run: RunState) -> RunState:
-    """A deep copy that shares the messages: they are frozen, and most of a long run's size."""
-    memo: dict[int, Any] = {id(message): message for message in run.messages}
+    """A deep copy that shares the messages: they are frozen, and most of a long run's size.
+    The list itself is copied once and handed to ``deepcopy`` as already copied, so it never
+    walks the messages."""
+    messages = list(run.messages)
+    memo: dict[int, Any] = {id(run.messages): messages}
     return copy.deepcopy(run, memo)
 
 
