@@ -18,8 +18,17 @@ _log = get_event_log("deadline_timer")
 _COMPACT_AT = 256  # rebuild the heap once this many cancelled entries are waiting in it
 
 
+def _spent() -> None:
+    """What a cancelled or fired deadline holds instead of its callback."""
+
+
 class Deadline:
-    """One scheduled callback; :meth:`cancel` drops it (it is skipped when it comes due)."""
+    """One scheduled callback; :meth:`cancel` drops it (it is skipped when it comes due).
+
+    Once cancelled or fired it lets go of its callback: a callback usually refers to what holds
+    the deadline (a call that keeps its deadline to cancel it), and that cycle would leave the
+    call and all it refers to for the cyclic garbage collector instead of being freed at once.
+    """
 
     __slots__ = ("_timer", "callback", "cancelled", "seq", "when")
 
@@ -80,6 +89,7 @@ class DeadlineTimer:
             if entry.cancelled:
                 return
             entry.cancelled = True
+            entry.callback = _spent
             self._cancelled_count += 1
             if self._cancelled_count >= _COMPACT_AT and self._cancelled_count * 2 > len(
                 self._heap
@@ -107,11 +117,13 @@ class DeadlineTimer:
                         break
                     self._cond.wait(self._heap[0].when - now if self._heap else None)
             for entry in due:
+                callback, entry.callback = entry.callback, _spent
                 try:
-                    entry.callback()
+                    callback()
                 except Exception as exc:
                     _log.error("deadline_callback_failed", timer=self._name, error=repr(exc))
             due.clear()
+            callback = _spent
 
     def close(self) -> None:
         """Stop the thread; deadlines still pending are dropped."""
