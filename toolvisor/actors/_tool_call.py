@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -19,6 +18,7 @@ from pykka import ActorDeadError, ActorRegistry
 from pykka.messages import _ActorStop
 
 from toolvisor._logging import get_event_log
+from toolvisor._one_shot import OneShotEvent
 from toolvisor.actors._pooled import ActorThreadPool, ParkingMailbox, PooledThreadingActor
 from toolvisor.call import encode_checked
 from toolvisor.contract import (
@@ -304,10 +304,10 @@ class ParkedCallActor(ToolCallActor):
         super().__init__(runner=runner, tool=tool, call=call, ctx=ctx, reply_to=reply_to,
                          thread_pool=thread_pool)
         self._result: HandlerResult | None = None
-        self._result_ready: threading.Event | None = None
+        self._result_ready: OneShotEvent | None = None
 
     def _start_call(self) -> CallHandle:
-        self._result_ready = threading.Event()
+        self._result_ready = OneShotEvent()
         return self._runner.start(self._tool, self._call.arguments, self._ctx, self._on_done)
 
     def _call_started(self, handle: CallHandle) -> None:

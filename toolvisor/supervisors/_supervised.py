@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 import pykka
 from pykka import ActorDeadError, ActorRef, ActorRegistry
 
+from toolvisor._one_shot import OneShotEvent
 from toolvisor.contract import ToolvisorError
 
 if TYPE_CHECKING:
@@ -71,7 +72,7 @@ class ChildLink:
         self._notify = notify
         self.actor: SupervisedActor | None = None
         self.reason: ExitReason = "normal"
-        self.exited = threading.Event()
+        self.exited = OneShotEvent()
         self.start_ack = start_ack
 
     def child_exited(self, reason: ExitReason) -> None:
