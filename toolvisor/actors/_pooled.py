@@ -98,8 +98,9 @@ class ParkingMailbox:
     ``_items``, ``_parked`` and ``_closed`` are guarded by ``_lock``. A slice parks only once
     its loop has fully returned, and only if no mail came meanwhile (:meth:`park`, one step
     under the lock); mail put to a parked actor starts the next slice (``wake``, set once
-    before the actor starts), so at most one slice runs an actor at a time. A closed mailbox
-    (the actor's loop ended) keeps late mail unread, as pykka does for a dead actor.
+    before the actor starts, dropped at close), so at most one slice runs an actor at a time. A
+    closed mailbox (the actor's loop ended) keeps late mail unread, as pykka does for a dead
+    actor.
     """
 
     __slots__ = ("_closed", "_items", "_lock", "_parked", "wake")
@@ -137,8 +138,11 @@ class ParkingMailbox:
             return self._parked
 
     def close(self) -> None:
+        """The actor's loop ended: keep later mail unread, and let go of ``wake`` (it holds
+        the actor, which holds this mailbox: a cycle per actor for the garbage collector)."""
         with self._lock:
             self._closed = True
+            del self.wake
 
 
 class PooledThreadingActor(pykka.ThreadingActor):

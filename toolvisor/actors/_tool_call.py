@@ -70,15 +70,25 @@ def reply_of(call: ToolCall, tool_name: str, result: HandlerResult) -> CallReply
     return CallReply(call.id, tool_name, checked, text)
 
 
+def _ended(shutdown: bool) -> bool:
+    """A stop request to a call actor whose loop has ended: the mail is kept unread."""
+    return False
+
+
 class _CallInbox(ParkingMailbox):
     """A mailbox that lets a stop or shutdown request act at once while the handler runs on
     the actor's own thread (the loop cannot read its mail then). ``on_stop_request`` is set
     once by the actor's constructor; it runs on the sender's thread and returns whether the
-    actor ended there (the request then needs no delivery)."""
+    actor ended there (the request then needs no delivery). Once the actor's loop has ended,
+    it is :func:`_ended` (the actor's own would keep the actor in a cycle with its mailbox)."""
 
     __slots__ = ("on_stop_request",)
 
     on_stop_request: Callable[[bool], bool]
+
+    def close(self) -> None:
+        super().close()
+        self.on_stop_request = _ended
 
     def put(self, item: Any, block: bool = True, timeout: float | None = None) -> None:
         message = getattr(item, "message", None)

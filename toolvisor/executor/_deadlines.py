@@ -40,6 +40,11 @@ class Deadline:
         self._timer._cancelled(self)
 
 
+def _spent() -> None:
+    """The callback of a deadline cancelled or run: its own is let go, since it often holds
+    what holds the deadline (a call and its deadline: a cycle per call for the collector)."""
+
+
 class DeadlineTimer:
     """Runs callbacks at their deadlines on one lazily started thread.
 
@@ -80,6 +85,7 @@ class DeadlineTimer:
             if entry.cancelled:
                 return
             entry.cancelled = True
+            entry.callback = _spent
             self._cancelled_count += 1
             if self._cancelled_count >= _COMPACT_AT and self._cancelled_count * 2 > len(
                 self._heap
@@ -107,8 +113,9 @@ class DeadlineTimer:
                         break
                     self._cond.wait(self._heap[0].when - now if self._heap else None)
             for entry in due:
+                callback, entry.callback = entry.callback, _spent
                 try:
-                    entry.callback()
+                    callback()
                 except Exception as exc:
                     _log.error("deadline_callback_failed", timer=self._name, error=repr(exc))
             due.clear()

@@ -33,6 +33,10 @@ _log = get_event_log("tool_runner")
 OnDone = Callable[[HandlerResult], None]
 
 
+def _delivered(result: HandlerResult) -> None:
+    """A delivered call's ``on_done``: it is called once, then let go."""
+
+
 
 class ToolRunner:
     """Runs tool handlers with a timeout per call, each in its tool's isolation: one backend of
@@ -277,8 +281,10 @@ class ToolRunner:
         return True
 
     def _deliver(self, call: RunningCall, result: HandlerResult) -> None:
+        on_done, call.on_done = call.on_done, _delivered  # let go of the caller (e.g. a call
+        # actor holding this call's handle: a cycle per call for the garbage collector)
         try:
-            call.on_done(result)
+            on_done(result)
         except Exception as exc:
             _log.error("on_done_failed", **call.log_fields(), error=repr(exc))
         finally:
