@@ -13,7 +13,6 @@ time runs it, so its state still has one owner at a time, as under Erlang's sche
 from __future__ import annotations
 
 import collections
-import functools
 import itertools
 import threading
 import uuid
@@ -171,7 +170,7 @@ class PooledThreadingActor(pykka.ThreadingActor):
         self._loop_began = False
         inbox = self.actor_inbox
         assert isinstance(inbox, ParkingMailbox)
-        inbox.wake = functools.partial(thread_pool.run_loop, self)
+        inbox.wake = self._start_actor_loop  # its next slice
 
     @staticmethod
     def _create_actor_inbox() -> Any:
@@ -179,7 +178,6 @@ class PooledThreadingActor(pykka.ThreadingActor):
 
     def _start_actor_loop(self) -> None:
         self._thread_pool.run_loop(self)
-
     def _run_on(self, thread: PoolThread) -> None:
         """One slice, on a pool thread: the loop until the mail runs out, then park (or go
         on, if mail came while the loop was returning)."""
