@@ -8,6 +8,7 @@ for a line and :func:`until` for what several workers printed, so nothing sleeps
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import subprocess
@@ -84,6 +85,22 @@ class WorkerProcess:
     def terminate(self) -> int:
         self.process.send_signal(signal.SIGTERM)
         return self.process.wait(WAIT)
+
+    def signal_a_thread(self, signum: int) -> None:
+        """Send ``signum`` to one of the worker's threads other than its main one (``tgkill``),
+        as the kernel does with a signal sent to the process when another one is pending."""
+        tid = next(int(task.name) for task in Path(f"/proc/{self.pid}/task").iterdir()
+                   if int(task.name) != self.pid)
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.tgkill(self.pid, tid, signum) != 0:
+            raise OSError(ctypes.get_errno(), f"tgkill of thread {tid} of {self.pid} failed")
+
+    def catches(self, signum: int) -> bool:
+        """Whether the worker has a handler for ``signum`` (its ``SigCgt`` mask says so)."""
+        status = Path(f"/proc/{self.pid}/status").read_text(encoding="utf-8")
+        caught = next(line.split()[1] for line in status.splitlines()
+                      if line.startswith("SigCgt:"))
+        return bool(int(caught, 16) >> (signum - 1) & 1)
 
     def kill(self) -> None:
         self.process.send_signal(signal.SIGKILL)

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from test_supervisor import Events
 
 from toolvisor import Agent, AskUser, CallContext, Completed, Halted, Pending, Suspended, Tool
 from toolvisor.contract import ModelRequest, ModelResponse, ToolResultMessage
@@ -132,6 +133,34 @@ def test_a_child_waiting_on_a_key_suspends_the_parent_showing_the_childs_key(
         assert writer.resolve(child_key, ok="pong") == "accepted"
         outcome = writer.resume_run(suspended.run_id, timeout=30)
     assert isinstance(outcome, Completed) and outcome.text == "wrote: hook said pong"
+
+
+def test_a_child_waiting_on_a_second_key_keeps_the_parent_waiting(
+        tmp_path: Path, events: Events) -> None:
+    def hook(arguments: dict[str, Any], ctx: CallContext) -> Pending:
+        ctx.completion_key()
+        return Pending()
+
+    store = tmp_path / "runs.sqlite"
+    hooked = ScriptedModel([calls(call("hook", id="h1")), calls(call("hook", id="h2")),
+                            lambda request: "hooks said " + "/".join(answered(request))])
+    with Agent(hooked, [Tool(name="hook", handler=hook)], name="researcher",
+               store=store) as researcher, \
+            Agent(writer_model(), [researcher.as_tool(name="research", description="dig")],
+                  store=store) as writer:
+        suspended = writer.run("write")
+        assert isinstance(suspended, Suspended)
+        (child,) = [r.run_id for r in writer.store.runs()  # type: ignore[union-attr]
+                    if r.run_id != suspended.run_id]
+        assert writer.resolve(suspended.keys["r"], ok="ping") == "accepted"
+        events.wait_for("run_waiting_on_keys", run_id=child, call_ids=["h2"])
+        # a round trip through the child's orchestrator: its suspension on the second key
+        # has reached the parent's call (a suspension on keys is no outcome yet)
+        assert researcher.session_host.snapshot(child).status == "suspended"
+        (second,) = [w.key for w in writer.store.open_waits(child)]  # type: ignore[union-attr]
+        assert writer.resolve(second, ok="pong") == "accepted"
+        outcome = writer.resume_run(suspended.run_id, timeout=30)
+    assert isinstance(outcome, Completed) and outcome.text == "wrote: hooks said ping/pong"
 
 
 def test_cancelling_the_parent_cancels_the_child_whose_key_it_relays(tmp_path: Path) -> None:

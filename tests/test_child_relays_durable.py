@@ -84,6 +84,25 @@ def test_after_a_restart_resolving_the_childs_key_completes_the_parent(
     assert steps(tmp_path) == ["child-model-1", "hook", "child-model-2"]
 
 
+def test_a_restored_parent_that_attached_to_its_child_before_its_key_was_resolved_completes(
+        tmp_path: Path, first_host: Start) -> None:
+    suspended = suspend_and_kill("key", tmp_path, first_host)
+    researcher, writer = agents("key", str(tmp_path / "runs.sqlite"), str(tmp_path))
+    with researcher, writer:
+        waiting = writer.resume_run(suspended["parent"], timeout=30)
+        assert isinstance(waiting, Suspended)
+        # the parent attached to its child before giving this out; a round trip through the
+        # child's orchestrator makes sure the child was restored (re-emitting its suspension
+        # on its key, which is no outcome yet) before its key is resolved
+        child = researcher.session_host.snapshot(suspended["child"])
+        assert child.status == "suspended"
+        (child_key,) = waiting.keys.values()
+        assert writer.resolve(child_key, ok="pong") == "accepted"
+        done = writer.resume_run(suspended["parent"], timeout=30)
+    assert done.text == "wrote: hook said pong"
+    assert steps(tmp_path) == ["child-model-1", "hook", "child-model-2"]
+
+
 @pytest.mark.parametrize("scenario", ["question", "key"])
 def test_cancelling_a_restored_parent_cancels_the_child_it_relays(
         scenario: str, tmp_path: Path, first_host: Start) -> None:

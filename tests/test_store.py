@@ -12,6 +12,7 @@ import sqlite3
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -98,6 +99,48 @@ def test_the_file_is_wal_private_and_survives_reopening(tmp_path: Path, clock: F
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     finally:
         conn.close()
+
+
+def test_opening_a_new_file_waits_for_another_connections_write_lock(tmp_path: Path) -> None:
+    """Another connection holds the write lock of a new file (another process opening it too,
+    say) when the store switches it to WAL, which SQLite answers busy at once: opening waits
+    for the lock, as every statement does, and succeeds once it is released."""
+    db = tmp_path / "session.db"
+    holder = sqlite3.connect(db, isolation_level=None, check_same_thread=False)
+    holder.execute("BEGIN IMMEDIATE")  # the write lock of a new file, not yet in WAL mode
+    opened: list[SqliteSessionStore | BaseException] = []
+
+    def open_store_there() -> None:
+        try:
+            opened.append(SqliteSessionStore(db, busy_timeout=60))
+        except BaseException as exc:
+            opened.append(exc)
+
+    opener = threading.Thread(target=open_store_there)
+    opener.start()
+    try:
+        while not waits_for_a_lock(opener):  # nothing to await: its stack is looked at
+            assert opener.is_alive(), f"opening did not wait for the lock: {opened}"
+            time.sleep(0.001)
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+        opener.join()
+    (store,) = opened
+    assert isinstance(store, SqliteSessionStore), store
+    with store:
+        store.create_run("r")
+        assert [run.run_id for run in store.runs()] == ["r"]
+
+
+def waits_for_a_lock(thread: threading.Thread) -> bool:
+    """Whether ``thread`` is in the store's wait for another connection's lock."""
+    frame = sys._current_frames().get(thread.ident or 0)
+    while frame is not None:
+        if frame.f_code.co_name == "_wait_for_lock":
+            return True
+        frame = frame.f_back
+    return False
 
 
 def test_close_is_idempotent_and_a_closed_store_says_so(db: str) -> None:

@@ -9,9 +9,11 @@ injected where a dead worker's lease must not be waited out.
 from __future__ import annotations
 
 import queue
+import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -19,7 +21,7 @@ import pytest
 
 from tests._postgres import PostgresServer
 from tests._worker_app import make_agent
-from tests._workers import ROOT, WorkerProcess, until
+from tests._workers import ROOT, WAIT, WorkerProcess, until
 from toolvisor import Agent, DurableError
 from toolvisor.durable import SessionStore, SqliteSessionStore, open_store
 from toolvisor.testing import FunctionModel
@@ -194,6 +196,39 @@ def test_stop_called_again_inside_stop_returns_at_once(tmp_path: Path) -> None:
         stopping.join(30)
         assert not stopping.is_alive(), "stop() waited for a lock its own caller holds"
         assert nested == [True] and worker._wake.is_set()
+
+
+def test_a_stop_whose_signal_another_thread_takes_still_stops_the_worker(
+        tmp_path: Path) -> None:
+    """Several signals at once (SIGTERM, SIGINT, SIGTERM) are taken by any of the process's
+    threads, not always the main one, which runs the handlers: the worker waits so that it
+    hears them all the same."""
+    store = tmp_path / "runs.sqlite"
+    with SqliteSessionStore(store) as opened, make_agent(opened) as agent:
+        run_id = agent.submit("echo hi")
+    worker = WorkerProcess(str(store))
+    try:
+        worker.expect(f"finished {run_id}")  # its main thread waits for the end by now
+        worker.signal_a_thread(signal.SIGTERM)
+        assert worker.process.wait(WAIT) == 0
+    finally:
+        worker.reap()
+
+
+def test_a_stop_from_the_commands_start_is_heeded(tmp_path: Path) -> None:
+    """SIGTERM, SIGINT, SIGTERM as soon as the command catches them (before its worker is
+    made, most often): it is passed on to the worker once it is made, and it exits 0."""
+    worker = WorkerProcess(str(tmp_path / "runs.sqlite"))
+    try:
+        deadline = time.monotonic() + WAIT
+        while not worker.catches(signal.SIGTERM):  # nothing to wait on: its mask is polled
+            assert worker.process.poll() is None and time.monotonic() < deadline
+            time.sleep(0.001)
+        for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGTERM):
+            worker.process.send_signal(signum)
+        assert worker.process.wait(WAIT) == 0
+    finally:
+        worker.reap()
 
 
 @pytest.mark.parametrize(("settings", "error"), [

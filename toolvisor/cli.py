@@ -128,41 +128,105 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _work(args: argparse.Namespace) -> int:
-    """Drive runs until SIGTERM (or SIGINT): then finish or release them, and exit 0."""
-    try:
-        make_agent = agent_factory(args.factory)
-    except (ValueError, ImportError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    with _store_to_work_on(args.store) as store:
+    """Drive runs until SIGTERM (or SIGINT): then finish or release them, and exit 0. A signal
+    is heeded from the command's start: one that comes while the worker is being made is
+    passed on to it once it is."""
+    with _Stops() as stops:
         try:
-            agent = make_agent(store)
-            worker = Worker(agent, concurrency=args.concurrency, poll_interval=args.poll,
-                            grace=args.grace, on_event=_print_event)
-        except (TypeError, ValueError) as exc:
+            make_agent = agent_factory(args.factory)
+        except (ValueError, ImportError) as exc:
             print(f"error: {exc}", file=sys.stderr)
             return EXIT_USAGE
-        with agent:
-            for signum in (signal.SIGTERM, signal.SIGINT):
-                signal.signal(signum, lambda *_: worker.stop())
-            failed: list[BaseException] = []
-            driving = threading.Thread(target=_until_stopped, args=(worker, failed),
-                                       name="toolvisor-worker")
-            driving.start()
-            worker.ready.wait()
-            print(f"worker {os.getpid()} ready", flush=True)
-            while driving.is_alive():
-                driving.join()  # a signal interrupts it: its handler runs on this thread
+        with _store_to_work_on(args.store) as store:
+            try:
+                agent = make_agent(store)
+                worker = Worker(agent, concurrency=args.concurrency, poll_interval=args.poll,
+                                grace=args.grace, on_event=_print_event)
+            except (TypeError, ValueError) as exc:
+                print(f"error: {exc}", file=sys.stderr)
+                return EXIT_USAGE
+            with agent:
+                failed = stops.drive(worker)
     return EXIT_NOT_ACCEPTED if failed else EXIT_ACCEPTED
 
 
-def _until_stopped(worker: Worker, failed: list[BaseException]) -> None:
-    """Run ``worker``; what ends it other than a stop is printed and kept in ``failed``."""
-    try:
-        worker.run()
-    except BaseException as exc:
-        print(f"error: the worker stopped: {type(exc).__name__}: {exc}", file=sys.stderr)
-        failed.append(exc)
+class _Stops:
+    """SIGTERM and SIGINT while the worker command runs: each asks the worker to stop (one
+    that comes before the worker is made is passed on to it as soon as it is).
+
+    Python runs a signal's handler on the main thread, between two bytecodes, but the kernel
+    may give the signal to any thread (to another one when several come at once): that thread
+    only marks it, and a main thread blocked in a wait (a join) would never run the handler.
+    So the main thread waits on the signal module's wake-up pipe (``signal.set_wakeup_fd``:
+    written by whichever thread took the signal), which the driving thread also writes once
+    the worker has ended. Everything here but :meth:`_ended` belongs to the main thread.
+    """
+
+    def __init__(self) -> None:
+        self._read, self._write = os.pipe()
+        os.set_blocking(self._write, False)
+        self._worker: Worker | None = None
+        self._asked = False
+        self._done = threading.Event()
+        self._wakeup = signal.set_wakeup_fd(self._write, warn_on_full_buffer=False)
+        self._previous = {signum: signal.signal(signum, self._stop)
+                          for signum in (signal.SIGTERM, signal.SIGINT)}
+
+    def __enter__(self) -> _Stops:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        for signum, handler in self._previous.items():
+            if handler is not None:  # None: one not set from Python, which stays ours
+                signal.signal(signum, handler)
+        signal.set_wakeup_fd(self._wakeup)
+        os.close(self._read)
+        os.close(self._write)
+
+    def _stop(self, signum: int, frame: Any) -> None:
+        self._asked = True
+        if self._worker is not None:
+            self._worker.stop()
+
+    def drive(self, worker: Worker) -> list[BaseException]:
+        """Run ``worker`` on a thread of its own until it ends (stopped by a signal, or
+        failing); what ended it other than a stop."""
+        self._worker = worker
+        if self._asked:
+            worker.stop()
+        failed: list[BaseException] = []
+        driving = threading.Thread(target=self._run, args=(worker, failed),
+                                   name="toolvisor-worker")
+        announcing = threading.Thread(target=_announce, args=(worker,),
+                                      name="toolvisor-worker-ready")
+        driving.start()
+        announcing.start()
+        while not self._done.is_set():
+            os.read(self._read, 512)  # a signal's byte (its handler runs now), or the end
+        driving.join()
+        announcing.join()
+        return failed
+
+    def _run(self, worker: Worker, failed: list[BaseException]) -> None:
+        """The driving thread: run ``worker``; what ends it other than a stop is printed and
+        kept in ``failed``; then wake the main thread."""
+        try:
+            worker.run()
+        except BaseException as exc:
+            print(f"error: the worker stopped: {type(exc).__name__}: {exc}", file=sys.stderr)
+            failed.append(exc)
+        finally:
+            self._ended()
+
+    def _ended(self) -> None:
+        self._done.set()
+        os.write(self._write, b"\0")
+
+
+def _announce(worker: Worker) -> None:
+    """Say when the worker is ready: it listens to the store and made its first claim."""
+    worker.ready.wait()
+    print(f"worker {os.getpid()} ready", flush=True)
 
 
 def _store_to_work_on(target: str) -> SqliteSessionStore | PostgresSessionStore:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import secrets
 import sqlite3
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -34,6 +35,33 @@ def _require_file(path: Path) -> None:
     if not path.exists():
         raise FileNotFoundError(f"no session store at {str(path)!r}: the folder "
                                 f"{str(path.parent)!r} has no file {path.name!r}")
+
+
+def _switch_to_wal(connection: sqlite3.Connection, busy_timeout: float) -> str:
+    """Put the file in WAL mode (a no-op once it is); the journal mode it is in after.
+
+    Switching a new file takes its exclusive lock from a read lock. When another connection
+    holds the write lock (another process switching the same new file, or writing to it),
+    SQLite answers busy at once, without its busy handler (waiting there could deadlock): so
+    this waits for that lock holding none (``BEGIN EXCLUSIVE``, through the busy handler),
+    then tries again, until ``busy_timeout`` has passed, as any other statement would.
+    """
+    deadline = time.monotonic() + busy_timeout
+    while True:
+        try:
+            mode: str = connection.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            return mode
+        except sqlite3.OperationalError as exc:
+            if exc.sqlite_errorcode & 0xFF != sqlite3.SQLITE_BUSY \
+                    or time.monotonic() >= deadline:
+                raise
+        _wait_for_lock(connection)
+
+
+def _wait_for_lock(connection: sqlite3.Connection) -> None:
+    """Wait, through the busy handler, until no other connection holds a lock on the file."""
+    connection.execute("BEGIN EXCLUSIVE")
+    connection.execute("ROLLBACK")
 
 
 class _SqliteTransaction:
@@ -60,7 +88,7 @@ class SqliteConnection:
     The file is in WAL mode with ``synchronous=FULL``: a commit that returned survives a power
     cut. Every write is ``BEGIN IMMEDIATE`` with a busy timeout and every read is one snapshot
     transaction, each holding the connection's lock from start to end (calls serialize within
-    the object).
+    the object); opening waits for another connection's lock within the busy timeout too.
     The file (created mode 0600) holds the HMAC secret that signs completion keys.
     """
 
@@ -114,7 +142,7 @@ class SqliteConnection:
             if not create and connection.execute("PRAGMA user_version").fetchone()[0] == 0:
                 raise ValueError(f"{self.path!r} holds no session store (an empty or another "
                                  "program's SQLite file); it was left unchanged")
-            mode = connection.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            mode = _switch_to_wal(connection, busy_timeout)
             if mode != "wal":
                 raise RuntimeError(
                     f"session store {self.path!r} could not switch to WAL mode (got {mode!r}); "

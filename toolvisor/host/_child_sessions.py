@@ -14,7 +14,6 @@ from __future__ import annotations
 import threading
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import Future
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
@@ -37,7 +36,7 @@ from toolvisor.contract import (
 )
 from toolvisor.host._relays import Relay, relayed_question, waits_on_one_key
 from toolvisor.host._session_host import AgentSessionHost, ChildLink
-from toolvisor.host._stored_relays import CHILD_STEP, journal_relay, resolve_with_child
+from toolvisor.host._stored_relays import CHILD_STEP, follow_child, journal_relay
 from toolvisor.registry import ToolRegistry
 
 _log = get_event_log("sessions")
@@ -238,16 +237,15 @@ class CallSessions:
         with the run), and its next outcome resolves this call's key."""
         assert self._keys is not None and self._host.store is not None
         key = self._keys.issue()
-        resolve = resolve_with_child(self._host.store, key, host.agent_name, child)
         with self._lock:
             self._children.relaying[child] = host
         self._host.relays.add_key(self._run_id, self._call_id, child_key)
 
-        def child_back(done: Future[Any]) -> None:
+        def child_back() -> None:
             with self._lock:
                 self._children.relaying.pop(child, None)
-            resolve(done)
-        host.attach(child).add_done_callback(child_back)
+        follow_child(self._host, self._run_id, self._call_id, key, child=host, child_run=child,
+                     then=child_back)
         return Pending()
 
     def close_session(self, session: str) -> None:

@@ -65,6 +65,12 @@ def relayed_question(agent_name: str, suspended: Any) -> AskUser:
     return AskUser(f"{agent_name} > {question.question}", question.options)
 
 
+def waits_on_keys(outcome: Any) -> bool:
+    """Whether ``outcome`` is a suspension on completion keys and nothing else."""
+    return isinstance(outcome, Suspended) and bool(outcome.keys) \
+        and set(outcome.keys) == set(outcome.call_ids)
+
+
 def waits_on_one_key(suspended: Any) -> str | None:
     """The key a child suspended on exactly one completion key (and nothing else) waits on."""
     if isinstance(suspended, Suspended) and len(suspended.keys) == 1 \

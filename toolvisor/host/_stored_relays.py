@@ -13,6 +13,7 @@ the store when it is called, from the thread that calls it.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 from collections.abc import Callable
@@ -25,7 +26,7 @@ from toolvisor.durable import SessionStore
 from toolvisor.host._agent_tool import AgentToolHandler, outcome_result
 from toolvisor.host._commands import AlreadyResumedError
 from toolvisor.host._durable_waits import durable_call_id
-from toolvisor.host._relays import Relay
+from toolvisor.host._relays import Relay, waits_on_keys, waits_on_one_key
 from toolvisor.machine import Suspended
 
 if TYPE_CHECKING:
@@ -133,27 +134,47 @@ def recover_relay(host: AgentSessionHost, asked: Suspended, call_id: str) -> Rel
                  functools.partial(child.attach, stored.run_id))
 
 
-def resolve_with_child(store: SessionStore, key: str, agent: str,
-                       child: str) -> Callable[[Future[Any]], None]:
-    """A callback for the future of the child's outcome: resolve the parent call's ``key``
-    with it (its text, else its error)."""
+def follow_child(host: AgentSessionHost, run_id: str, call_id: str, key: str, *,
+                 child: AgentSessionHost, child_run: str,
+                 then: Callable[[], None] = lambda: None) -> None:
+    """Resolve ``key``, of call ``call_id`` of run ``run_id``, with child run ``child_run``'s
+    outcome (its text, else its error), then call ``then``.
+
+    An outcome still waiting on keys alone is not one yet: a child restored from the store
+    re-emits the suspension it waits in, and a child whose key was resolved may wait on
+    another. The call then shows the child's key (its own, if the child waits on several) and
+    attaches again, for the child's next outcome (a child waiting on keys stays hosted, so
+    that attach waits for it). Each callback runs on the child's orchestrator's thread.
+    """
+    store = host.store
+    assert store is not None
+
     def child_back(done: Future[Any]) -> None:
         error = done.exception()
-        result = outcome_result(done.result(), agent) if error is None else None
+        outcome = None if error is not None else done.result()
+        if waits_on_keys(outcome):
+            host.relays.add_key(run_id, call_id, waits_on_one_key(outcome) or key)
+            # refused only while the child's agent closes: the parent, restored, attaches again
+            with contextlib.suppress(CapabilityError):
+                child.attach(child_run).add_done_callback(child_back)
+            return
+        then()
+        result = None if error is not None else outcome_result(outcome, child.agent_name)
         if isinstance(result, Ok):
             store.resolve(key, ok=result.value)
         else:
-            why = f"child session {child} on agent {agent!r} crashed: {error}" \
+            why = f"child session {child_run} on agent {child.agent_name!r} crashed: {error}" \
                 if result is None else str(result.reason)
             store.resolve(key, error=why)
-    return child_back
+    child.attach(child_run).add_done_callback(child_back)
 
 
 def attach_key_relays(host: AgentSessionHost, run_id: str,
                       waiting: dict[str, tuple[str, str]]) -> None:
     """A restored run waits on the keys of ``waiting`` (``call id -> (durable id, key)``): for
-    each call relaying a child's key that no relay in memory follows, attach to the child and
-    resolve the call's key with its outcome (the child's key is the one shown)."""
+    each call relaying a child's key that no relay in memory follows, follow the child
+    (``follow_child``: its outcome resolves the call's key; the child's key is the one
+    shown)."""
     store = host.store
     assert store is not None
     for call_id, (durable_id, key) in waiting.items():
@@ -165,8 +186,7 @@ def attach_key_relays(host: AgentSessionHost, run_id: str,
         child = child_host(host, stored.agent, stored.run_id)
         child_keys = [w.key for w in store.open_waits(stored.run_id)]
         host.relays.add_key(run_id, call_id, child_keys[0] if len(child_keys) == 1 else key)
-        child.attach(stored.run_id).add_done_callback(
-            resolve_with_child(store, key, stored.agent, stored.run_id))
+        follow_child(host, run_id, call_id, key, child=child, child_run=stored.run_id)
 
 
 def cancel_relayed(host: AgentSessionHost, run_id: str, waiting: dict[str, str]) -> None:
