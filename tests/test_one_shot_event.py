@@ -1,9 +1,11 @@
 """``OneShotEvent``: a ``threading.Event`` set once, never cleared, made without a Condition;
 the per-call flags use it (the call's cancel token, its actor's stopped flag, its supervision
-link's exit)."""
+link's exit). And a pooled actor's URN: a per-process random part and a count, drawn again in a
+forked child."""
 
 from __future__ import annotations
 
+import os
 import threading
 from typing import Any
 
@@ -12,6 +14,7 @@ import pytest
 from toolvisor import CallContext, Ok, Tool, ToolCall
 from toolvisor._one_shot import OneShotEvent
 from toolvisor.actors import ActorThreadPool, PooledThreadingActor, ToolCallDispatcher
+from toolvisor.actors._pooled import _next_urn
 from toolvisor.executor import ToolRunner
 from toolvisor.supervisors import DynamicSupervisor
 
@@ -100,3 +103,22 @@ def test_pooled_actors_have_one_shot_stop_flags_and_distinct_urns() -> None:
         assert all(not ref.is_alive() and ref.actor_stopped.wait(0) for ref in refs)
     finally:
         pool.close()
+
+
+def test_a_forked_child_names_its_actors_apart_from_its_parent() -> None:
+    pool = ActorThreadPool(max_threads=1, idle_timeout=5.0)
+    try:
+        parent = _Idle.start(thread_pool=pool)
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: the URN its next actor would get, then leave at once
+            os.write(write, _next_urn().encode())
+            os._exit(0)
+        os.close(write)
+        with os.fdopen(read) as pipe:
+            child_urn = pipe.read()
+        os.waitpid(pid, 0)
+        parent.stop()
+    finally:
+        pool.close()
+    assert child_urn.startswith("urn:uuid:") and child_urn[:-12] != parent.actor_urn[:-12]

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import collections
 import itertools
+import os
 import threading
 import uuid
 from collections.abc import Callable
@@ -27,13 +28,25 @@ from toolvisor.contract import ToolvisorError
 from toolvisor.isolation import ElasticThreadPool, PoolThread
 
 _log = get_event_log("actor_thread_pool")
-_URN_PREFIX = uuid.uuid4().urn[:-12]  # this process's random part (74 random bits)
-_urn_count = itertools.count()  # next() is atomic: one lock-free counter for every actor
+class _Urns:
+    """Where pooled actors' URNs come from: this process's random part (74 random bits),
+    drawn again in a forked child (it would repeat its parent's URNs), then a count (``next``
+    on a count is atomic: no lock)."""
+
+    prefix = uuid.uuid4().urn[:-12]
+    count = itertools.count()
+
+    @classmethod
+    def redraw(cls) -> None:
+        cls.prefix = uuid.uuid4().urn[:-12]
+
+
+os.register_at_fork(after_in_child=_Urns.redraw)
 
 
 def _next_urn() -> str:
     """A UUID URN unique to one pooled actor: the process's random part, then a count."""
-    return f"{_URN_PREFIX}{next(_urn_count) & 0xFFFF_FFFF_FFFF:012x}"
+    return f"{_Urns.prefix}{next(_Urns.count) & 0xFFFF_FFFF_FFFF:012x}"
 
 
 class ActorThreadPool:
