@@ -258,3 +258,30 @@ def test_the_supervision_tree_is_visible() -> None:
         assert [c.id for c in agent.supervisor.which_children()] == ["tool_calls", "processes",
                                                                      "orchestrator"]
         assert agent.supervisor.count_children()["active"] == 3
+
+
+def test_runs_reach_the_orchestrator_without_asking_the_root_supervisor(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """While the orchestrator lives, a run is told to the ref its start recorded (no round
+    trip to the root supervisor per run); once it has stopped, the supervisor is asked, and
+    runs go on with the orchestrator it restarted."""
+    def echo(request: ModelRequest) -> str:
+        return str(request.messages[-1].content)
+
+    with Agent(FunctionModel(echo)) as agent:
+        root = agent.supervisor
+        asked: list[int] = []
+        which_children = root.which_children
+
+        def counted() -> Any:
+            asked.append(1)
+            return which_children()
+
+        monkeypatch.setattr(root, "which_children", counted)
+        assert [agent.run("one").text, agent.run("two").text] == ["one", "two"]
+        assert asked == []
+        [first] = [c.ref for c in which_children() if c.id == "orchestrator"]
+        first.stop()  # a permanent child: the root supervisor starts a new one
+        assert agent.run("three").text == "three"
+        [second] = [c.ref for c in which_children() if c.id == "orchestrator"]
+        assert second is not None and second is not first

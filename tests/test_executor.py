@@ -4,6 +4,9 @@ every reason."""
 from __future__ import annotations
 
 import asyncio
+import gc
+import threading
+import weakref
 from typing import Any
 
 import pytest
@@ -23,7 +26,7 @@ from toolvisor import (
     tool,
 )
 from toolvisor.call import aexecute, execute
-from toolvisor.executor import ToolRunner
+from toolvisor.executor import Deadline, DeadlineTimer, ToolRunner
 
 LEGAL = [Ok(1), Ok(None), Err("reported"), Err({"code": 7}), AskUser("continue?"),
          AskUser("pick", ("a", "b")), Halt("enough", {"n": 1}), Pending(deadline=3)]
@@ -247,3 +250,36 @@ def test_aexecute_normalises_like_execute() -> None:
         "invalid_return"
     assert asyncio.run(aexecute(returning(Ok(1)), {})) == Ok(1)
     assert tool_error(asyncio.run(aexecute(Tool(name="m"), {}))).reason == "not_found"
+
+
+class _HoldsItsDeadline:
+    """What a call is to its deadline: it keeps the deadline, whose callback refers to it."""
+
+    deadline: Deadline | None = None
+
+
+def test_a_deadline_lets_go_of_its_callback_once_cancelled_or_fired() -> None:
+    """Once cancelled or fired, a deadline drops its callback: the holder and its deadline
+    (a reference cycle through the callback) are freed at once, not left for the cyclic
+    garbage collector."""
+    timer = DeadlineTimer("test-deadlines")
+    gc.disable()
+    try:
+        for fire in (False, True):
+            holder = _HoldsItsDeadline()
+            fired = threading.Event()
+            holder.deadline = timer.schedule(0.0 if fire else 60.0,
+                                             lambda h=holder: fired.set())
+            if fire:
+                assert fired.wait(5)
+                after = threading.Event()  # the timer has moved on past the first callback
+                timer.schedule(0.0, after.set)
+                assert after.wait(5)
+            else:
+                holder.deadline.cancel()
+            gone = weakref.ref(holder)
+            del holder
+            assert gone() is None, "fired" if fire else "cancelled"
+    finally:
+        gc.enable()
+        timer.close()

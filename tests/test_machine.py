@@ -94,6 +94,18 @@ def test_ids_are_monotonic_from_one_and_the_last_effect_waits() -> None:
     assert machine.finished
 
 
+def test_every_model_request_of_a_run_offers_the_specs_built_once_with_the_config() -> None:
+    """The tools' specs are built with the configuration, not again for every turn."""
+    machine, first = started()
+    assert [spec.name for spec in first.request.tools] == ["echo", "flaky"]
+    effects = machine.send(ModelReplied(first.id, ModelResponse(
+        tool_calls=(ToolCall(id="c1", name="echo", arguments={}),))))
+    calls = last(effects)
+    second = last(machine.send(ToolResults(calls.id, (CallOutcome("c1", Ok(None)),))))
+    assert isinstance(second, LlmCall)
+    assert all(a is b for a, b in zip(first.request.tools, second.request.tools, strict=True))
+
+
 def test_no_tool_calls_completes_at_once() -> None:
     machine, llm = started()
     done = last(machine.send(ModelReplied(llm.id, ModelResponse(text="42"))))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import queue
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -353,3 +355,39 @@ def test_start_here_starts_other_calls_as_start_does(runner: ToolRunner, tool: T
 def test_start_here_needs_a_callable_give_up(runner: ToolRunner) -> None:
     with pytest.raises(TypeError, match="give_up must be callable"):
         runner.start_here(Tool(name="t", handler=h.ok_echo), {}, None, print, None)  # type: ignore[arg-type]
+
+
+def test_asyncio_calls_submitted_together_begin_on_one_wake_up_of_the_loop(
+        runner: ToolRunner, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Calls submitted while the runner's loop is busy are begun together: the loop is told
+    once (one ``call_soon_threadsafe``), not once per call; each still gets its own result."""
+    began, release = threading.Event(), threading.Event()
+    loops: list[asyncio.AbstractEventLoop] = []
+
+    async def hold_the_loop(arguments: Any) -> Ok:
+        loops.append(asyncio.get_running_loop())
+        began.set()
+        release.wait(5)  # blocks the loop itself: nothing else begins meanwhile
+        return Ok("held")
+
+    async def echo(arguments: Any) -> Ok:
+        return Ok(arguments["i"])
+
+    results: queue.SimpleQueue[HandlerResult] = queue.SimpleQueue()
+    runner.start(Tool(name="hold", handler=hold_the_loop), {}, None, results.put)
+    assert began.wait(5)
+    told: list[Any] = []
+    tell = loops[0].call_soon_threadsafe
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        told.append(args)
+        return tell(*args, **kwargs)
+
+    monkeypatch.setattr(loops[0], "call_soon_threadsafe", counted)
+    for i in range(10):
+        runner.start(Tool(name="echo", handler=echo), {"i": i}, None, results.put)
+    release.set()
+    got = [results.get(timeout=5) for _ in range(11)]
+    assert len(told) == 1
+    values = [r.value for r in got if isinstance(r, Ok)]
+    assert sorted(v for v in values if v != "held") == list(range(10))

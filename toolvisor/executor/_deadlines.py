@@ -18,8 +18,17 @@ _log = get_event_log("deadline_timer")
 _COMPACT_AT = 256  # rebuild the heap once this many cancelled entries are waiting in it
 
 
+def _spent() -> None:
+    """What a cancelled or fired deadline holds instead of its callback."""
+
+
 class Deadline:
-    """One scheduled callback; :meth:`cancel` drops it (it is skipped when it comes due)."""
+    """One scheduled callback; :meth:`cancel` drops it (it is skipped when it comes due).
+
+    Once cancelled or fired it lets go of its callback: a callback usually refers to what holds
+    the deadline (a call that keeps its deadline to cancel it), and that cycle would leave the
+    call and all it refers to for the cyclic garbage collector instead of being freed at once.
+    """
 
     __slots__ = ("_timer", "callback", "cancelled", "seq", "when")
 
@@ -38,11 +47,6 @@ class Deadline:
     def cancel(self) -> None:
         """Make sure the callback does not run (if it has not started yet)."""
         self._timer._cancelled(self)
-
-
-def _spent() -> None:
-    """The callback of a deadline cancelled or run: its own is let go, since it often holds
-    what holds the deadline (a call and its deadline: a cycle per call for the collector)."""
 
 
 class DeadlineTimer:
@@ -119,6 +123,7 @@ class DeadlineTimer:
                 except Exception as exc:
                     _log.error("deadline_callback_failed", timer=self._name, error=repr(exc))
             due.clear()
+            callback = _spent
 
     def close(self) -> None:
         """Stop the thread; deadlines still pending are dropped."""

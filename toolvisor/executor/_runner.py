@@ -37,7 +37,6 @@ def _delivered(result: HandlerResult) -> None:
     """A delivered call's ``on_done``: it is called once, then let go."""
 
 
-
 class ToolRunner:
     """Runs tool handlers with a timeout per call, each in its tool's isolation: one backend of
     each registered isolation (``toolvisor.isolation.register_backend``) runs the handlers,

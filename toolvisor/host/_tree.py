@@ -8,8 +8,8 @@ worker-process pool, event loop), the dispatcher's thread pool and the model's c
 belong to the tree and are closed after it has stopped (the agent's named models, which direct
 completions may ask, too). Built and closed by the ``Agent`` on the caller's thread; the
 current ``DynamicSupervisor``, ``processes`` supervisor and orchestrator are written by
-their start functions (on the root supervisor's thread) and read by the dispatcher and
-``Processes`` (a reference read is atomic).
+their start functions (on the root supervisor's thread) and read by the dispatcher,
+``Processes`` and the agent (a reference read is atomic).
 """
 
 from __future__ import annotations
@@ -117,7 +117,13 @@ class AgentTree:
             tell(self._orchestrator, ToolProgressed(run_id, data))
 
     def orchestrator(self) -> Any:
-        """The orchestrator's current ref (a restart gives it a new one)."""
+        """The orchestrator's current ref (a restart gives it a new one): the one its start
+        function recorded, while it lives, without a round trip to the root supervisor for
+        every run; once it has stopped, the supervisor's answer (given after any restart it
+        is making)."""
+        current = self._orchestrator
+        if current is not None and current.is_alive():
+            return current
         for child in self.root.which_children():
             if child.id == "orchestrator" and child.ref is not None:
                 return child.ref

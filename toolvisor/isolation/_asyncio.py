@@ -32,7 +32,9 @@ class AsyncioBackend(IsolationBackend):
     A handler that blocks the loop delays every other asyncio call (the deadline result is
     still delivered on time, by the runner's timer). The loop, ``_tasks`` and each
     ``call.worker`` (the call's task) are touched only on the loop thread; other threads reach
-    them through ``call_soon_threadsafe``.
+    them through ``call_soon_threadsafe``. Calls submitted from other threads wait in
+    ``_starts`` (guarded by ``_starting``) until the loop begins them: one wake-up of the loop
+    begins every call submitted since the last, instead of one wake-up per call.
     """
 
     coroutines = True
@@ -44,6 +46,8 @@ class AsyncioBackend(IsolationBackend):
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._tasks: set[asyncio.Task[HandlerResult]] = set()
+        self._starting = threading.Lock()  # guards _starts
+        self._starts: list[RunningCall] = []  # submitted, not yet begun on the loop
 
     def _running_loop(self) -> asyncio.AbstractEventLoop:
         with self._lock:
@@ -57,7 +61,22 @@ class AsyncioBackend(IsolationBackend):
             return self._loop
 
     def submit(self, call: RunningCall) -> None:
-        self._running_loop().call_soon_threadsafe(self._begin, call)
+        loop = self._running_loop()
+        with self._starting:
+            self._starts.append(call)
+            if len(self._starts) > 1:  # the loop is already told: it begins this one too
+                return
+        loop.call_soon_threadsafe(self._begin_submitted)
+
+    def _begin_submitted(self) -> None:
+        """On the loop: begin every call submitted since the last time."""
+        with self._starting:
+            calls, self._starts = self._starts, []
+        for call in calls:
+            try:
+                self._begin(call)
+            except Exception as exc:  # this call alone fails; the others begin
+                self.runtime.settle(call, from_exception(call.tool, call.ctx, exc))
 
     def _begin(self, call: RunningCall) -> None:
         if call.settled:

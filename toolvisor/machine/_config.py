@@ -62,6 +62,7 @@ class MachineConfig:
     catalog: Callable[[str], Tool | None] | None = None
     catalog_names: Callable[[], Iterable[str]] | None = None
     _by_name: dict[str, Tool] = field(init=False, repr=False, compare=False, default_factory=dict)
+    _specs: tuple[ToolSpec, ...] = field(init=False, repr=False, compare=False, default=())
 
     def __post_init__(self) -> None:
         if isinstance(self.tools, Tool) or not isinstance(self.tools, Sequence):
@@ -78,6 +79,7 @@ class MachineConfig:
             names.add(item.name)
         object.__setattr__(self, "tools", tools)
         object.__setattr__(self, "_by_name", {item.name: item for item in tools})
+        object.__setattr__(self, "_specs", tuple(item.spec for item in tools))  # once, not per turn
         if self.catalog is not None and not callable(self.catalog):
             raise TypeError("MachineConfig.catalog must be a function name -> Tool | None")
         if self.catalog_names is not None and not callable(self.catalog_names):
@@ -123,5 +125,6 @@ class MachineConfig:
 
     @property
     def tool_specs(self) -> tuple[ToolSpec, ...]:
-        """What the model is told about the tools, in configuration order."""
-        return tuple(item.spec for item in self.tools)
+        """What the model is told about the tools, in configuration order (immutable specs,
+        built once with the configuration: every model request shares them)."""
+        return self._specs

@@ -457,10 +457,10 @@ class TurnMachine(MachineReadSide):
             run.turns += 1
             run.model_attempt = 1
             self._progress("turn_started", turn=run.turns)
+        request = ModelRequest.model_construct(  # of validated parts: not validated again
+            messages=tuple(run.messages), tools=self._config.tool_specs, attempt=run.model_attempt)
         effect = LlmCall(id=self._next_id(), turn=run.turns, attempt=run.model_attempt,
-                         request=ModelRequest(messages=tuple(run.messages),
-                                              tools=self._config.tool_specs,
-                                              attempt=run.model_attempt))
+                         request=request)
         self._wait(effect, "awaiting_model")
 
     def _on_model_error(self, error: ModelError) -> None:
