@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -19,6 +18,7 @@ from pykka import ActorDeadError, ActorRegistry
 from pykka.messages import _ActorStop
 
 from toolvisor._logging import get_event_log
+from toolvisor._one_shot import OneShotEvent
 from toolvisor.actors._pooled import ActorThreadPool, ParkingMailbox, PooledThreadingActor
 from toolvisor.call import encode_checked
 from toolvisor.contract import (
@@ -70,15 +70,25 @@ def reply_of(call: ToolCall, tool_name: str, result: HandlerResult) -> CallReply
     return CallReply(call.id, tool_name, checked, text)
 
 
+def _ended(shutdown: bool) -> bool:
+    """A stop request to a call actor whose loop has ended: the mail is kept unread."""
+    return False
+
+
 class _CallInbox(ParkingMailbox):
     """A mailbox that lets a stop or shutdown request act at once while the handler runs on
     the actor's own thread (the loop cannot read its mail then). ``on_stop_request`` is set
     once by the actor's constructor; it runs on the sender's thread and returns whether the
-    actor ended there (the request then needs no delivery)."""
+    actor ended there (the request then needs no delivery). Once the actor's loop has ended,
+    it is :func:`_ended` (the actor's own would keep the actor in a cycle with its mailbox)."""
 
     __slots__ = ("on_stop_request",)
 
     on_stop_request: Callable[[bool], bool]
+
+    def close(self) -> None:
+        super().close()
+        self.on_stop_request = _ended
 
     def put(self, item: Any, block: bool = True, timeout: float | None = None) -> None:
         message = getattr(item, "message", None)
@@ -304,10 +314,10 @@ class ParkedCallActor(ToolCallActor):
         super().__init__(runner=runner, tool=tool, call=call, ctx=ctx, reply_to=reply_to,
                          thread_pool=thread_pool)
         self._result: HandlerResult | None = None
-        self._result_ready: threading.Event | None = None
+        self._result_ready: OneShotEvent | None = None
 
     def _start_call(self) -> CallHandle:
-        self._result_ready = threading.Event()
+        self._result_ready = OneShotEvent()
         return self._runner.start(self._tool, self._call.arguments, self._ctx, self._on_done)
 
     def _call_started(self, handle: CallHandle) -> None:

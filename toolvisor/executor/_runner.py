@@ -11,6 +11,7 @@ from types import TracebackType
 from typing import Any
 
 from toolvisor._logging import get_event_log
+from toolvisor._one_shot import OneShotEvent
 from toolvisor.call import not_found
 from toolvisor.contract import CallContext, HandlerResult, Tool, check_seconds
 from toolvisor.executor._calls import CallHandle
@@ -31,6 +32,9 @@ _log = get_event_log("tool_runner")
 
 OnDone = Callable[[HandlerResult], None]
 
+
+def _delivered(result: HandlerResult) -> None:
+    """A delivered call's ``on_done``: it is called once, then let go."""
 
 
 class ToolRunner:
@@ -60,7 +64,7 @@ class ToolRunner:
     The timeout is ``tool.timeout`` or ``tool_timeout``, counted from when the handler starts
     (waiting for a free thread or worker does not count). One timer thread watches every
     deadline. Each call gets its own cancellation token (``ctx.cancelled``, a
-    ``threading.Event``) set at the deadline or on cancel.
+    ``threading.Event``, one set once: a ``OneShotEvent``) set at the deadline or on cancel.
 
     Each call's ``ctx.progress`` is the runner's (``report_progress`` and ``heartbeat`` pass
     through it to the sink the caller's context held): a tool with ``idle_timeout`` that shows
@@ -173,7 +177,7 @@ class ToolRunner:
             raise TypeError(f"on_done must be callable, got {on_done!r}")
         if ctx is not None and not isinstance(ctx, CallContext):
             raise TypeError(f"ctx must be a CallContext or None, got {type(ctx).__name__}")
-        token = threading.Event()
+        token = OneShotEvent()  # set once (deadline, cancel): no Condition to build
         liveness = Liveness(None if ctx is None else ctx.progress, self._clock)
         ctx = CallContext(cancelled=token, progress=liveness) if ctx is None \
             else dataclasses.replace(ctx, cancelled=token, progress=liveness)
@@ -276,8 +280,10 @@ class ToolRunner:
         return True
 
     def _deliver(self, call: RunningCall, result: HandlerResult) -> None:
+        on_done, call.on_done = call.on_done, _delivered  # let go of the caller (e.g. a call
+        # actor holding this call's handle: a cycle per call for the garbage collector)
         try:
-            call.on_done(result)
+            on_done(result)
         except Exception as exc:
             _log.error("on_done_failed", **call.log_fields(), error=repr(exc))
         finally:

@@ -26,6 +26,7 @@ from typing import Any
 from pykka import ActorDeadError, ActorRef
 
 from toolvisor._logging import get_event_log
+from toolvisor._one_shot import OneShotEvent
 from toolvisor.actors import CallReply
 from toolvisor.contract import CallContext, Err, OutputWindow, Tool, ToolCall
 from toolvisor.executor import Deadline, DeadlineTimer
@@ -191,12 +192,14 @@ class CallStarter:
         registry = settings.registry
         view = StateView(planned.state)
         keys = durable = None
+        token: threading.Event | None = None  # only made where someone reads it
         if waits is not None:
             token, keys, durable = waits.capabilities(run.run_id, planned)
-        else:
-            token = threading.Event()  # set when the call ends: its ctx.processes then refuses
-        self._runs.setdefault(run.run_id, RunCalls()).tokens[planned.call.id] = token
-        processes = None if settings.processes is None else CallProcesses(
+        elif settings.processes is not None:
+            token = OneShotEvent()  # set when the call ends: its ctx.processes then refuses
+        if token is not None:
+            self._runs.setdefault(run.run_id, RunCalls()).tokens[planned.call.id] = token
+        processes = None if settings.processes is None or token is None else CallProcesses(
             settings.processes, run.run_id,
             durable_call_id(planned.turn, planned.attempt, planned.call.id), token, planned.turn)
         sessions = None if settings.sessions is None else CallSessions(

@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from toolvisor.host._commands import OrchestratorSettings  # imports this module's users
 
 _log = get_event_log("completions")
+NO_USAGE = Usage()  # what a call that made no completion spent (a frozen model: shared)
 
 STEP_PREFIX = "completion:"
 """A completion's journal step is ``completion:<source>``."""
@@ -129,7 +130,7 @@ class CallCompletions:
         self._asks: set[_Ask] = set()
         self._sources: set[str] = set()
         self._ordinal = 0
-        self._usage = Usage()
+        self._usage = NO_USAGE
 
     # -- the handler's side ---------------------------------------------------------------
 
@@ -177,7 +178,8 @@ class CallCompletions:
         what the completions spent."""
         with self._lock:
             self._ended = True
-            asks, self._asks = self._asks, set()
+            asks = tuple(self._asks)  # none, for most calls: the shared empty tuple
+            self._asks.clear()
             usage = self._usage
         for ask in asks:
             self._cancel(ask, CapabilityError(

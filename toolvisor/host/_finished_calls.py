@@ -18,8 +18,8 @@ from pykka import ActorDeadError, ActorRef
 
 from toolvisor.actors import CallReply
 from toolvisor.call import OutputProjection, ProjectionPoint
-from toolvisor.contract import CallContext, Err, OutputWindow, Usage
-from toolvisor.host._direct_completions import CallCompletions
+from toolvisor.contract import CallContext, Err, OutputWindow
+from toolvisor.host._direct_completions import NO_USAGE, CallCompletions
 from toolvisor.host._tracing import ToolSpan
 from toolvisor.machine import CallOutcome, Effect, StateView, ToolResults, TurnMachine
 from toolvisor.registry import ToolRegistry
@@ -101,7 +101,7 @@ class FinishedCalls:
         if target.token is not None:
             target.token.set()
         completions = target.ctx.direct_completions  # ended before the call's span ends
-        usage = completions.end() if isinstance(completions, CallCompletions) else Usage()
+        usage = completions.end() if isinstance(completions, CallCompletions) else NO_USAGE
         if target.span is not None:
             target.span.end(reply.result, reply.text)
         text = reply.text

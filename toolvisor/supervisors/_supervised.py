@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 import pykka
 from pykka import ActorDeadError, ActorRef, ActorRegistry
 
+from toolvisor._one_shot import OneShotEvent
 from toolvisor.contract import ToolvisorError
 
 if TYPE_CHECKING:
@@ -71,7 +72,7 @@ class ChildLink:
         self._notify = notify
         self.actor: SupervisedActor | None = None
         self.reason: ExitReason = "normal"
-        self.exited = threading.Event()
+        self.exited = OneShotEvent()
         self.start_ack = start_ack
 
     def child_exited(self, reason: ExitReason) -> None:
@@ -191,13 +192,16 @@ class SupervisedActor(pykka.Actor):
         return "normal" if self._exit_reason is None else self._exit_reason
 
     def _report_exit(self) -> None:
-        """Tell the supervisor how this actor ended; later calls do nothing."""
+        """Tell the supervisor how this actor ended; later calls do nothing. The actor then
+        lets go of its link (the link keeps the actor: a cycle the garbage collector would
+        have to find, for every call)."""
         with self._exit_lock:
             if self._exit_reported:
                 return
             self._exit_reported = True
-        if self._link is not None:
-            self._link.child_exited(self._current_exit_reason())
+        link, self._link = self._link, None
+        if link is not None:
+            link.child_exited(self._current_exit_reason())
 
     def _die(self, reason: BaseException) -> None:
         """End the actor with ``reason`` without running ``on_stop`` (like a crash in pykka)."""
