@@ -5,6 +5,7 @@ forked child."""
 
 from __future__ import annotations
 
+import gc
 import os
 import threading
 from typing import Any
@@ -29,6 +30,15 @@ def test_it_is_an_event_that_starts_unset_and_stays_set() -> None:
     flag.set()  # a second set does nothing
     assert flag.is_set() and flag.wait() is True and flag.wait(0) is True
     assert "set" in repr(flag) and "unset" not in repr(flag)
+
+
+def test_until_someone_waits_it_holds_nothing_the_collector_tracks() -> None:
+    flag = OneShotEvent()  # most flags of a call are never waited on: one tracked object each
+    assert not [o for o in gc.get_referents(flag) if gc.is_tracked(o) and o is not OneShotEvent]
+    assert flag.wait(0.001) is False  # the first waiter makes the lock it sleeps on
+    assert [o for o in gc.get_referents(flag) if type(o) is type(threading.Lock())]
+    flag.set()
+    assert flag.wait() is True and flag.wait(0) is True
 
 
 def test_clearing_it_is_refused() -> None:
