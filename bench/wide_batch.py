@@ -14,6 +14,7 @@ from typing import Any
 from bench._toolvisor import batch_model
 from bench.model_half import PeakThreads, _peak_rss_mib
 from toolvisor import Agent, Completed, Ok, Tool
+from toolvisor.contract import ToolResultMessage
 
 SIZES = (1000, 10000)
 TARGET_S = 2.0  # 10,000 calls
@@ -26,7 +27,10 @@ async def half_second(arguments: dict[str, Any]) -> Ok:
 
 def one_turn(size: int) -> dict[str, Any]:
     tool = Tool(name="nap", handler=half_second, isolation="asyncio")
-    with Agent(batch_model(size, "nap"), [tool], tool_timeout=60.0) as agent:
+    # every call at once: the default max_concurrent_calls (1,024) would end the rest at once
+    # as not_started, and the turn would time a few real calls among thousands refused
+    with Agent(batch_model(size, "nap"), [tool], tool_timeout=60.0,
+               max_concurrent_calls=size) as agent:
         agent.run("warm up", timeout=120)
         threads = PeakThreads()
         start = time.perf_counter()
@@ -34,6 +38,9 @@ def one_turn(size: int) -> dict[str, Any]:
         wall = time.perf_counter() - start
         peak = threads.stop()
     assert isinstance(outcome, Completed), outcome
+    failed = [m.content for m in outcome.messages if isinstance(m, ToolResultMessage)
+              and m.is_error]
+    assert not failed, f"{len(failed)} calls failed, the first: {failed[0]}"
     return {"calls": size, "wall_s": wall, "peak_threads": peak,
             "peak_rss_mib": _peak_rss_mib()}
 
