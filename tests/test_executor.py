@@ -283,3 +283,36 @@ def test_a_deadline_lets_go_of_its_callback_once_cancelled_or_fired() -> None:
     finally:
         gc.enable()
         timer.close()
+
+
+def test_a_deadline_with_an_argument_calls_back_with_it_and_then_lets_go_of_it() -> None:
+    """``schedule_with``: one callback for many deadlines, each called with its own argument
+    (no closure per deadline), which the deadline drops once cancelled or fired."""
+    timer = DeadlineTimer("test-deadlines")
+    seen: list[_HoldsItsDeadline] = []
+    fired = threading.Event()
+
+    def due(holder: _HoldsItsDeadline) -> None:
+        seen.append(holder)
+        fired.set()
+
+    gc.disable()
+    try:
+        for fire in (False, True):
+            holder = _HoldsItsDeadline()
+            holder.deadline = timer.schedule_with(0.0 if fire else 60.0, due, holder)
+            if fire:
+                assert fired.wait(5) and seen == [holder]
+                seen.clear()
+                after = threading.Event()  # the timer has moved on past the first callback
+                timer.schedule(0.0, after.set)
+                assert after.wait(5)
+            else:
+                holder.deadline.cancel()
+            gone = weakref.ref(holder)
+            del holder
+            assert gone() is None, "fired" if fire else "cancelled"
+        assert not seen  # the cancelled one never called back
+    finally:
+        gc.enable()
+        timer.close()

@@ -104,6 +104,8 @@ class ToolRunner:
         self._all_done = threading.Condition(self._lock)
         self._inflight: set[RunningCall] = set()
         self._closed = False
+        self._expire_at: Callable[[RunningCall], None] = self._expire  # every deadline's
+        # callback, made once (a closure per call was ~4 objects tracked while it waited)
 
     # -- starting calls ----------------------------------------------------------------------
 
@@ -230,7 +232,7 @@ class ToolRunner:
     # -- settling calls (any runner thread) --------------------------------------------------
 
     def _arm(self, call: RunningCall) -> None:
-        call.deadline = self._timer.schedule(call.timeout, lambda: self._expire(call))
+        call.deadline = self._timer.schedule_with(call.timeout, self._expire_at, call)
         idle = call.tool.idle_timeout
         if idle is not None and isinstance(call.idle, Liveness):
             seconds = float(idle)

@@ -45,9 +45,11 @@ class AsyncioBackend(IsolationBackend):
         self._lock = threading.Lock()  # guards starting the loop once
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
-        self._tasks: set[asyncio.Task[HandlerResult]] = set()
+        self._tasks: dict[asyncio.Task[HandlerResult], RunningCall] = {}  # each task's call
         self._starting = threading.Lock()  # guards _starts
         self._starts: list[RunningCall] = []  # submitted, not yet begun on the loop
+        self._on_done: Callable[[asyncio.Task[HandlerResult]], None] = self._finished  # every
+        # task's done callback, made once
 
     def _running_loop(self) -> asyncio.AbstractEventLoop:
         with self._lock:
@@ -87,11 +89,11 @@ class AsyncioBackend(IsolationBackend):
             else _scoped(call, scope)
         task = asyncio.get_running_loop().create_task(coroutine)
         call.worker = task
-        self._tasks.add(task)
-        task.add_done_callback(lambda done: self._finished(call, done))
+        self._tasks[task] = call  # what _finished finds it by: no closure per call (~4
+        task.add_done_callback(self._on_done)  # objects the collector tracks while it waits)
 
-    def _finished(self, call: RunningCall, task: asyncio.Task[HandlerResult]) -> None:
-        self._tasks.discard(task)
+    def _finished(self, task: asyncio.Task[HandlerResult]) -> None:
+        call = self._tasks.pop(task)
         if task.cancelled():
             if not call.settled:  # cancelled by something other than this runner
                 self.runtime.settle(call, call.cancelled_error())
