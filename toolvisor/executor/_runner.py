@@ -106,6 +106,7 @@ class ToolRunner:
         self._closed = False
         self._expire_at: Callable[[RunningCall], None] = self._expire  # every deadline's
         # callback, made once (a closure per call was ~4 objects tracked while it waited)
+        self._cancel_call: Callable[[RunningCall], bool] = self._cancel  # every handle's
 
     # -- starting calls ----------------------------------------------------------------------
 
@@ -121,7 +122,7 @@ class ToolRunner:
         backend = self._check(tool)
         call = self._admit(tool, arguments, ctx, on_done)
         self._launch(call, backend)
-        return CallHandle(call, self._cancel)
+        return CallHandle(call, self._cancel_call)
 
     def start_here(
         self, tool: Tool, arguments: Any, ctx: CallContext | None, on_done: OnDone,
@@ -149,7 +150,7 @@ class ToolRunner:
             call.here = functools.partial(backend.run_here, call, give_up)
         else:
             self._launch(call, backend)
-        return CallHandle(call, self._cancel)
+        return CallHandle(call, self._cancel_call)
 
     def _check(self, tool: Tool) -> IsolationBackend | None:
         """The backend that runs ``tool``'s handler (``None`` for a tool without one), once it

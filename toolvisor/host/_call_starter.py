@@ -238,9 +238,8 @@ class CallStarter:
                     planned.turn, planned.attempt, planned.call.id), span,
                 None if durable is None else durable.fence),
         )
-        reply = functools.partial(self._finished.on_reply,
-                                  CallTarget(self._me, run.run_id, view, ctx, token, ticket,
-                                             span, window))
+        reply = CallTarget(self._finished, self._me, run.run_id, view, ctx, token, ticket, span,
+                           window)
         if isinstance(tool, Err):
             answer(reply, planned.call, planned.call.name, tool)
             return

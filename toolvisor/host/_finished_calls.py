@@ -40,10 +40,14 @@ class OutcomesReady:
     """Calls finished since the orchestrator last drained its ``FinishedCalls``."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, eq=False, slots=True)  # one call's: compared by identity
 class CallTarget:
-    """Where a call's reply goes, and the call's context and cancel token."""
+    """Where a call's reply goes, and the call's context and cancel token. Called with the
+    reply (on the call actor's thread), it hands it to ``finished``: the call's ``reply_to``
+    itself, so a call in flight holds no partial (and its bound method and arguments' tuple:
+    three more objects the collector would track while the call waits)."""
 
+    finished: FinishedCalls
     me: ActorRef[Any]
     run_id: str
     view: StateView
@@ -54,6 +58,9 @@ class CallTarget:
     span: ToolSpan | None = None  # the call's trace span, when the agent traces
     window: OutputWindow = "head"  # which end of its text the output budget keeps: its
     # tool's, resolved once when the call started (``head`` for a call of no tool)
+
+    def __call__(self, reply: CallReply) -> None:
+        self.finished.on_reply(self, reply)
 
 
 def tell(me: ActorRef[Any], message: Any) -> None:

@@ -31,7 +31,7 @@ class RunningCall:
     """
 
     __slots__ = (
-        "_once", "arguments", "ctx", "deadline", "here", "idle", "lock", "on_done", "stop",
+        "_unclaimed", "arguments", "ctx", "deadline", "here", "idle", "lock", "on_done", "stop",
         "timeout", "token", "tool", "worker",
     )
 
@@ -57,16 +57,21 @@ class RunningCall:
         self.idle: Cancellable | None = None
         self.stop: Callable[[RunningCall], None] | None = None
         self.here: Callable[[], None] | None = None
-        self._once = threading.Lock()
+        self._unclaimed = {0: None}  # popped by the one claim (a dict's pop is atomic; a dict
+        # of atoms, unlike a lock, is no object the collector tracks while the call waits)
 
     def claim(self) -> bool:
         """``True`` for the first caller only: that caller delivers the result."""
-        return self._once.acquire(blocking=False)
+        try:
+            self._unclaimed.popitem()
+        except KeyError:
+            return False
+        return True
 
     @property
     def settled(self) -> bool:
         """Whether a result has been claimed (delivered or about to be)."""
-        return self._once.locked()
+        return not self._unclaimed
 
     def error(self, reason: Any, detail: str, cause: Any, code: str | None = None) -> Err:
         """``Err(ToolError(reason))`` naming this call's tool and call id."""

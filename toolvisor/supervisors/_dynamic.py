@@ -124,6 +124,7 @@ class DynamicSupervisorRef(ActorRef["DynamicSupervisor"]):
     def __init__(self, actor: DynamicSupervisor) -> None:
         super().__init__(actor)
         self._table = actor.child_table
+        self._child_exited = self._table.child_exited  # every link's notify, made once
         self._shutdown = actor.child_shutdown
 
     def start_child(self, start: Callable[[], ActorRef[Any]]) -> ActorRef[Any]:
@@ -136,7 +137,7 @@ class DynamicSupervisorRef(ActorRef["DynamicSupervisor"]):
         are live or starting, :class:`ChildStartError` if ``start`` fails, and
         ``pykka.ActorDeadError`` once the supervisor has stopped.
         """
-        link = ChildLink(self._table.child_exited)
+        link = ChildLink(self._child_exited)
         self._table.reserve(link)
         try:
             ref = start_linked(link, start)

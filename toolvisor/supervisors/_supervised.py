@@ -165,11 +165,11 @@ class SupervisedActor(pykka.Actor):
     _link: ChildLink | None = None
     _start_ack: StartAck | None = None
     _exit_reason: ExitReason | None = None  # the first recorded cause; written by own thread
-    _exit_reported: bool = False
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._exit_lock = threading.Lock()
+        self._exit_unreported = {0: None}  # popped by the one report (a dict's pop is atomic;
+        # a dict of atoms, unlike a lock, is no object the collector tracks)
         link: ChildLink | None = getattr(_pending, "link", None)
         if link is not None and link.actor is None:
             link.actor = self
@@ -195,13 +195,18 @@ class SupervisedActor(pykka.Actor):
         """Tell the supervisor how this actor ended; later calls do nothing. The actor then
         lets go of its link (the link keeps the actor: a cycle the garbage collector would
         have to find, for every call)."""
-        with self._exit_lock:
-            if self._exit_reported:
-                return
-            self._exit_reported = True
+        try:
+            self._exit_unreported.popitem()
+        except KeyError:
+            return  # reported already
         link, self._link = self._link, None
         if link is not None:
             link.child_exited(self._current_exit_reason())
+
+    @property
+    def _exit_reported(self) -> bool:
+        """Whether the exit was reported (or is being reported)."""
+        return not self._exit_unreported
 
     def _die(self, reason: BaseException) -> None:
         """End the actor with ``reason`` without running ``on_stop`` (like a crash in pykka)."""
