@@ -4,6 +4,7 @@ every reason."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import gc
 import threading
 import weakref
@@ -316,3 +317,23 @@ def test_a_deadline_with_an_argument_calls_back_with_it_and_then_lets_go_of_it()
     finally:
         gc.enable()
         timer.close()
+
+
+def test_the_handler_gets_every_field_of_its_context_with_its_own_token_and_sink() -> None:
+    """The runner copies the caller's context field by field (no ``dataclasses.replace``):
+    every field but the cancel token and the progress sink reaches the handler as it was."""
+    given = CallContext(**{f.name: object() for f in dataclasses.fields(CallContext)})
+    seen: list[CallContext] = []
+
+    def look(arguments: Any, ctx: CallContext) -> Ok:
+        seen.append(ctx)
+        return Ok(None)
+
+    with ToolRunner(tool_timeout=5.0) as runner:
+        assert isinstance(runner.run(Tool(name="look", handler=look), {}, given), Ok)
+    [ctx] = seen
+    for field in dataclasses.fields(CallContext):
+        if field.name in ("cancelled", "progress"):
+            assert getattr(ctx, field.name) is not getattr(given, field.name), field.name
+        else:
+            assert getattr(ctx, field.name) is getattr(given, field.name), field.name

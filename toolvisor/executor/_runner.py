@@ -33,6 +33,23 @@ _log = get_event_log("tool_runner")
 OnDone = Callable[[HandlerResult], None]
 
 
+_KEPT_FIELDS = tuple(f.name for f in dataclasses.fields(CallContext)
+                     if f.name not in ("cancelled", "progress"))
+
+
+def _with_token(ctx: CallContext, token: threading.Event, progress: Liveness) -> CallContext:
+    """``ctx`` with the call's own cancel token and progress sink: each field copied as it is
+    (already checked when ``ctx`` was made), about half the cost of ``dataclasses.replace``,
+    which goes through every field's definition and ``__init__`` (~4 us per call)."""
+    copy = object.__new__(CallContext)
+    put = object.__setattr__  # the context is frozen
+    for name in _KEPT_FIELDS:
+        put(copy, name, getattr(ctx, name))
+    put(copy, "cancelled", token)
+    put(copy, "progress", progress)
+    return copy
+
+
 def _delivered(result: HandlerResult) -> None:
     """A delivered call's ``on_done``: it is called once, then let go."""
 
@@ -183,7 +200,7 @@ class ToolRunner:
         token = OneShotEvent()  # set once (deadline, cancel): no Condition to build
         liveness = Liveness(None if ctx is None else ctx.progress, self._clock)
         ctx = CallContext(cancelled=token, progress=liveness) if ctx is None \
-            else dataclasses.replace(ctx, cancelled=token, progress=liveness)
+            else _with_token(ctx, token, liveness)
         timeout = self._tool_timeout if tool.timeout is None else float(tool.timeout)
         call = RunningCall(tool, arguments, ctx, token=token, timeout=timeout, on_done=on_done)
         call.idle = liveness
