@@ -189,6 +189,15 @@ class PooledThreadingActor(pykka.ThreadingActor):
     def _create_actor_inbox() -> Any:
         return ParkingMailbox()
 
+    @classmethod
+    def start(cls, *args: Any, **kwargs: Any) -> pykka.ActorRef[Any]:
+        """Build, register and start the actor as ``pykka.Actor.start`` does, without its
+        debug line (an f-string of the actor built for every call, logged or not)."""
+        actor = cls(*args, **kwargs)
+        pykka.ActorRegistry.register(actor.actor_ref)
+        actor._start_actor_loop()
+        return actor.actor_ref
+
     def _start_actor_loop(self) -> None:
         self._thread_pool.run_loop(self)
     def _run_on(self, thread: PoolThread) -> None:

@@ -135,8 +135,9 @@ def backend_named(name: str) -> type[IsolationBackend]:
     """The backend registered for ``name``; ``LookupError`` naming the registered ones."""
     with _lock:
         backend = _backends.get(name)
-        known = sorted(_backends)
-    if backend is None:
+    if backend is None:  # the registered names sorted only for the error (not per call)
+        with _lock:
+            known = sorted(_backends)
         raise LookupError(f"no isolation backend is registered for {name!r} (registered: "
                           f"{', '.join(known)}); register one with register_backend")
     return backend
