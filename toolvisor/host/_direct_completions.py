@@ -127,8 +127,9 @@ class CallCompletions:
         self._span = span
         self._lock = threading.Lock()
         self._ended = False
-        self._asks: set[_Ask] = set()
-        self._sources: set[str] = set()
+        self._asks: dict[_Ask, None] = {}  # dicts used as sets: empty, or holding only
+        self._sources: dict[str, None] = {}  # strings, a dict is no object the collector
+        # tracks (a set always is), and most calls never ask
         self._ordinal = 0
         self._usage = NO_USAGE
 
@@ -214,7 +215,7 @@ class CallCompletions:
         with self._lock:
             if self._ended:
                 raise CapabilityError("call_finished", "this call ended as the completion began")
-            self._asks.add(ask)
+            self._asks[ask] = None
         self._attempt(ask, 1)
         return ask
 
@@ -233,7 +234,7 @@ class CallCompletions:
                 "completion_bad_request",
                 f"source {source!r} was already used in this execution of the call; give "
                 "every completion its own source (it is its replay key)")
-        self._sources.add(source)
+        self._sources[source] = None
         return source
 
     def _journal(self) -> tuple[SessionStore, str] | None:
@@ -316,7 +317,7 @@ class CallCompletions:
         with self._lock:
             if ask.future.done():
                 return
-            self._asks.discard(ask)
+            self._asks.pop(ask, None)
             with contextlib.suppress(InvalidStateError):  # an awaiting task cancelled it
                 if error is None:
                     ask.future.set_result(response)  # type: ignore[arg-type]
