@@ -46,6 +46,7 @@ from toolvisor.machine._planning import (
     commit_step,
     hand_to_caller,
     plan_batch,
+    repeated_ids,
     retries_beside_siblings,
     start_step,
 )
@@ -78,6 +79,7 @@ from toolvisor.machine._settling import (
     expiry_result,
     record_result,
     refusal,
+    spent,
 )
 from toolvisor.machine._state_view import json_value
 from toolvisor.machine._unions import Effect
@@ -154,8 +156,7 @@ class TurnMachine(MachineReadSide):
         elif isinstance(response, ModelReplied):
             self._on_model(response.response)
         elif isinstance(response, ToolResults):
-            for outcome in response.outcomes:  # what the calls' direct completions spent
-                run.usage += outcome.usage
+            run.usage = spent(run.usage, response.outcomes)
             running = self._running()
             for record, outcome, writes in prepared:
                 self._on_call_outcome(record, outcome, writes)
@@ -265,9 +266,7 @@ class TurnMachine(MachineReadSide):
         run.outstanding = None
         run.phase = "between"
         response = ModelResponse.model_validate_json(response.model_dump_json())
-        ids = [c.id for c in response.tool_calls]
-        repeated = sorted({i for i in ids if ids.count(i) > 1})
-        if repeated:
+        if repeated := repeated_ids(response):
             self._fail(f"the model returned tool call id(s) {repeated} more than once in one "
                        "response; its message was not recorded")
             return
@@ -282,7 +281,7 @@ class TurnMachine(MachineReadSide):
         if not response.tool_calls:
             self._finish(Completed(text=response.text, messages=tuple(run.messages),
                                    turns=run.turns, state=run.state,
-                                   state_conflicts=tuple(run.conflicts),
+                                   state_conflicts=tuple(run.conflicts), usage=run.usage,
                                    finish_reason=response.finish_reason))
             return
         if response.finish_reason == "length":
@@ -329,7 +328,7 @@ class TurnMachine(MachineReadSide):
             if run.turns >= self._config.max_turns:
                 self._finish(Halted(reason="max_turns", messages=tuple(run.messages),
                                     turns=run.turns, state=run.state,
-                                    state_conflicts=tuple(run.conflicts)))
+                                    state_conflicts=tuple(run.conflicts), usage=run.usage))
                 return
             self._emit_llm_call()
             return
@@ -401,7 +400,7 @@ class TurnMachine(MachineReadSide):
         close_batch(run, f"the run halted ({reason})")
         self._finish(Halted(reason=reason, result=result, messages=tuple(run.messages),
                             turns=run.turns, state=run.state,
-                            state_conflicts=tuple(run.conflicts)))
+                            state_conflicts=tuple(run.conflicts), usage=run.usage))
 
     def _fail(self, error: str, *, model_error: ModelErrorInfo | None = None) -> None:
         run = self._run
@@ -410,12 +409,12 @@ class TurnMachine(MachineReadSide):
         close_batch(run, "the run failed")
         self._finish(Failed(error=error, model_error=model_error, messages=tuple(run.messages),
                             turns=run.turns, state=run.state,
-                            state_conflicts=tuple(run.conflicts)))
+                            state_conflicts=tuple(run.conflicts), usage=run.usage))
 
     def _finish(self, final: FinalOutcome) -> None:
         run = self._run
         run.outstanding = None
-        run.final = final.model_copy(update={"usage": run.usage})
+        run.final = final  # built with the run's usage: no copy to set it
         self._log("info", "run_finished", outcome=final.kind,
                   reason=final.reason if isinstance(final, Halted) else None, turns=run.turns)
         run.phase = "done"

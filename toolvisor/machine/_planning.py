@@ -19,6 +19,14 @@ from toolvisor.machine._outcomes import ManualCall, StateConflict
 from toolvisor.machine._settling import not_found
 
 
+def repeated_ids(response: ModelResponse) -> list[str]:
+    """The call ids ``response`` uses more than once, sorted (a set first: most have none)."""
+    ids = [c.id for c in response.tool_calls]
+    if len(set(ids)) == len(ids):
+        return []
+    return sorted({i for i in ids if ids.count(i) > 1})
+
+
 def plan_batch(run: RunState, config: MachineConfig, response: ModelResponse) -> None:
     """Group the calls into steps: parallel ones together first, then each serial one, then
     one manual step with the calls the caller runs.
