@@ -56,7 +56,7 @@ def batch_model(size: int, tool_name: str) -> FunctionModel:
             return ModelResponse(tool_calls=calls)
         return ModelResponse(text="done")
 
-    return FunctionModel(respond)
+    return FunctionModel(respond, keep_requests=False)
 
 
 def median_turn_ms(agent: Agent, repeats: int) -> tuple[float, float, float]:

@@ -75,7 +75,7 @@ def toolvisor_runs(kind: str, runs: int) -> dict[str, Any]:
         time.sleep(MODEL_SECONDS)
         return answer(request)
 
-    model = FunctionModel(async_model if kind == "async" else sync_model)
+    model = FunctionModel(async_model if kind == "async" else sync_model, keep_requests=False)
     with Agent(model, [Tool("noop", handler=no_op)], max_turns=4) as agent:
         asyncio.run(_gather(agent.arun, 1))  # warm up: threads, loop, imports
         threads = PeakThreads()

@@ -26,7 +26,7 @@ Memory: at every tenth of the calls the process's RSS (after ``gc.collect()`` an
 ``malloc_trim``), threads and descriptors are recorded. "Flat" means no checkpoint after the
 warm-up (the first 20% of the calls) is more than ``--rss-tolerance-mib`` (16) above the
 warm-up's; the least-squares trend is printed too. The soak's own bookkeeping stays constant:
-expectations live for one run, and each ``FunctionModel``'s ``requests`` are cleared after it.
+expectations live for one run, and its ``FunctionModel``s keep no requests.
 After ``close()`` no thread, process or descriptor may be left (``LeakCheck``).
 """
 
@@ -584,7 +584,7 @@ def _tool_call_children(agent: Agent) -> dict[str, int]:
     return {}
 
 
-def _one_run(agent: Agent, model: SoakModel, function_model: FunctionModel, calls_left: int,
+def _one_run(agent: Agent, model: SoakModel, calls_left: int,
              config: SoakConfig, ledger: Ledger) -> RunOutcome | None:
     """One run on ``agent``; ``None`` when it did not end (the soak must stop)."""
     prompt = model.start_run(calls_left)
@@ -593,8 +593,6 @@ def _one_run(agent: Agent, model: SoakModel, function_model: FunctionModel, call
     except TimeoutError as exc:
         ledger.problem(f"{model.mode}: {prompt}: {exc}")
         return None
-    finally:
-        function_model.requests.clear()  # the soak's own bookkeeping must not grow
 
 
 def run_soak(config: SoakConfig) -> SoakReport:
@@ -607,15 +605,15 @@ def run_soak(config: SoakConfig) -> SoakReport:
     prepare_process_isolation()  # process-wide helpers, not leaks of the agents
     leak_check = LeakCheck()
     started = time.monotonic()
-    agents: list[tuple[Agent, SoakModel, FunctionModel]] = []
+    agents: list[tuple[Agent, SoakModel]] = []
     try:
         for mode in config.modes:
             model = SoakModel(mode, random.Random(seeds.getrandbits(64)), config, ledger)
-            function_model = FunctionModel(model.respond)
-            agent = Agent(function_model, soak_tools(config.hang_timeout),
-                          on_tool_error=model.policy, on_model_error=MODEL_RETRY, mode=mode,
-                          max_turns=MAX_TURNS, output_projection=budget)
-            agents.append((agent, model, function_model))
+            agent = Agent(FunctionModel(model.respond, keep_requests=False),
+                          soak_tools(config.hang_timeout), on_tool_error=model.policy,
+                          on_model_error=MODEL_RETRY, mode=mode, max_turns=MAX_TURNS,
+                          output_projection=budget)
+            agents.append((agent, model))
         report.checkpoints.append(checkpoint(0, started))
         every = max(1, config.calls // config.checkpoints)
         next_checkpoint = every
@@ -624,8 +622,8 @@ def run_soak(config: SoakConfig) -> SoakReport:
                 ledger.problem(f"stopped after {config.max_seconds} s (--max-seconds) with "
                                f"{report.calls} of {config.calls} calls done")
                 break
-            agent, model, function_model = agents[report.runs % len(agents)]
-            outcome = _one_run(agent, model, function_model, config.calls - report.calls,
+            agent, model = agents[report.runs % len(agents)]
+            outcome = _one_run(agent, model, config.calls - report.calls,
                                config, ledger)
             report.runs += 1
             report.calls += model.finish_run(outcome)
@@ -636,12 +634,12 @@ def run_soak(config: SoakConfig) -> SoakReport:
                 while next_checkpoint <= report.calls:
                     next_checkpoint += every
         report.wall_seconds = time.monotonic() - started
-        for agent, model, _ in agents:
+        for agent, model in agents:
             report.tool_call_children[model.mode] = _tool_call_children(agent)
     finally:
-        for agent, _, _ in agents:
+        for agent, _ in agents:
             agent.close()
-    for agent, model, _ in agents:
+    for agent, model in agents:
         report.runner_stats[model.mode] = agent.runner.stats
     if config.crashes:
         report.crash = run_crashes(config.crashes, config.seed, MODES, config.run_timeout)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from toolvisor.contract import (
@@ -122,3 +124,15 @@ def test_function_model_decides_each_response() -> None:
     model = FunctionModel(lambda request: f"{len(request.messages)} messages")
     assert model.respond(REQUEST) == ModelResponse(text="1 messages")
     assert model.requests == [REQUEST]
+
+
+def test_a_function_model_told_not_to_keep_requests_keeps_none() -> None:
+    model = FunctionModel(lambda request: "ok", keep_requests=False)
+
+    async def answer(request: ModelRequest) -> str:
+        return "ok"
+
+    async_model = FunctionModel(answer, keep_requests=False)
+    assert model.respond(REQUEST) == ModelResponse(text="ok")
+    assert asyncio.run(async_model.arespond(REQUEST)) == ModelResponse(text="ok")
+    assert model.requests == [] and async_model.requests == []

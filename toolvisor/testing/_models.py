@@ -229,21 +229,30 @@ class FunctionModel:
 
     The function returns a ``ModelResponse``, a ``str`` (final text) or raises (a
     ``ModelError`` reaches ``on_model_error`` as it is). An ``async def`` function makes an
-    async model (``arespond``, on the runtime's event loop). Requests are kept in ``requests``.
+    async model (``arespond``, on the runtime's event loop). Requests are kept in ``requests``,
+    unless ``keep_requests=False``: a long soak or a benchmark keeps none (each request holds
+    its run's whole transcript).
     """
 
-    def __new__(cls, function: Callable[[ModelRequest], Any]) -> FunctionModel:
+    def __new__(cls, function: Callable[[ModelRequest], Any], *,
+                keep_requests: bool = True) -> FunctionModel:
         chosen = _AsyncFunctionModel if cls is FunctionModel and _is_async(function) else cls
         return super().__new__(chosen)
 
-    def __init__(self, function: Callable[[ModelRequest], Any]) -> None:
+    def __init__(self, function: Callable[[ModelRequest], Any], *,
+                 keep_requests: bool = True) -> None:
         if not callable(function):
             raise TypeError(f"FunctionModel needs a function of the request, got {function!r}")
         self._function = function
+        self._keep_requests = keep_requests
         self.requests: list[ModelRequest] = []
 
+    def _seen(self, request: ModelRequest) -> None:
+        if self._keep_requests:
+            self.requests.append(request)
+
     def respond(self, request: ModelRequest) -> ModelResponse:
-        self.requests.append(request)
+        self._seen(request)
         return _as_response(self._function(request))
 
 
@@ -253,5 +262,5 @@ class _AsyncFunctionModel(FunctionModel):
     respond = None  # type: ignore[assignment]  # an async function cannot answer respond
 
     async def arespond(self, request: ModelRequest) -> ModelResponse:
-        self.requests.append(request)
+        self._seen(request)
         return _as_response(await self._function(request))
