@@ -82,6 +82,7 @@ from toolvisor.machine._settling import (
     spent,
 )
 from toolvisor.machine._state_view import json_value
+from toolvisor.machine._trusted import trusted
 from toolvisor.machine._unions import Effect
 
 
@@ -356,11 +357,10 @@ class TurnMachine(MachineReadSide):
 
     def _on_failure(self, record: CallRecord, error: Any, text: str, *, answered: bool) -> None:
         """Consult the call's policy exactly once and carry out its decision."""
-        call = record.call
+        call, run = record.call, self._run
         failed = CallAttempt(call=call, attempt=record.attempt, retryable=record.retryable,
                             known=record.known)
-        decision = apply_policy(self._config.policy_for(call.name), failed, error,
-                                          seed=self._run.seed)
+        decision = apply_policy(self._config.policy_for(call.name), failed, error, seed=run.seed)
         if isinstance(decision, RetryAfter) and (
                 answered or record.step < 0 or record.attempt >= self._config.max_call_attempts):
             why = "answered from outside" if answered else "its arguments cannot run" \
@@ -441,11 +441,12 @@ class TurnMachine(MachineReadSide):
         return emitted
 
     def _progress(self, event: str, **data: Any) -> None:
-        self._emitted.append(Progress(id=self._next_id(), event=event, data=data))
+        self._emitted.append(trusted(Progress, kind="progress", id=self._next_id(), event=event,
+                                     data=data))
 
     def _log(self, level: Any, event: str, **fields: Any) -> None:
-        self._emitted.append(LogEvent(id=self._next_id(), level=level, event=event,
-                                      fields=fields))
+        self._emitted.append(trusted(LogEvent, kind="log", id=self._next_id(), level=level,
+                                     event=event, fields=fields))
 
     def _emit_llm_call(self, *, retry: bool = False) -> None:
         """Ask the model: the next turn, or this turn's call again (``retry``)."""
@@ -456,10 +457,10 @@ class TurnMachine(MachineReadSide):
             run.turns += 1
             run.model_attempt = 1
             self._progress("turn_started", turn=run.turns)
-        request = ModelRequest.model_construct(  # of validated parts: not validated again
-            messages=tuple(run.messages), tools=self._config.tool_specs, attempt=run.model_attempt)
-        effect = LlmCall(id=self._next_id(), turn=run.turns, attempt=run.model_attempt,
-                         request=request)
+        request = trusted(ModelRequest, messages=tuple(run.messages),  # validated parts
+                          tools=self._config.tool_specs, attempt=run.model_attempt, model=None)
+        effect = trusted(LlmCall, kind="llm_call", id=self._next_id(), turn=run.turns,
+                         request=request, attempt=run.model_attempt)
         self._wait(effect, "awaiting_model")
 
     def _on_model_error(self, error: ModelError) -> None:

@@ -17,6 +17,7 @@ from toolvisor.machine._config import MachineConfig
 from toolvisor.machine._effects import Backoff, CallToRun, EffectId, ToolCalls
 from toolvisor.machine._outcomes import ManualCall, StateConflict
 from toolvisor.machine._settling import not_found
+from toolvisor.machine._trusted import trusted
 
 
 def repeated_ids(response: ModelResponse) -> list[str]:
@@ -116,8 +117,9 @@ def start_step(run: RunState, step: StepRecord, records: list[CallRecord],
                 backoff = Backoff(seconds=record.retry_delay or 0.0, since=effect_id)
                 record.retry_delay = None
             record.status = "running"
-            calls.append(CallToRun(call=record.call, turn=run.turns, attempt=record.attempt,
-                                   state=step.snapshot, backoff=backoff))
+            calls.append(trusted(CallToRun, call=record.call, turn=run.turns,
+                                 attempt=record.attempt, state=dict(step.snapshot),
+                                 backoff=backoff))
         elif record.status == "running":
             calls.append(listed[record.call.id])
     return tuple(calls)
@@ -177,9 +179,9 @@ def close_batch(run: RunState, why: str) -> None:
         elif record.status == "suspended":
             text, is_error = _unresolved_text("not_answered", f"no answer: {why}"), True
         content = "\n".join([text or "", *record.notes])
-        run.messages.append(ToolResultMessage(tool_call_id=record.call.id,
-                                              name=record.call.name, content=content,
-                                              is_error=is_error))
+        run.messages.append(trusted(ToolResultMessage, role="tool", tool_call_id=record.call.id,
+                                    name=record.call.name, content=content,
+                                    is_error=is_error))
     run.calls = []
     run.steps = []
     run.cursor = 0
