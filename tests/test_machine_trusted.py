@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from pydantic import BaseModel
 
 from toolvisor import Err, Ok, Tool
@@ -13,7 +14,10 @@ from toolvisor.contract import ModelRequest, ModelResponse, ToolCall, ToolError
 from toolvisor.machine import (
     CallOutcome,
     CallToRun,
+    Completed,
     Done,
+    Failed,
+    Halted,
     LlmCall,
     LogEvent,
     MachineConfig,
@@ -53,7 +57,7 @@ def test_what_the_machine_builds_itself_is_what_validation_builds() -> None:
     kinds = {type(e) for e in effects}
     assert {Progress, LogEvent, LlmCall, ToolCalls} <= kinds
     for effect in effects:
-        if isinstance(effect, Progress | LogEvent | LlmCall):
+        if isinstance(effect, Progress | LogEvent | LlmCall | ToolCalls | Done):
             _as_validated(effect)
         if isinstance(effect, LlmCall):
             _as_validated(effect.request)
@@ -63,9 +67,26 @@ def test_what_the_machine_builds_itself_is_what_validation_builds() -> None:
         _as_validated(call)
         assert call.state == {"k": [1]}
     done = effects[-1]
-    assert isinstance(done, Done)
+    assert isinstance(done, Done) and isinstance(done.outcome, Completed)
+    _as_validated(done.outcome)
     for message in done.outcome.messages:
         _as_validated(message)
+
+
+@pytest.mark.parametrize("end", ["max_turns", "cancel", "abort"])
+def test_a_run_ends_with_what_validation_builds(end: str) -> None:
+    machine = TurnMachine(MachineConfig(tools=[Tool("t", handler=_noop)], max_turns=1))
+    waiting = machine.start("go", state={"k": 1})[-1]
+    reply = ModelResponse(tool_calls=(ToolCall(id="a", name="t"),))
+    waiting = machine.send(ModelReplied(waiting.id, reply))[-1]
+    if end == "max_turns":
+        done = machine.send(ToolResults(waiting.id, (CallOutcome("a", Ok(1)),)))[-1]
+    else:
+        done = (machine.cancel() if end == "cancel" else machine.abort("gone"))[-1]
+    assert isinstance(done, Done) and isinstance(done.outcome, Halted | Failed)
+    _as_validated(done)
+    _as_validated(done.outcome)
+    assert done.outcome.state == {"k": 1} and done.outcome.state is not machine._run.state
 
 
 def test_a_trusted_value_is_copied_with_changes_as_any_model() -> None:

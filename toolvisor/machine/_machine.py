@@ -32,6 +32,7 @@ from toolvisor.machine._checkpoint import (
 )
 from toolvisor.machine._config import MachineConfig
 from toolvisor.machine._effects import LlmCall, LogEvent, Progress, Sleep, ToolCalls
+from toolvisor.machine._endings import ending
 from toolvisor.machine._model_turns import decide_model_failure, failure_text, model_failure
 from toolvisor.machine._outcomes import (
     Completed,
@@ -277,13 +278,11 @@ class TurnMachine(MachineReadSide):
                        model=response.model, response_id=response.response_id,
                        finish_reason=response.finish_reason,
                        usage=response.usage.model_dump() if response.usage else None)
-        run.messages.append(AssistantMessage(content=response.text,
-                                             tool_calls=response.tool_calls))
+        run.messages.append(trusted(AssistantMessage, role="assistant", content=response.text,
+                                    tool_calls=response.tool_calls))
         if not response.tool_calls:
-            self._finish(Completed(text=response.text, messages=tuple(run.messages),
-                                   turns=run.turns, state=run.state,
-                                   state_conflicts=tuple(run.conflicts), usage=run.usage,
-                                   finish_reason=response.finish_reason))
+            self._finish(ending(Completed, run, text=response.text,
+                                finish_reason=response.finish_reason))
             return
         if response.finish_reason == "length":
             self._log("warning", "model_output_truncated", turn=run.turns,
@@ -327,9 +326,7 @@ class TurnMachine(MachineReadSide):
                 return
             close_batch(run, "")
             if run.turns >= self._config.max_turns:
-                self._finish(Halted(reason="max_turns", messages=tuple(run.messages),
-                                    turns=run.turns, state=run.state,
-                                    state_conflicts=tuple(run.conflicts), usage=run.usage))
+                self._finish(ending(Halted, run, reason="max_turns"))
                 return
             self._emit_llm_call()
             return
@@ -398,18 +395,14 @@ class TurnMachine(MachineReadSide):
     def _finish_halted(self, reason: str, result: Any) -> None:
         run = self._run
         close_batch(run, f"the run halted ({reason})")
-        self._finish(Halted(reason=reason, result=result, messages=tuple(run.messages),
-                            turns=run.turns, state=run.state,
-                            state_conflicts=tuple(run.conflicts), usage=run.usage))
+        self._finish(ending(Halted, run, reason=reason, result=result))
 
     def _fail(self, error: str, *, model_error: ModelErrorInfo | None = None) -> None:
         run = self._run
         run.outstanding = None
         self._commit_current()
         close_batch(run, "the run failed")
-        self._finish(Failed(error=error, model_error=model_error, messages=tuple(run.messages),
-                            turns=run.turns, state=run.state,
-                            state_conflicts=tuple(run.conflicts), usage=run.usage))
+        self._finish(ending(Failed, run, error=error, model_error=model_error))
 
     def _finish(self, final: FinalOutcome) -> None:
         run = self._run
@@ -486,7 +479,8 @@ class TurnMachine(MachineReadSide):
                 self._log("info", "retry_scheduled", turn=self._run.turns,
                           call_ids=[record.call.id], seconds=record.retry_delay)
         effect_id = self._next_id()
-        effect = ToolCalls(id=effect_id, calls=start_step(self._run, step, records, effect_id))
+        effect = trusted(ToolCalls, kind="tool_calls", id=effect_id,
+                         calls=start_step(self._run, step, records, effect_id))
         self._wait(effect, "awaiting_tools")
 
     def _wait(self, effect: LlmCall | ToolCalls | Sleep, phase: Any) -> None:

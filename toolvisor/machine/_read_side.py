@@ -23,6 +23,7 @@ from toolvisor.machine._config import MachineConfig
 from toolvisor.machine._effects import LlmCall, ToolCalls
 from toolvisor.machine._outcomes import RunStatus
 from toolvisor.machine._planning import still_running
+from toolvisor.machine._trusted import trusted
 from toolvisor.machine._unions import Done, Effect
 
 
@@ -137,7 +138,7 @@ class MachineReadSide:
         run = self._run
         assert run.done_effect_id is not None
         outcome = run.final if run.final is not None else self._suspended()
-        return Done(id=run.done_effect_id, outcome=outcome)
+        return trusted(Done, kind="done", id=run.done_effect_id, outcome=outcome)
 
     def _suspended(self) -> Suspended:
         return Suspended(checkpoint=self.checkpoint())
