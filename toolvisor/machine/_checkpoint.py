@@ -100,7 +100,7 @@ class CallRecord:
     writes: dict[str, Any] = field(default_factory=dict)
     halt: HaltRecord | None = None
     retry_delay: float | None = None
-    notes: list[str] = field(default_factory=list)
+    notes: tuple[str, ...] = ()  # none (most calls): no list of its own for the collector
 
 
 @dataclass(slots=True, kw_only=True)

@@ -161,9 +161,9 @@ def commit_step(run: RunState, step: StepRecord) -> list[StateConflict]:
                 continue
             found.append(StateConflict(key=key, kept_call_id=first,
                                        dropped_call_id=record.call.id, turn=run.turns))
-            record.notes.append(
+            record.notes += (
                 f"[toolvisor: this call's write to state key {key!r} was discarded: call "
-                f"{first!r}, earlier in the same parallel step, wrote it first]")
+                f"{first!r}, earlier in the same parallel step, wrote it first]",)
     run.conflicts.extend(found)
     return found
 
