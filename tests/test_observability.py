@@ -78,6 +78,10 @@ def test_call_finished_says_how_each_call_ended() -> None:
     models = [(e["turn"], e["attempt"], e["outcome"]) for e in events
               if e["event"] == "model_call_finished"]
     assert models == [(1, 1, "rate_limited"), (1, 2, "ok"), (2, 1, "ok")]
+    started = [(e["turn"], e["attempt"]) for e in events if e["event"] == "model_call_started"]
+    assert started == [(1, 1), (1, 2), (2, 1)]  # built only while a sink listens, as here
+    assert {"turn_started", "model_replied", "call_finished"} <= {
+        e["progress"] for e in events if e["event"] == "run_progress"}
 
 
 @pytest.fixture

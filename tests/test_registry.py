@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from tests import _handlers
 from toolvisor.contract import CallContext, Err, Ok, Tool, ToolCall, ToolError
 from toolvisor.registry import (
     DynamicToolProvider,
@@ -344,3 +345,30 @@ def test_concurrent_calls_and_edits(rec: Recorder) -> None:
     assert len(results) == 400
     assert registry.members() == {"a"}
     assert rec.calls.count("a") + rec.calls.count("b") == sum(isinstance(r, Ok) for r in results)
+
+
+class CountingProvider(DynamicToolProvider):
+    """A dynamic source that counts how often the registry resolves its tools."""
+
+    def __init__(self, tools: list[Tool]) -> None:
+        super().__init__(tools)
+        self.resolved = 0
+
+    def resolve(self, name: str) -> Tool | None:
+        self.resolved += 1
+        return super().resolve(name)
+
+
+def test_process_tools_follow_the_catalog_and_are_worked_out_once_per_change() -> None:
+    source = CountingProvider([Tool("a", handler=_handlers.ok_echo),
+                               Tool("b", handler=_handlers.ok_echo)])
+    registry = ToolRegistry({"dyn": source})
+    assert [registry.process_tools() for _ in range(3)] == [[], [], []]
+    assert source.resolved == 2  # each member resolved once, for all three answers
+    source.add(Tool("a", handler=_handlers.pid, isolation="process"), replace=True)
+    assert registry.process_tools() == registry.process_tools() == ["a"]
+    assert source.resolved == 4
+    registry.remove_member("a")
+    assert registry.process_tools() == []
+    registry.add_member("a")
+    assert registry.process_tools() == ["a"]

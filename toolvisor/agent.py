@@ -17,7 +17,7 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, TypeAlias, cast
+from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar, cast
 
 from toolvisor.call import OutputProjection
 from toolvisor.contract import AsyncModel, Message, Model, Tool, check_seconds
@@ -39,8 +39,10 @@ from toolvisor.host import (
     AttachRun,
     CancelRun,
     ClaimRuns,
+    LoopReply,
     OrchestratorSettings,
     ProgressCallback,
+    Reply,
     ResilienceConfig,
     ResumedSuspensions,
     SessionLimits,
@@ -75,6 +77,7 @@ if TYPE_CHECKING:
 
 RunOutcome: TypeAlias = Completed | Suspended | Halted | Failed
 """What a run ends with: done, waiting for answers, halted on purpose, or failed."""
+_R = TypeVar("_R", bound=Reply)  # where a run's next outcome goes: a Future, or a LoopReply
 
 
 class Agent:
@@ -247,7 +250,7 @@ class Agent:
         ``timeout`` seconds ``TimeoutError`` is raised; a run without a store is cancelled then,
         a durable run goes on (``resume_run`` waits for it again, ``cancel_run`` ends it).
         """
-        return self._wait(*self._start(prompt, state), timeout)
+        return self._wait(*self._start(prompt, state, reply_future()), timeout)
 
     def resume(self, suspended: Suspended, answer: Any, *,
                timeout: float | None = None) -> RunOutcome:
@@ -269,18 +272,18 @@ class Agent:
     async def arun(self, prompt: str | Sequence[Message], *,
                    state: Mapping[str, Any] | None = None) -> RunOutcome:
         """``run`` for asyncio: awaiting does not block the event loop; cancelling the
-        awaiting task cancels the run."""
-        return await self._await(*self._start(prompt, state))
+        awaiting task cancels the run. Its outcome comes straight to this loop (``LoopReply``)."""
+        return await self._await(*self._start(prompt, state, LoopReply(asyncio.get_running_loop())))
 
     async def aresume(self, suspended: Suspended, answer: Any) -> RunOutcome:
         """``resume`` for asyncio."""
         return await self._await(*self._continue(suspended, answer))
 
-    def _start(self, prompt: str | Sequence[Message],
-               state: Mapping[str, Any] | None) -> tuple[str, Future[Any]]:
+    def _start(self, prompt: str | Sequence[Message], state: Mapping[str, Any] | None,
+               reply: _R) -> tuple[str, _R]:
         check_main_guard(self._registry.process_tools)
         machine = TurnMachine(self._config)
-        return self._submit(machine, machine.start(prompt, state=state))
+        return self._submit(reply, machine, machine.start(prompt, state=state))
 
     def _continue(self, suspended: Suspended, answer: Any) -> tuple[str, Future[Any]]:
         """Check ``suspended`` and the answers; a relayed question's answer goes to its child."""
@@ -296,7 +299,7 @@ class Agent:
     def _answered(self, suspended: Suspended, answers: dict[str, Any]) -> Future[Any]:
         """The run keeps its id: resumed from the store, or without one from ``suspended``."""
         if self._store is None or self._store.get_run(run_id := suspended.run_id) is None:
-            return self._submit(*self._resumed.resume(suspended, answers))[1]
+            return self._submit(reply_future(), *self._resumed.resume(suspended, answers))[1]
         future = reply_future()
         self._orchestrator().tell(AnswerRun(run_id, answers, future, suspended))
         return future
@@ -373,8 +376,7 @@ class Agent:
 
     def _cancel(self, operation: str, run_id: str) -> Future[Any]:
         self._require_store(operation)
-        future = reply_future()
-        self._orchestrator().tell(CancelRun(run_id, future))
+        self._orchestrator().tell(CancelRun(run_id, future := reply_future()))
         return future
 
     def resolve(self, key: str, *, ok: Any = UNSET, error: Any = UNSET) -> ResolveOutcome:
@@ -399,15 +401,14 @@ class Agent:
                                "Agent(..., store='runs.sqlite')")
         return self._store
 
-    def _submit(self, machine: TurnMachine, effects: list[Any],
-                run_id: str | None = None) -> tuple[str, Future[Any]]:
-        """Host ``machine`` as run ``run_id`` (a new id unless it continues a run)."""
+    def _submit(self, reply: _R, machine: TurnMachine, effects: list[Any],
+                run_id: str | None = None) -> tuple[str, _R]:
+        """Host ``machine`` as run ``run_id`` (new unless it goes on), its outcome to ``reply``."""
         if self._closed:
             raise RuntimeError("this Agent is closed; create a new one")
         run_id = run_id or uuid.uuid4().hex
-        future = reply_future()
-        self._orchestrator().tell(StartRun(run_id, machine, effects, future))
-        return run_id, future
+        self._orchestrator().tell(StartRun(run_id, machine, effects, reply))
+        return run_id, reply
 
     def _wait(self, run_id: str, future: Future[Any], timeout: float | None, *,
               cancel: bool = True) -> RunOutcome:
@@ -425,9 +426,10 @@ class Agent:
                                "agent.cancel_run cancels it)") from None
         return outcome
 
-    async def _await(self, run_id: str, future: Future[Any]) -> RunOutcome:
+    async def _await(self, run_id: str, reply: Future[Any] | LoopReply) -> RunOutcome:
         try:
-            outcome: RunOutcome = await asyncio.wrap_future(future)
+            outcome: RunOutcome = await (
+                reply if isinstance(reply, LoopReply) else asyncio.wrap_future(reply))
         except asyncio.CancelledError:
             self._orchestrator().tell(CancelRun(run_id))
             raise
@@ -459,8 +461,7 @@ class Agent:
         return self
 
     async def aclose(self) -> None:
-        """``close`` for asyncio: on a worker thread, so the event loop goes on while the tree
-        stops."""
+        """``close`` for asyncio, on a worker thread: the loop goes on while the tree stops."""
         await asyncio.to_thread(self.close)
 
     async def __aexit__(self, exc_type: type[BaseException] | None,
@@ -470,7 +471,6 @@ class Agent:
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
         self.close()
-
 
 
 def _catalog(tools: Sequence[Tool], registry: ToolRegistry | None,

@@ -22,6 +22,7 @@ from toolvisor.host._commands import (
 from toolvisor.host._durable_waits import PENDING_TIMEOUT_CODE, durable_call_id
 from toolvisor.host._gates import ResilienceConfig, ToolGates
 from toolvisor.host._leases import RunLeasedError
+from toolvisor.host._loop_reply import LoopReply, Reply
 from toolvisor.host._model_calls import ModelAnswer, ModelCalls
 from toolvisor.host._model_info import model_info
 from toolvisor.host._orchestrator import OrchestratorActor
@@ -45,6 +46,7 @@ __all__ = [
     "CancelRun",
     "ClaimRuns",
     "HostProcesses",
+    "LoopReply",
     "ModelAnswer",
     "ModelCalls",
     "OrchestratorActor",
@@ -52,6 +54,7 @@ __all__ = [
     "OrchestratorStopped",
     "Processes",
     "ProgressCallback",
+    "Reply",
     "ResilienceConfig",
     "ResumedSuspensions",
     "RunLeasedError",

@@ -18,6 +18,7 @@ from toolvisor.call import OutputProjection
 from toolvisor.contract import ToolvisorError
 from toolvisor.durable import SessionStore, Signer
 from toolvisor.host._gates import ToolGates
+from toolvisor.host._loop_reply import Reply
 from toolvisor.host._model_calls import ModelCalls
 from toolvisor.host._processes import Processes
 from toolvisor.host._run import RunMessage
@@ -50,7 +51,7 @@ class StartRun(RunMessage):
 
     machine: TurnMachine
     effects: list[Effect]
-    reply: Future[Any]
+    reply: Reply
 
 
 class AlreadyResumedError(ResponseRefused):

@@ -52,8 +52,10 @@ class RunObserver:
         self._log = get_event_log("orchestrator")
 
     def progress(self, run_id: str, event: str, data: dict[str, Any]) -> None:
-        """A run's progress event: logged (debug), and told to ``on_progress``."""
-        self._log.debug("run_progress", run_id=run_id, progress=event, **data)
+        """A run's progress event: logged (debug), and told to ``on_progress``. Its fields are
+        put together only when events go somewhere (several progress events per run)."""
+        if self._log.enabled:
+            self._log.debug("run_progress", run_id=run_id, progress=event, **data)
         self.tell_progress(run_id, event, data)
 
     def tool_progress(self, run_id: str, data: dict[str, Any]) -> None:
@@ -112,8 +114,9 @@ class RunObserver:
     def model_started(self, run_id: str, effect: LlmCall) -> None:
         run = self._runs.setdefault(run_id, _Observed())
         run.model_started = (effect.turn, effect.attempt, time.monotonic())
-        self._log.info("model_call_started", run_id=run_id, turn=effect.turn,
-                       attempt=effect.attempt)
+        if self._log.enabled:
+            self._log.info("model_call_started", run_id=run_id, turn=effect.turn,
+                           attempt=effect.attempt)
         if run.span is not None and self.tracing is not None:
             run.model_span = self.tracing.model_call(run.span, effect.turn, effect.attempt)
 
@@ -124,6 +127,14 @@ class RunObserver:
             return
         turn, attempt, started = run.model_started
         run.model_started = None
+        if self._log.enabled:
+            self._log_model_answered(run_id, answer, turn, attempt, started)
+        if run.model_span is not None and self.tracing is not None:
+            self.tracing.model_answered(run.model_span, answer)
+            run.model_span = None
+
+    def _log_model_answered(self, run_id: str, answer: ModelResponse | ModelError | None,
+                            turn: int, attempt: int, started: float) -> None:
         fields: dict[str, Any] = {
             "run_id": run_id, "turn": turn, "attempt": attempt,
             "duration_ms": round((time.monotonic() - started) * 1000, 3)}
@@ -137,9 +148,6 @@ class RunObserver:
             self._log.warning("model_call_finished", **fields,
                               outcome="cancelled" if answer is None else answer.reason,
                               error=None if answer is None else answer.message)
-        if run.model_span is not None and self.tracing is not None:
-            self.tracing.model_answered(run.model_span, answer)
-            run.model_span = None
 
     def scope(self, run_id: str) -> Scope | None:
         """Makes the model call's span current where the call runs (an SDK's own spans then

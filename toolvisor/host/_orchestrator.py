@@ -47,6 +47,7 @@ from toolvisor.host._effect_messages import ModelAnswered, ModelProgress, RetryD
 from toolvisor.host._finished_calls import FinishedCalls, OutcomesReady, send_results, tell
 from toolvisor.host._gates import GateWoke
 from toolvisor.host._leases import RenewLeases, RunLeasedError, RunLeases
+from toolvisor.host._loop_reply import Reply
 from toolvisor.host._models_in_flight import ModelsInFlight
 from toolvisor.host._observing import RunObserver
 from toolvisor.host._question_timer import QuestionsDue
@@ -167,7 +168,7 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
             case SnapshotRun(run_id):
                 answer_snapshot(message, self._runs.get(run_id), self._settings)
 
-    def _crash(self, run_id: str, exc: Exception, reply: Future[Any] | None = None) -> None:
+    def _crash(self, run_id: str, exc: Exception, reply: Reply | None = None) -> None:
         """End run ``run_id`` alone, ``Failed`` with what went wrong (logged with its traceback):
         whatever one run's input or callbacks do, the other runs go on. Fenced off: let go."""
         if isinstance(exc, StaleLeaseError):
@@ -191,7 +192,7 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
             outcome = Failed(error=error, messages=(), turns=machine.turn)
         self._finish(run, outcome)
 
-    def _watched(self, run_id: str, exc: Exception, reply: Future[Any] | None) -> HostedRun | None:
+    def _watched(self, run_id: str, exc: Exception, reply: Reply | None) -> HostedRun | None:
         """The hosted run, ``reply`` among its watchers; ``None`` (``reply`` failed) if none."""
         run = self._runs.get(run_id)
         if run is None:
@@ -461,7 +462,7 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
         if self._leases is not None:
             self._leases.release(run.run_id, waiting)
 
-    def _let_go(self, run_id: str, error: Exception, reply: Future[Any] | None = None) -> None:
+    def _let_go(self, run_id: str, error: Exception, reply: Reply | None = None) -> None:
         """Another host drives the run now: stop, writing nothing more; fail its waiters."""
         if (run := self._watched(run_id, error, reply)) is None:
             return

@@ -8,11 +8,11 @@ here belongs to the orchestrator's thread.
 
 from __future__ import annotations
 
-from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
 from toolvisor.executor import Deadline
+from toolvisor.host._loop_reply import Reply
 from toolvisor.machine import TurnMachine
 
 
@@ -30,7 +30,7 @@ class HostedRun:
 
     run_id: str
     machine: TurnMachine
-    watchers: list[Future[Any]]  # answered with the run's next outcome
+    watchers: list[Reply]  # answered with the run's next outcome
     reemitted: int | None = None  # the waiting effect a restored run re-emits: the calls of
     # a ToolCalls may have run before the crash (only retryable or journaled ones run again),
     # and a Sleep or a backoff waits only what is left of it

@@ -61,6 +61,7 @@ class ToolRegistry:
         self._log = get_event_log("registry")
         self._book = CatalogBook(self._log)
         self._view = self._book.commit()
+        self._process_tools: tuple[View | None, tuple[str, ...]] = (None, ())  # of that view
         for name, provider in (sources or {}).items():
             self.add_source(name, provider)
 
@@ -192,9 +193,15 @@ class ToolRegistry:
 
     def process_tools(self) -> list[str]:
         """The members whose handlers run in worker processes (``isolation='process'``):
-        those a program needs ``if __name__ == "__main__":`` for."""
-        return [name for name in self.members()
-                if isinstance(tool := self.resolve(name), Tool) and tool.isolation == "process"]
+        those a program needs ``if __name__ == "__main__":`` for. Worked out once per catalog
+        view (every run's start asks), then read; the pair is replaced whole, never mutated."""
+        view = self._current()
+        seen, names = self._process_tools
+        if seen is not view:
+            names = tuple(name for name in view.members if isinstance(
+                tool := self.resolve(name), Tool) and tool.isolation == "process")
+            self._process_tools = (view, names)
+        return list(names)
 
     # -- what the model sees ---------------------------------------------------------------
 

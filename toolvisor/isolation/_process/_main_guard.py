@@ -124,14 +124,15 @@ def check_main_guard(process_tools: Callable[[], Collection[str]]) -> None:
     """Raise ``RuntimeError`` (showing the guard) if worker processes started now would run
     this program a second time and ``process_tools()`` names a tool that needs them.
 
-    ``process_tools`` is only called when the program is unguarded, so the common case costs
-    one look at the main thread's frames.
+    ``process_tools`` is asked first (a registry's answer is read once per catalog change): an
+    agent without such tools, the common case, never looks at the main thread's frames, which
+    costs a frame object for every frame of that thread's stack, on every run's start.
     """
-    why = unguarded_main()
-    if why is None:
-        return
     names = sorted(process_tools())
     if not names:
+        return
+    why = unguarded_main()
+    if why is None:
         return
     indented = GUARD_EXAMPLE.replace("\n", "\n    ")
     raise RuntimeError(
