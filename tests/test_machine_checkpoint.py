@@ -284,6 +284,8 @@ def test_an_older_or_unknown_version_is_refused_clearly(version: int) -> None:
 @pytest.mark.parametrize(("tamper", "message"), [
     (lambda d: d["run"].pop("mode"), "not a valid toolvisor checkpoint"),
     (lambda d: d["run"].update(surprise=1), "not a valid toolvisor checkpoint"),
+    (lambda d: d["run"]["calls"][0].update(surprise=1), "calls.0.surprise"),
+    (lambda d: d["run"]["steps"][0].update(surprise=1), "steps.0.surprise"),
     (lambda d: d["run"]["calls"][0].update(status="exploded"), "not a valid"),
     (lambda d: d["run"].update(phase="awaiting_model"), "does not go with"),
     (lambda d: d["run"].update(next_effect_id=1), "never emitted"),

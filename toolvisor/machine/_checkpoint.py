@@ -10,18 +10,19 @@ from __future__ import annotations
 import copy
 import json
 import time
-from typing import Any, Literal, NoReturn
+from dataclasses import dataclass, field
+from typing import Annotated, Any, ClassVar, Literal, NoReturn
 
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    PlainSerializer,
     SerializationInfo,
     SerializeAsAny,
     TypeAdapter,
     ValidationError,
     computed_field,
-    field_serializer,
     field_validator,
     model_validator,
 )
@@ -68,7 +69,8 @@ class HaltRecord(_Record):
     result: Any = None
 
 
-class CallRecord(_Record):
+@dataclass(slots=True, kw_only=True)
+class CallRecord:
     """One tool call of the current batch and where it is.
 
     ``text`` is the result the model will read (for ``retry_wait``, the last error, used if
@@ -76,7 +78,13 @@ class CallRecord(_Record):
     in a ``ToolCalls`` effect, in the same machine step unless a sibling halts the run).
     ``writes`` are the state writes of its last attempt, applied when its step settles.
     ``notes`` are appended to ``text`` (state conflicts).
+
+    A slots dataclass, not a model: the machine builds one per call and sets its fields as
+    the call goes, so it costs one object the collector tracks instead of three, and plain
+    attribute writes; pydantic still validates and writes it inside a checkpoint.
     """
+
+    __pydantic_config__: ClassVar[ConfigDict] = ConfigDict(extra="forbid")
 
     call: ToolCall
     step: int
@@ -89,17 +97,20 @@ class CallRecord(_Record):
     question: Question | None = None
     manual: ManualCall | None = None
     pending: PendingCall | None = None
-    writes: dict[str, Any] = Field(default_factory=dict)
+    writes: dict[str, Any] = field(default_factory=dict)
     halt: HaltRecord | None = None
     retry_delay: float | None = None
-    notes: list[str] = Field(default_factory=list)
+    notes: tuple[str, ...] = ()  # none (most calls): no list of its own for the collector
 
 
-class StepRecord(_Record):
+@dataclass(slots=True, kw_only=True)
+class StepRecord:
     """Calls run together in one step; ``snapshot`` is the state they read (set when started).
 
     A ``manual`` step, always a batch's last, holds the calls the caller runs: they are never
     emitted, only checked and suspended."""
+
+    __pydantic_config__: ClassVar[ConfigDict] = ConfigDict(extra="forbid")
 
     calls: list[int]
     snapshot: dict[str, Any] | None = None
@@ -107,10 +118,14 @@ class StepRecord(_Record):
     manual: bool = False
 
 
-class ModelCallRecord(_Record):
+@dataclass(slots=True, kw_only=True)
+class ModelCallRecord:
     """The outstanding ``LlmCall`` without its messages: while the machine awaits the model the
     conversation cannot change, so the request is ``run.messages`` plus these ``tools``. Keeping
-    the conversation once halves a checkpoint of a long run."""
+    the conversation once halves a checkpoint of a long run. A slots dataclass, as the records
+    above."""
+
+    __pydantic_config__: ClassVar[ConfigDict] = ConfigDict(extra="forbid")
 
     kind: Literal["llm_call"] = "llm_call"
     id: EffectId
@@ -118,9 +133,30 @@ class ModelCallRecord(_Record):
     tools: tuple[ToolSpec, ...]
     attempt: int = 1
 
+    def __deepcopy__(self, memo: dict[int, Any]) -> ModelCallRecord:
+        """Field by field: quicker than ``deepcopy``'s generic path for a slots dataclass."""
+        return ModelCallRecord(id=self.id, turn=self.turn, tools=copy.deepcopy(self.tools, memo),
+                               attempt=self.attempt)
 
-class RunState(_Record):
-    """Everything a ``TurnMachine`` knows; a checkpoint is a deep copy of it."""
+
+_NO_USAGE = Usage()
+
+
+def _final_without_run_id(final: Completed | Halted | Failed | None,
+                          info: SerializationInfo) -> Any:
+    """The run id is the host's (it stamps the outcomes it returns), never the machine's
+    state: a checkpoint keeps the shape older versions of toolvisor read."""
+    return None if final is None else final.model_dump(mode=info.mode, exclude={"run_id"})
+
+
+@dataclass(slots=True, kw_only=True)
+class RunState:
+    """Everything a ``TurnMachine`` knows; a checkpoint is a deep copy of it.
+
+    A slots dataclass (pydantic validates and writes it inside a ``Checkpoint``): the machine
+    sets its fields dozens of times a run, a plain attribute write each."""
+
+    __pydantic_config__: ClassVar[ConfigDict] = ConfigDict(extra="forbid")
 
     phase: Phase = "new"
     mode: Mode
@@ -131,24 +167,18 @@ class RunState(_Record):
     # Each message is written by its own class's serializer (every message in a run is of
     # exactly one of Message's classes: subclasses are revalidated into them), not tried
     # through the union's, which took twice as long to write a long run's messages.
-    messages: list[SerializeAsAny[Message]] = Field(default_factory=list)
-    usage: Usage = Field(default_factory=Usage)  # summed over the run's model calls
-    state: dict[str, Any] = Field(default_factory=dict)
-    conflicts: list[StateConflict] = Field(default_factory=list)
-    calls: list[CallRecord] = Field(default_factory=list)
-    steps: list[StepRecord] = Field(default_factory=list)
+    messages: list[SerializeAsAny[Message]] = field(default_factory=list)
+    usage: Usage = _NO_USAGE  # summed over the run's model calls (frozen: shared while zero)
+    state: dict[str, Any] = field(default_factory=dict)
+    conflicts: list[StateConflict] = field(default_factory=list)
+    calls: list[CallRecord] = field(default_factory=list)
+    steps: list[StepRecord] = field(default_factory=list)
     cursor: int = 0
-    outstanding: ModelCallRecord | ToolCalls | Sleep | None = Field(default=None,
-                                                                    discriminator="kind")
+    outstanding: Annotated[ModelCallRecord | ToolCalls | Sleep | None,
+                           Field(discriminator="kind")] = None
     done_effect_id: EffectId | None = None
-    final: Completed | Halted | Failed | None = Field(default=None, discriminator="kind")
-
-    @field_serializer("final")
-    def _final_without_run_id(self, final: Completed | Halted | Failed | None,
-                              info: SerializationInfo) -> Any:
-        """The run id is the host's (it stamps the outcomes it returns), never the machine's
-        state: a checkpoint keeps the shape older versions of toolvisor read."""
-        return None if final is None else final.model_dump(mode=info.mode, exclude={"run_id"})
+    final: Annotated[Completed | Halted | Failed | None, Field(discriminator="kind"),
+                     PlainSerializer(_final_without_run_id)] = None
 
 
 class CheckpointError(ToolvisorError, ValueError):

@@ -32,6 +32,7 @@ from toolvisor.machine._checkpoint import (
 )
 from toolvisor.machine._config import MachineConfig
 from toolvisor.machine._effects import LlmCall, LogEvent, Progress, Sleep, ToolCalls
+from toolvisor.machine._endings import ending
 from toolvisor.machine._model_turns import decide_model_failure, failure_text, model_failure
 from toolvisor.machine._outcomes import (
     Completed,
@@ -46,6 +47,7 @@ from toolvisor.machine._planning import (
     commit_step,
     hand_to_caller,
     plan_batch,
+    repeated_ids,
     retries_beside_siblings,
     start_step,
 )
@@ -78,8 +80,10 @@ from toolvisor.machine._settling import (
     expiry_result,
     record_result,
     refusal,
+    spent,
 )
 from toolvisor.machine._state_view import json_value
+from toolvisor.machine._trusted import trusted
 from toolvisor.machine._unions import Effect
 
 
@@ -154,8 +158,7 @@ class TurnMachine(MachineReadSide):
         elif isinstance(response, ModelReplied):
             self._on_model(response.response)
         elif isinstance(response, ToolResults):
-            for outcome in response.outcomes:  # what the calls' direct completions spent
-                run.usage += outcome.usage
+            run.usage = spent(run.usage, response.outcomes)
             running = self._running()
             for record, outcome, writes in prepared:
                 self._on_call_outcome(record, outcome, writes)
@@ -265,9 +268,7 @@ class TurnMachine(MachineReadSide):
         run.outstanding = None
         run.phase = "between"
         response = ModelResponse.model_validate_json(response.model_dump_json())
-        ids = [c.id for c in response.tool_calls]
-        repeated = sorted({i for i in ids if ids.count(i) > 1})
-        if repeated:
+        if repeated := repeated_ids(response):
             self._fail(f"the model returned tool call id(s) {repeated} more than once in one "
                        "response; its message was not recorded")
             return
@@ -277,13 +278,11 @@ class TurnMachine(MachineReadSide):
                        model=response.model, response_id=response.response_id,
                        finish_reason=response.finish_reason,
                        usage=response.usage.model_dump() if response.usage else None)
-        run.messages.append(AssistantMessage(content=response.text,
-                                             tool_calls=response.tool_calls))
+        run.messages.append(trusted(AssistantMessage, role="assistant", content=response.text,
+                                    tool_calls=response.tool_calls))
         if not response.tool_calls:
-            self._finish(Completed(text=response.text, messages=tuple(run.messages),
-                                   turns=run.turns, state=run.state,
-                                   state_conflicts=tuple(run.conflicts),
-                                   finish_reason=response.finish_reason))
+            self._finish(ending(Completed, run, text=response.text,
+                                finish_reason=response.finish_reason))
             return
         if response.finish_reason == "length":
             self._log("warning", "model_output_truncated", turn=run.turns,
@@ -327,9 +326,7 @@ class TurnMachine(MachineReadSide):
                 return
             close_batch(run, "")
             if run.turns >= self._config.max_turns:
-                self._finish(Halted(reason="max_turns", messages=tuple(run.messages),
-                                    turns=run.turns, state=run.state,
-                                    state_conflicts=tuple(run.conflicts)))
+                self._finish(ending(Halted, run, reason="max_turns"))
                 return
             self._emit_llm_call()
             return
@@ -357,11 +354,10 @@ class TurnMachine(MachineReadSide):
 
     def _on_failure(self, record: CallRecord, error: Any, text: str, *, answered: bool) -> None:
         """Consult the call's policy exactly once and carry out its decision."""
-        call = record.call
+        call, run = record.call, self._run
         failed = CallAttempt(call=call, attempt=record.attempt, retryable=record.retryable,
                             known=record.known)
-        decision = apply_policy(self._config.policy_for(call.name), failed, error,
-                                          seed=self._run.seed)
+        decision = apply_policy(self._config.policy_for(call.name), failed, error, seed=run.seed)
         if isinstance(decision, RetryAfter) and (
                 answered or record.step < 0 or record.attempt >= self._config.max_call_attempts):
             why = "answered from outside" if answered else "its arguments cannot run" \
@@ -399,23 +395,19 @@ class TurnMachine(MachineReadSide):
     def _finish_halted(self, reason: str, result: Any) -> None:
         run = self._run
         close_batch(run, f"the run halted ({reason})")
-        self._finish(Halted(reason=reason, result=result, messages=tuple(run.messages),
-                            turns=run.turns, state=run.state,
-                            state_conflicts=tuple(run.conflicts)))
+        self._finish(ending(Halted, run, reason=reason, result=result))
 
     def _fail(self, error: str, *, model_error: ModelErrorInfo | None = None) -> None:
         run = self._run
         run.outstanding = None
         self._commit_current()
         close_batch(run, "the run failed")
-        self._finish(Failed(error=error, model_error=model_error, messages=tuple(run.messages),
-                            turns=run.turns, state=run.state,
-                            state_conflicts=tuple(run.conflicts)))
+        self._finish(ending(Failed, run, error=error, model_error=model_error))
 
     def _finish(self, final: FinalOutcome) -> None:
         run = self._run
         run.outstanding = None
-        run.final = final.model_copy(update={"usage": run.usage})
+        run.final = final  # built with the run's usage: no copy to set it
         self._log("info", "run_finished", outcome=final.kind,
                   reason=final.reason if isinstance(final, Halted) else None, turns=run.turns)
         run.phase = "done"
@@ -442,11 +434,12 @@ class TurnMachine(MachineReadSide):
         return emitted
 
     def _progress(self, event: str, **data: Any) -> None:
-        self._emitted.append(Progress(id=self._next_id(), event=event, data=data))
+        self._emitted.append(trusted(Progress, kind="progress", id=self._next_id(), event=event,
+                                     data=data))
 
     def _log(self, level: Any, event: str, **fields: Any) -> None:
-        self._emitted.append(LogEvent(id=self._next_id(), level=level, event=event,
-                                      fields=fields))
+        self._emitted.append(trusted(LogEvent, kind="log", id=self._next_id(), level=level,
+                                     event=event, fields=fields))
 
     def _emit_llm_call(self, *, retry: bool = False) -> None:
         """Ask the model: the next turn, or this turn's call again (``retry``)."""
@@ -457,10 +450,10 @@ class TurnMachine(MachineReadSide):
             run.turns += 1
             run.model_attempt = 1
             self._progress("turn_started", turn=run.turns)
-        request = ModelRequest.model_construct(  # of validated parts: not validated again
-            messages=tuple(run.messages), tools=self._config.tool_specs, attempt=run.model_attempt)
-        effect = LlmCall(id=self._next_id(), turn=run.turns, attempt=run.model_attempt,
-                         request=request)
+        request = trusted(ModelRequest, messages=tuple(run.messages),  # validated parts
+                          tools=self._config.tool_specs, attempt=run.model_attempt, model=None)
+        effect = trusted(LlmCall, kind="llm_call", id=self._next_id(), turn=run.turns,
+                         request=request, attempt=run.model_attempt)
         self._wait(effect, "awaiting_model")
 
     def _on_model_error(self, error: ModelError) -> None:
@@ -486,7 +479,8 @@ class TurnMachine(MachineReadSide):
                 self._log("info", "retry_scheduled", turn=self._run.turns,
                           call_ids=[record.call.id], seconds=record.retry_delay)
         effect_id = self._next_id()
-        effect = ToolCalls(id=effect_id, calls=start_step(self._run, step, records, effect_id))
+        effect = trusted(ToolCalls, kind="tool_calls", id=effect_id,
+                         calls=start_step(self._run, step, records, effect_id))
         self._wait(effect, "awaiting_tools")
 
     def _wait(self, effect: LlmCall | ToolCalls | Sleep, phase: Any) -> None:

@@ -11,12 +11,21 @@ from __future__ import annotations
 import copy
 
 from toolvisor.call import encode, prepare_arguments
-from toolvisor.contract import Err, ModelResponse, ToolResultMessage
+from toolvisor.contract import Err, ModelResponse, Tool, ToolResultMessage
 from toolvisor.machine._checkpoint import CallRecord, RunState, StepRecord
 from toolvisor.machine._config import MachineConfig
 from toolvisor.machine._effects import Backoff, CallToRun, EffectId, ToolCalls
 from toolvisor.machine._outcomes import ManualCall, StateConflict
 from toolvisor.machine._settling import not_found
+from toolvisor.machine._trusted import trusted
+
+
+def repeated_ids(response: ModelResponse) -> list[str]:
+    """The call ids ``response`` uses more than once, sorted (a set first: most have none)."""
+    ids = [c.id for c in response.tool_calls]
+    if len(set(ids)) == len(ids):
+        return []
+    return sorted({i for i in ids if ids.count(i) > 1})
 
 
 def plan_batch(run: RunState, config: MachineConfig, response: ModelResponse) -> None:
@@ -27,25 +36,32 @@ def plan_batch(run: RunState, config: MachineConfig, response: ModelResponse) ->
     arguments that are no JSON object stays queued for the policy, and every call of a
     response cut off at the token limit is done at once, told why it did not run.
     """
-    run.calls = []
+    records: list[CallRecord] = []
+    tools: dict[str, Tool | None] = {}  # each tool looked up once per batch, not once per call
     for call in response.tool_calls:
-        tool = config.tool_named(call.name)
-        run.calls.append(CallRecord(call=call, step=-1, known=tool is not None,
-                                    retryable=tool is not None and tool.retryable))
+        if (name := call.name) not in tools:
+            tools[name] = config.tool_named(name)
+        tool = tools[name]
+        records.append(CallRecord(call=call, step=-1, known=tool is not None,
+                                  retryable=tool is not None and tool.retryable))
+    run.calls = records
+    runnable: list[tuple[int, Tool]] = []
     if response.finish_reason == "length":
-        for record in run.calls:
+        for record in records:
             record.status, record.is_error = "done", True
             record.text = _unresolved_text("truncated", _TRUNCATED)
-    runnable = [i for i, r in enumerate(run.calls) if r.status == "queued" and r.known
-                and r.call.arguments_violation() is None]
-    manual = [i for i in runnable if _is_manual(config, run.calls[i].call.name)]
-    handled = [i for i in runnable if i not in manual]
-    if config.mode == "sequential":
-        groups = [[i] for i in handled]
     else:
-        parallel = [i for i in handled
-                    if _scheduling(config, run.calls[i].call.name) == "parallel"]
-        serial = [[i] for i in handled if i not in parallel]
+        for i, record in enumerate(records):
+            tool = tools[record.call.name]
+            if tool is not None and record.call.arguments_violation() is None:
+                runnable.append((i, tool))
+    manual = [i for i, tool in runnable if tool.manual]
+    handled = [(i, tool) for i, tool in runnable if not tool.manual]
+    if config.mode == "sequential":
+        groups = [[i] for i, _ in handled]
+    else:
+        parallel = [i for i, tool in handled if tool.scheduling == "parallel"]
+        serial = [[i] for i, tool in handled if tool.scheduling != "parallel"]
         groups = ([parallel] if parallel else []) + serial
     run.steps = [StepRecord(calls=group) for group in groups]
     if manual:
@@ -54,7 +70,7 @@ def plan_batch(run: RunState, config: MachineConfig, response: ModelResponse) ->
     run.cursor = 0
     for index, group in enumerate(groups):
         for i in group:
-            run.calls[i].step = index
+            records[i].step = index
 
 
 def hand_to_caller(run: RunState, config: MachineConfig,
@@ -74,16 +90,6 @@ def hand_to_caller(run: RunState, config: MachineConfig,
         record.manual = ManualCall(call_id=call.id, tool=call.name,
                                    arguments=dict(call.arguments))
     return invalid
-
-
-def _is_manual(config: MachineConfig, name: str) -> bool:
-    tool = config.tool_named(name)
-    return tool is not None and tool.manual
-
-
-def _scheduling(config: MachineConfig, name: str) -> str:
-    tool = config.tool_named(name)
-    return tool.scheduling if tool is not None else "parallel"
 
 
 def start_step(run: RunState, step: StepRecord, records: list[CallRecord],
@@ -111,8 +117,9 @@ def start_step(run: RunState, step: StepRecord, records: list[CallRecord],
                 backoff = Backoff(seconds=record.retry_delay or 0.0, since=effect_id)
                 record.retry_delay = None
             record.status = "running"
-            calls.append(CallToRun(call=record.call, turn=run.turns, attempt=record.attempt,
-                                   state=step.snapshot, backoff=backoff))
+            calls.append(trusted(CallToRun, call=record.call, turn=run.turns,
+                                 attempt=record.attempt, state=dict(step.snapshot),
+                                 backoff=backoff))
         elif record.status == "running":
             calls.append(listed[record.call.id])
     return tuple(calls)
@@ -154,9 +161,9 @@ def commit_step(run: RunState, step: StepRecord) -> list[StateConflict]:
                 continue
             found.append(StateConflict(key=key, kept_call_id=first,
                                        dropped_call_id=record.call.id, turn=run.turns))
-            record.notes.append(
+            record.notes += (
                 f"[toolvisor: this call's write to state key {key!r} was discarded: call "
-                f"{first!r}, earlier in the same parallel step, wrote it first]")
+                f"{first!r}, earlier in the same parallel step, wrote it first]",)
     run.conflicts.extend(found)
     return found
 
@@ -172,9 +179,9 @@ def close_batch(run: RunState, why: str) -> None:
         elif record.status == "suspended":
             text, is_error = _unresolved_text("not_answered", f"no answer: {why}"), True
         content = "\n".join([text or "", *record.notes])
-        run.messages.append(ToolResultMessage(tool_call_id=record.call.id,
-                                              name=record.call.name, content=content,
-                                              is_error=is_error))
+        run.messages.append(trusted(ToolResultMessage, role="tool", tool_call_id=record.call.id,
+                                    name=record.call.name, content=content,
+                                    is_error=is_error))
     run.calls = []
     run.steps = []
     run.cursor = 0

@@ -8,6 +8,7 @@ a run's turn, its last effect or how it stands.
 from __future__ import annotations
 
 import copy
+import dataclasses
 from typing import Any
 
 from toolvisor.contract import ModelRequest, ToolCall
@@ -22,16 +23,21 @@ from toolvisor.machine._config import MachineConfig
 from toolvisor.machine._effects import LlmCall, ToolCalls
 from toolvisor.machine._outcomes import RunStatus
 from toolvisor.machine._planning import still_running
+from toolvisor.machine._trusted import trusted
 from toolvisor.machine._unions import Done, Effect
 
 
 def copy_run(run: RunState) -> RunState:
-    """A deep copy that shares the messages: they are frozen, and most of a long run's size.
-    The list itself is copied once and handed to ``deepcopy`` as already copied, so it never
-    walks the messages."""
-    messages = list(run.messages)
-    memo: dict[int, Any] = {id(run.messages): messages}
-    return copy.deepcopy(run, memo)
+    """A deep copy that shares the messages: they are frozen, and most of a long run's size
+    (the list itself is copied), and the usage (frozen numbers); every other field is deep
+    copied, with one memo, field by field (quicker than ``deepcopy`` of the dataclass)."""
+    memo: dict[int, Any] = {}
+    copied = {name: copy.deepcopy(getattr(run, name), memo) for name in _DEEP_COPIED}
+    return RunState(messages=list(run.messages), usage=run.usage, **copied)
+
+
+_DEEP_COPIED = tuple(f.name for f in dataclasses.fields(RunState)
+                     if f.name not in ("messages", "usage"))
 
 
 class MachineReadSide:
@@ -132,7 +138,7 @@ class MachineReadSide:
         run = self._run
         assert run.done_effect_id is not None
         outcome = run.final if run.final is not None else self._suspended()
-        return Done(id=run.done_effect_id, outcome=outcome)
+        return trusted(Done, kind="done", id=run.done_effect_id, outcome=outcome)
 
     def _suspended(self) -> Suspended:
         return Suspended(checkpoint=self.checkpoint())

@@ -120,10 +120,14 @@ def check_outcomes(response: ToolResults, running: Mapping[str, CallRecord]) -> 
                                   f"{type(outcome.result).__name__}, not a handler result")
         if outcome.text is not None and not isinstance(outcome.text, str):
             raise ResponseRefused(f"the text for call {outcome.call_id!r} must be a str")
-        try:
-            writes = json_value(dict(outcome.writes), f"the writes of call {outcome.call_id!r}")
-        except (TypeError, ValueError) as exc:
-            raise ResponseRefused(str(exc)) from exc
+        writes = outcome.writes
+        if type(writes) is not dict or writes:  # no writes (most calls): nothing to copy
+            try:
+                writes = json_value(dict(writes), f"the writes of call {outcome.call_id!r}")
+            except (TypeError, ValueError) as exc:
+                raise ResponseRefused(str(exc)) from exc
+        else:
+            writes = {}
         prepared.append((record, outcome, writes))
     return prepared
 

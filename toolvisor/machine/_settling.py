@@ -7,6 +7,7 @@ the errors a call gets for naming an unknown tool or a reserved halt reason).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from pydantic_core import to_jsonable_python
@@ -22,11 +23,13 @@ from toolvisor.contract import (
     Pending,
     ToolCall,
     ToolError,
+    Usage,
 )
 from toolvisor.machine._checkpoint import CallRecord, HaltRecord, RunState
 from toolvisor.machine._config import MachineConfig, shown
 from toolvisor.machine._outcomes import QUESTION_EXPIRED_CODE, PendingCall, Question
 from toolvisor.machine._policy import BrokenPolicy, ContinueRun, Decision, HaltRun, RetryAfter
+from toolvisor.machine._responses import CallOutcome
 
 RESERVED_HALT_REASONS: frozenset[str] = frozenset(
     {"ask_user", "max_turns", "tool_error", "cancelled", "completed", "invalid_return"}
@@ -67,6 +70,17 @@ def record_result(record: CallRecord, result: HandlerResult, text: str,
             _resolve(record, text, is_error=False)
             record.halt = HaltRecord(reason=reason, result=_jsonable(value))
     return None
+
+
+def spent(usage: Usage, outcomes: Iterable[CallOutcome]) -> Usage:
+    """``usage`` plus what the calls' direct completions spent: a call that made none (most
+    calls) adds nothing, so only those that did are summed, instead of a new ``Usage`` per
+    outcome."""
+    for outcome in outcomes:
+        used = outcome.usage
+        if used.input_tokens or used.output_tokens or used.cached_tokens is not None:
+            usage += used
+    return usage
 
 
 def date_questions(run: RunState, now: float) -> list[Question]:
