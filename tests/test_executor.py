@@ -337,3 +337,23 @@ def test_the_handler_gets_every_field_of_its_context_with_its_own_token_and_sink
             assert getattr(ctx, field.name) is not getattr(given, field.name), field.name
         else:
             assert getattr(ctx, field.name) is getattr(given, field.name), field.name
+
+
+def test_a_call_without_a_context_or_idle_timeout_gets_no_progress_sink() -> None:
+    """A call started without a context (a model call), to a tool without ``idle_timeout``,
+    gets no ``ctx.progress``: its reports would go nowhere and nothing reads its signs of life.
+    Given a context, or an ``idle_timeout`` to keep, it gets the runner's sink."""
+    seen: list[CallContext] = []
+
+    def look(arguments: Any, ctx: CallContext) -> Ok:
+        ctx.report_progress("half", 0.5)  # goes nowhere without a sink: no error
+        seen.append(ctx)
+        return Ok(None)
+
+    bare = Tool("look", handler=look)
+    watched = Tool("look", handler=look, idle_timeout=30.0)
+    with ToolRunner() as runner:
+        results = [runner.run(bare, {}), runner.run(watched, {}),
+                   runner.run(bare, {}, CallContext())]
+    assert all(isinstance(r, Ok) for r in results), results
+    assert [ctx.progress is None for ctx in seen] == [True, False, False]

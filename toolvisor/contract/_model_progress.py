@@ -7,9 +7,9 @@ adapter needs no handle on a run. Outside a host's model call a report goes nowh
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
+from collections.abc import Callable
+from contextvars import ContextVar, Token
+from types import TracebackType
 from typing import Any, TypeAlias
 
 ModelProgressSink: TypeAlias = Callable[[str, dict[str, Any]], None]
@@ -26,11 +26,26 @@ def report_model_progress(event: str, **data: Any) -> None:
         sink(event, data)
 
 
-@contextmanager
-def reporting_model_progress(sink: ModelProgressSink | None) -> Iterator[None]:
+class _Reporting:
+    """The block of :func:`reporting_model_progress`: one object for the whole model call (a
+    generator-based context manager is two, each tracked by the collector while it waits)."""
+
+    __slots__ = ("_sink", "_token")
+
+    def __init__(self, sink: ModelProgressSink | None) -> None:
+        self._sink = sink
+        self._token: Token[ModelProgressSink | None] | None = None
+
+    def __enter__(self) -> None:
+        self._token = _sink.set(self._sink)
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 traceback: TracebackType | None) -> None:
+        if self._token is not None:
+            _sink.reset(self._token)
+            self._token = None
+
+
+def reporting_model_progress(sink: ModelProgressSink | None) -> _Reporting:
     """Within this block (one thread, or one task), reports go to ``sink``."""
-    token = _sink.set(sink)
-    try:
-        yield
-    finally:
-        _sink.reset(token)
+    return _Reporting(sink)

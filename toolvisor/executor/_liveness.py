@@ -1,6 +1,7 @@
 """``Liveness``: a call's progress sink inside the runner, which keeps its idle deadline.
 
-Every call the runner admits gets one as ``ctx.progress``. Each report or heartbeat notes the
+Every call the runner admits gets one as ``ctx.progress`` (but one started without a context,
+to a tool without ``idle_timeout``: nothing would read it). Each report or heartbeat notes the
 time (on the runner's clock) and a report goes on to the sink the caller gave (the host's, an
 MCP server's); once the call has settled, reports go nowhere. For a tool with
 ``idle_timeout``, one deadline on the runner's timer comes due ``idle_timeout`` after the

@@ -84,10 +84,11 @@ class ToolRunner:
     ``threading.Event``, one set once: a ``OneShotEvent``) set at the deadline or on cancel.
 
     Each call's ``ctx.progress`` is the runner's (``report_progress`` and ``heartbeat`` pass
-    through it to the sink the caller's context held): a tool with ``idle_timeout`` that shows
-    no sign of life for that long ends ``timeout`` with code ``idle_timeout``, stopped as at
-    its deadline. ``clock`` (monotonic seconds) is the one the deadlines and signs of life are
-    read on (a fake one in tests).
+    through it to the sink the caller's context held; a call started without a context, to a
+    tool without ``idle_timeout``, has none: its reports go nowhere): a tool with
+    ``idle_timeout`` that shows no sign of life for that long ends ``timeout`` with code
+    ``idle_timeout``, stopped as at its deadline. ``clock`` (monotonic seconds) is the one
+    the deadlines and signs of life are read on (a fake one in tests).
     """
 
     def __init__(
@@ -124,6 +125,9 @@ class ToolRunner:
         self._expire_at: Callable[[RunningCall], None] = self._expire  # every deadline's
         # callback, made once (a closure per call was ~4 objects tracked while it waited)
         self._cancel_call: Callable[[RunningCall], bool] = self._cancel  # every handle's
+        self._stops: dict[IsolationBackend, Callable[[RunningCall], None]] = {
+            backend: backend.stop for backend in self._backends.values()}  # each backend's
+        # stop, bound once (a bound method per call was one more object kept while it ran)
 
     # -- starting calls ----------------------------------------------------------------------
 
@@ -163,7 +167,7 @@ class ToolRunner:
         backend = self._check(tool)
         call = self._admit(tool, arguments, ctx, on_done)
         if backend is not None and backend.runs_here:
-            call.stop = backend.stop
+            call.stop = self._stops[backend]
             call.here = functools.partial(backend.run_here, call, give_up)
         else:
             self._launch(call, backend)
@@ -198,9 +202,13 @@ class ToolRunner:
         if ctx is not None and not isinstance(ctx, CallContext):
             raise TypeError(f"ctx must be a CallContext or None, got {type(ctx).__name__}")
         token = OneShotEvent()  # set once (deadline, cancel): no Condition to build
-        liveness = Liveness(None if ctx is None else ctx.progress, self._clock)
-        ctx = CallContext(cancelled=token, progress=liveness) if ctx is None \
-            else _with_token(ctx, token, liveness)
+        if ctx is None and tool.idle_timeout is None:  # (a model call) its reports would go
+            liveness = None  # nowhere and no idle deadline reads them: no sink to keep
+            ctx = CallContext(cancelled=token)
+        else:
+            liveness = Liveness(None if ctx is None else ctx.progress, self._clock)
+            ctx = CallContext(cancelled=token, progress=liveness) if ctx is None \
+                else _with_token(ctx, token, liveness)
         timeout = self._tool_timeout if tool.timeout is None else float(tool.timeout)
         call = RunningCall(tool, arguments, ctx, token=token, timeout=timeout, on_done=on_done)
         call.idle = liveness
@@ -215,7 +223,7 @@ class ToolRunner:
         if backend is None:
             self._settle_soon(call, not_found(call.tool, call.ctx))
         else:
-            call.stop = backend.stop
+            call.stop = self._stops[backend]
             backend.submit(call)
 
     def run(self, tool: Tool, arguments: Any, ctx: CallContext | None = None) -> HandlerResult:

@@ -46,13 +46,24 @@ class ModelProgress(RunMessage):
     data: dict[str, Any]
 
 
-def tell_answer(me: ActorRef[Any], run_id: str, effect_id: int, answer: ModelAnswer) -> None:
-    """On the runner's thread: hand a model call's answer to the orchestrator."""
-    tell(me, ModelAnswered(run_id, effect_id, answer))
+class ModelReplies:
+    """Where a run's model call reports: called with its answer (on the runner's thread), its
+    ``progress`` with each report (on the model's thread or loop), each told to the
+    orchestrator. One object per call in flight instead of two partials, each with a tuple of
+    its arguments (objects the collector tracks while the model thinks)."""
 
+    __slots__ = ("_effect", "_me", "_run_id")
 
-def tell_progress(me: ActorRef[Any], run_id: str, effect: LlmCall, event: str,
-                   data: dict[str, Any]) -> None:
-    """On the model's thread or loop: hand its progress to the orchestrator, with the turn."""
-    tell(me, ModelProgress(run_id, effect.id, event,
-                            {"turn": effect.turn, "attempt": effect.attempt, **data}))
+    def __init__(self, me: ActorRef[Any], run_id: str, effect: LlmCall) -> None:
+        self._me = me
+        self._run_id = run_id
+        self._effect = effect
+
+    def __call__(self, answer: ModelAnswer) -> None:
+        tell(self._me, ModelAnswered(self._run_id, self._effect.id, answer))
+
+    def progress(self, event: str, data: dict[str, Any]) -> None:
+        """A report of the call, with its turn and attempt."""
+        effect = self._effect
+        tell(self._me, ModelProgress(self._run_id, effect.id, event,
+                                     {"turn": effect.turn, "attempt": effect.attempt, **data}))

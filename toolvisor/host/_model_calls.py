@@ -53,18 +53,50 @@ def _checked(response: Any) -> Ok:
 Scope = Callable[[], AbstractContextManager[Any]]
 """Entered around a model call, where it runs (its trace span made current there)."""
 
+def _answered(answer: ModelAnswer) -> None:
+    """An ``_Ask``'s ``on_answer`` once it has answered: called once, then let go."""
+
+
+class _Ask(dict[str, Any]):
+    """One model call's arguments (``request``, ``progress``, ``scope``: what the handler
+    reads) that is also the runner's ``on_done`` for it, turning the result into the answer.
+
+    One object per call in flight instead of a dict, a closure and its cells (each an object
+    the collector tracks while the model thinks). It lets go of ``on_answer`` once it has
+    answered: the caller's callback usually leads back to the call's handle, which leads here.
+    """
+
+    __slots__ = ("on_answer", "timeout")
+
+    def __init__(self, request: ModelRequest, progress: ModelProgressSink | None,
+                 scope: Scope | None,
+                 on_answer: Callable[[ModelAnswer], None], timeout: float) -> None:
+        super().__init__(request=request, progress=progress, scope=scope)
+        self.on_answer = on_answer
+        self.timeout = timeout
+
+    def __call__(self, result: HandlerResult) -> None:
+        on_answer, self.on_answer = self.on_answer, _answered
+        on_answer(answer_of(result, self.timeout))
+
 
 def model_tool(model: Model | AsyncModel, timeout: float) -> Tool:
     """``model`` as a runner-executable ``Tool``: its arguments are the request, the sink
-    its progress reports go to and the scope it runs in."""
+    its progress reports go to and the scope it runs in (None: none)."""
     if isinstance(model, AsyncModel):
         async def ask_async(arguments: dict[str, Any]) -> Ok:
-            with reporting_model_progress(arguments["progress"]), arguments["scope"]():
-                return _checked(await model.arespond(arguments["request"]))
+            scope = arguments["scope"]
+            with reporting_model_progress(arguments["progress"]):
+                if scope is None:  # no span to make current: no second block per call
+                    return _checked(await model.arespond(arguments["request"]))
+                with scope():
+                    return _checked(await model.arespond(arguments["request"]))
         return Tool(_TOOL_NAME, handler=ask_async, isolation="asyncio", timeout=timeout)
 
     def ask(arguments: dict[str, Any]) -> Ok:
-        with reporting_model_progress(arguments["progress"]), arguments["scope"]():
+        scope = arguments["scope"]
+        with reporting_model_progress(arguments["progress"]), \
+                contextlib.nullcontext() if scope is None else scope():
             return _checked(model.respond(arguments["request"]))
     return Tool(_TOOL_NAME, handler=ask, isolation="thread", timeout=timeout)
 
@@ -108,11 +140,8 @@ class ModelCalls:
         """Ask the model; ``on_answer`` is called exactly once, on a runner thread, after
         every ``on_progress`` report the model made while it answered. The call runs within
         ``scope`` (on the thread or task that runs it)."""
-        timeout = self._timeout
-        arguments = {"request": request, "progress": on_progress,
-                     "scope": scope or contextlib.nullcontext}
-        return self._runner.start(self._tool, arguments, None,
-                                  lambda result: on_answer(answer_of(result, timeout)))
+        ask = _Ask(request, on_progress, scope, on_answer, self._timeout)
+        return self._runner.start(self._tool, ask, None, ask)
 
     def close(self) -> None:
         """Close the model's connections, if it has ``async aclose()``, on the event loop its

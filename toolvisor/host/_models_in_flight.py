@@ -8,14 +8,13 @@ orchestrator's thread, which owns that table.
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 from pykka import ActorRef
 
 from toolvisor.executor import CallHandle
 from toolvisor.host._commands import OrchestratorSettings
-from toolvisor.host._effect_messages import ModelAnswered, ModelProgress, tell_answer, tell_progress
+from toolvisor.host._effect_messages import ModelAnswered, ModelProgress, ModelReplies
 from toolvisor.host._model_request import request_for_model
 from toolvisor.host._observing import RunObserver
 from toolvisor.machine import LlmCall
@@ -37,10 +36,10 @@ class ModelsInFlight:
         request = request_for_model(settings.registry, settings.projection, effect.request,
                                     settings.gates.hidden())
         self._observe.model_started(run_id, effect)
+        replies = ModelReplies(self._me, run_id, effect)  # refers to neither the handle nor
+        # this table: the call's arguments keep it without a reference cycle
         self._calls[run_id] = (effect.id, settings.models.start(
-            request, functools.partial(tell_answer, self._me, run_id, effect.id),
-            functools.partial(tell_progress, self._me, run_id, effect),
-            self._observe.scope(run_id)))
+            request, replies, replies.progress, self._observe.scope(run_id)))
 
     def progress(self, message: ModelProgress) -> None:
         """A report of the call in flight goes on; one of a call that ended is dropped."""
