@@ -197,6 +197,8 @@ def test_a_thread_handler_runs_on_its_call_actors_own_thread(
 
     [outcome] = dispatcher.dispatch([call(Tool(name="where", handler=where), "w")])
     assert isinstance(outcome.result, Ok) and outcome.result.value.startswith("toolvisor-actor")
+    # a handler may block: it runs on a thread of its own, never on one of the brief ones
+    assert not outcome.result.value.startswith("toolvisor-actor-brief")
 
 
 def test_a_hung_thread_handler_times_out_and_frees_its_supervisor_slot_at_once(

@@ -86,7 +86,8 @@ class ToolCallDispatcher:
         supervisor: DynamicSupervisorRef | None = None,
     ) -> ActorRef[Any] | None:
         """Start one call in its own ``ToolCallActor``; ``reply_to(outcome)`` is called once,
-        on an actor's or a runner's thread (or here, if the actor cannot be started). What
+        on an actor's or a runner's thread (or here, if the actor cannot be started): keep it
+        quick (a parked call replies on one of the pool's few brief threads). What
         ``reply_to`` raises (``pykka.ActorDeadError``: the asker died) is logged, not raised.
         ``supervisor`` (if given) supervises the actor instead of the dispatcher's own (a
         run's background processes have their own).

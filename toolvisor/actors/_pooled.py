@@ -18,7 +18,7 @@ import os
 import threading
 import uuid
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 import pykka
 
@@ -52,48 +52,63 @@ def _next_urn() -> str:
 class ActorThreadPool:
     """Reused threads for the loops of short-lived actors, owned (and closed) by its creator.
 
-    ``max_threads`` bounds the slices running at once (an actor that waits for mail is parked
-    and holds none): a slice beyond it waits for a thread. A ``thread`` tool's handler runs in
-    its actor's first slice, so keep it at least the supervisor's ``max_children``. Idle
-    threads retire after
-    ``idle_timeout`` seconds. An actor stuck in user code can have its thread abandoned
+    Two sets of threads, each growing on demand and retiring after ``idle_timeout`` idle
+    seconds. Slices that may block (a ``thread`` tool's handler runs in its actor's first
+    slice) run on up to ``max_threads`` threads: a slice beyond it waits for a thread, so keep
+    it at least the supervisor's ``max_children``. Slices that never block
+    (``PooledThreadingActor.brief_slices``: they start work elsewhere, reply, stop, and park)
+    run on up to ``max_brief_threads`` (default: the cores, at least 2, at most
+    ``max_threads``): one of those picks up the next queued slice within microseconds, so a
+    burst of thousands queues there instead of starting threads that would only contend for
+    the GIL. An actor stuck in user code can have its thread abandoned
     (:meth:`PooledThreadingActor.abandon_thread`): it stops counting, a replacement starts if
     loops wait, and it exits once the actor's loop returns.
     """
 
-    def __init__(self, *, max_threads: int = 1024, idle_timeout: float = 30.0) -> None:
+    def __init__(self, *, max_threads: int = 1024, idle_timeout: float = 30.0,
+                 max_brief_threads: int | None = None) -> None:
+        if max_brief_threads is None:
+            max_brief_threads = min(max_threads, max(2, os.cpu_count() or 2))
+        elif isinstance(max_brief_threads, bool) or not isinstance(max_brief_threads, int) \
+                or max_brief_threads < 1:
+            raise ValueError("max_brief_threads must be an int >= 1 (or None: the cores), "
+                             f"got {max_brief_threads!r}")
         self._pool = ElasticThreadPool("toolvisor-actor", max_threads=max_threads,
                                        idle_timeout=idle_timeout)
+        self._brief = ElasticThreadPool("toolvisor-actor-brief", max_threads=max_brief_threads,
+                                        idle_timeout=idle_timeout)
 
     def run_loop(self, actor: PooledThreadingActor) -> None:
-        """Run ``actor``'s loop on a pool thread."""
-        self._pool.submit(actor._run_on)
+        """Run ``actor``'s loop on a pool thread (a brief one if its slices never block)."""
+        (self._brief if actor.brief_slices else self._pool).submit(actor._run_on)
 
     def abandon(self, thread: PoolThread) -> None:
-        """Stop counting ``thread`` (stuck in an actor's loop); see :class:`ActorThreadPool`."""
+        """Stop counting ``thread`` (stuck in an actor's loop); see :class:`ActorThreadPool`.
+        (The set that does not hold ``thread`` ignores it.)"""
         self._pool.abandon(thread)
+        self._brief.abandon(thread)
 
     @property
     def live_threads(self) -> int:
         """Threads serving actor loops (idle or busy), abandoned ones excluded."""
-        return self._pool.live_threads
+        return self._pool.live_threads + self._brief.live_threads
 
     @property
     def threads_abandoned(self) -> int:
         """Threads abandoned so far."""
-        return self._pool.abandoned_count
+        return self._pool.abandoned_count + self._brief.abandoned_count
 
     @property
     def threads_hung(self) -> int:
         """Abandoned threads whose actor loop has not returned yet."""
-        return len(self._pool.abandoned_threads)
+        return len(self._pool.abandoned_threads) + len(self._brief.abandoned_threads)
 
     def close(self, grace: float = 1.0) -> list[threading.Thread]:
         """Wait for running actor loops to end, then stop every thread (stop the actors
         first: a loop that never ends keeps ``close`` waiting). Abandoned threads get ``grace``
         seconds to finish; the ones still running are returned and logged
         (``threads_left_hung``): they are daemons and exit when their user code returns."""
-        hung = self._pool.close(grace)
+        hung = self._pool.close(grace) + self._brief.close(grace)
         if hung:
             _log.warning("threads_left_hung", count=len(hung), threads=[t.name for t in hung])
         return hung
@@ -170,7 +185,12 @@ class PooledThreadingActor(pykka.ThreadingActor):
     ``threading.Event`` costs ~20x as much to make and set) and ``actor_urn`` a UUID URN whose
     random part is drawn once per process, its last 48 bits counting actors (no ``os.urandom``
     per actor).
+
+    ``brief_slices``: set it in a subclass whose slices never block (no user code, no
+    waiting): they then run on the pool's few brief threads.
     """
+
+    brief_slices: ClassVar[bool] = False
 
     def __init__(self, *args: Any, thread_pool: ActorThreadPool, **kwargs: Any) -> None:
         # pykka.Actor.__init__'s four fields (it is not called: it would build an Event)

@@ -299,7 +299,12 @@ class ParkedCallActor(ToolCallActor):
 
     State: ``_replied`` belongs to the actor's thread; ``_result`` is written once by the
     runner thread that delivers it, before ``_result_ready`` is set.
+
+    Its slices never block (they start the call, or reply and stop), so they run on the
+    pool's brief threads (``brief_slices``).
     """
+
+    brief_slices = True
 
     def __init__(
         self,
