@@ -166,6 +166,8 @@ def test_a_full_supervisor_gives_not_started_outcomes(runner: ToolRunner) -> Non
     first, second = results[0]
     assert first.result == Ok("done")
     assert isinstance(second.result, Err) and second.result.reason.code == "not_started"
+    assert "raise it to run more at once" in second.result.reason.message  # names the setting
+    assert "max_concurrent_calls" in second.result.reason.message
     assert streamed[0].tool_call_id == "y"
 
 

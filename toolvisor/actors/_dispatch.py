@@ -15,7 +15,7 @@ from toolvisor.actors._pooled import ActorThreadPool
 from toolvisor.actors._tool_call import CallReply, call_actor_class, reply_of
 from toolvisor.contract import CallContext, Err, Tool, ToolCall, ToolError
 from toolvisor.executor import ToolRunner
-from toolvisor.supervisors import DynamicSupervisorRef
+from toolvisor.supervisors import DynamicSupervisorRef, TooManyChildrenError
 
 _log = get_event_log("dispatcher")
 
@@ -103,14 +103,18 @@ class ToolCallDispatcher:
                 thread_pool=self._pool,
             ))
         except Exception as exc:
+            why = f"{type(exc).__name__}: {exc}"
+            if isinstance(exc, TooManyChildrenError):  # say which setting the user holds
+                why += (" (the calls' supervisor holds max_concurrent_calls of the Agent, "
+                        "adapter or MCP server that runs them: raise it to run more at once)")
             outcome = reply_of(call, tool.name, Err(ToolError(
                 "handler_exit",
                 f"tool error ({tool.name}): handler_exit: the call's actor could not be "
-                f"started: {type(exc).__name__}: {exc}",
+                f"started: {why}",
                 tool_name=tool.name, tool_call_id=call.id, cause=repr(exc), code="not_started",
             )))
             _log.info("call_not_started", tool_name=tool.name, tool_call_id=call.id,
-                      error=f"{type(exc).__name__}: {exc}")
+                      error=why)
             try:
                 reply_to(outcome)
             except ActorDeadError as dead:
