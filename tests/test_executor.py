@@ -259,6 +259,13 @@ class _HoldsItsDeadline:
     deadline: Deadline | None = None
 
 
+def _wait_until_past(timer: DeadlineTimer) -> None:
+    """Returns once the timer has moved on past the callbacks that fired before."""
+    after = threading.Event()
+    timer.schedule(0.0, after.set)
+    assert after.wait(5)
+
+
 def test_a_deadline_lets_go_of_its_callback_once_cancelled_or_fired() -> None:
     """Once cancelled or fired, a deadline drops its callback: the holder and its deadline
     (a reference cycle through the callback) are freed at once, not left for the cyclic
@@ -273,9 +280,7 @@ def test_a_deadline_lets_go_of_its_callback_once_cancelled_or_fired() -> None:
                                              lambda h=holder: fired.set())
             if fire:
                 assert fired.wait(5)
-                after = threading.Event()  # the timer has moved on past the first callback
-                timer.schedule(0.0, after.set)
-                assert after.wait(5)
+                _wait_until_past(timer)
             else:
                 holder.deadline.cancel()
             gone = weakref.ref(holder)
@@ -305,9 +310,7 @@ def test_a_deadline_with_an_argument_calls_back_with_it_and_then_lets_go_of_it()
             if fire:
                 assert fired.wait(5) and seen == [holder]
                 seen.clear()
-                after = threading.Event()  # the timer has moved on past the first callback
-                timer.schedule(0.0, after.set)
-                assert after.wait(5)
+                _wait_until_past(timer)
             else:
                 holder.deadline.cancel()
             gone = weakref.ref(holder)
