@@ -15,11 +15,17 @@ from toolvisor.machine._trusted import trusted
 
 E = TypeVar("E", Completed, Halted, Failed)
 
-_OWN: dict[type, dict[str, Any]] = {  # each outcome's own fields, with their defaults
-    Completed: {"kind": "completed", "text": None, "finish_reason": None},
-    Halted: {"kind": "halted", "reason": None, "result": None},
-    Failed: {"kind": "failed", "error": None, "model_error": None},
-}
+_FROM_RUN = ("run_id", "messages", "turns", "state", "state_conflicts", "usage")
+
+
+def _own_defaults(cls: type[Completed | Halted | Failed]) -> dict[str, Any]:
+    """``cls``'s own fields (not taken from the run) with their defaults (``None`` for a
+    required one, which every ending gives)."""
+    return {name: None if info.is_required() else info.default
+            for name, info in cls.model_fields.items() if name not in _FROM_RUN}
+
+
+_OWN: dict[type, dict[str, Any]] = {cls: _own_defaults(cls) for cls in (Completed, Halted, Failed)}
 
 
 def ending(cls: type[E], run: RunState, **own: Any) -> E:
