@@ -226,7 +226,7 @@ class _Stops:
 def _announce(worker: Worker) -> None:
     """Say when the worker is ready: it listens to the store and made its first claim."""
     worker.ready.wait()
-    print(f"worker {os.getpid()} ready", flush=True)
+    _say(f"worker {os.getpid()} ready")
 
 
 def _store_to_work_on(target: str) -> SqliteSessionStore | PostgresSessionStore:
@@ -240,7 +240,17 @@ def _store_to_work_on(target: str) -> SqliteSessionStore | PostgresSessionStore:
 
 
 def _print_event(what: str, run_id: str, detail: str) -> None:
-    print(f"{what} {run_id} {detail}".rstrip(), flush=True)
+    _say(f"{what} {run_id} {detail}".rstrip())
+
+
+_SAYING = threading.Lock()  # the announcing thread and the worker's threads print lines
+
+
+def _say(line: str) -> None:
+    """Print one whole line of the worker's output: ``print`` writes a line and its newline
+    apart, so two threads printing at once could join two lines into one."""
+    with _SAYING:
+        print(line, flush=True)
 
 
 def _open_store(target: str) -> SqliteSessionStore | PostgresSessionStore:
