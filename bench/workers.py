@@ -10,6 +10,10 @@ temporary folder, deleted at the end) and measures, with real worker processes
 - **failover**: a worker holding ``--held`` (20) runs mid-call is SIGKILLed; the time from the
   kill to another worker (ready and idle) claiming the first and the last of them, with a lease
   ttl of ``--ttl`` (5 s);
+- **deep failover**: the same with a deep queue: a worker holding ``--deep-held`` (5) runs
+  mid-call is SIGKILLed while ``--deep-queued`` (200) new runs wait and another worker
+  (``--deep-concurrency``, 4) drains them; the time from the kill to that worker claiming the
+  first and the last of the dead worker's runs (on the same machine: no ttl to wait for);
 - **soak**: ``--soak-runs`` (600) runs of a batch of ``plain`` (not retryable), ``retryable``
   and ``journaled`` calls, three workers (8 runs each at once, lease ttl ``--soak-ttl``, 2 s),
   one of them SIGKILLed and replaced every
@@ -150,6 +154,27 @@ def failover(url: str, held: int, ttl: float) -> dict[str, Any]:
             "finished_s": round(max(finished([spare]).values()) - killed, 2)}
 
 
+def deep_failover(url: str, held: int, queued: int, concurrency: int) -> dict[str, Any]:
+    """A worker holding ``held`` runs is SIGKILLed while ``queued`` new runs wait and another
+    worker drains them: how long the dead worker's runs waited behind the queue."""
+    with open_store(url) as store, make_agent(store) as agent:
+        ids = {agent.submit(f"hold d{n}") for n in range(held)}  # the oldest: claimed first,
+        backlog = {agent.submit("half") for _ in range(queued)}  # then updated after these
+    holder = Worker(url, concurrency=held, env={"BENCH_HOLD": "1"}).ready()
+    until(lambda: sum(line.startswith("holding ") for _, line in holder.lines) >= held)
+    spare = Worker(url, concurrency=concurrency, poll=0.05).ready()
+    until(lambda: len(spare.said("claimed")) >= concurrency)  # busy with the queue
+    killed = time.monotonic()
+    holder.stop(signal.SIGKILL)
+    until(lambda: ids <= set(finished([spare])))
+    claimed = sorted(at for at, run_id in spare.said("claimed") if run_id in ids)
+    behind = sum(at <= claimed[-1] and run_id in backlog for at, run_id in spare.said("claimed"))
+    spare.stop()
+    return {"runs": held, "queued": queued, "concurrency": concurrency,
+            "first_s": round(claimed[0] - killed, 2), "last_s": round(claimed[-1] - killed, 2),
+            "queued_claimed_before_last": behind}
+
+
 def soak(url: str, runs: int, kills: int, every: float, ttl: float, seed: int) -> dict[str, Any]:
     pick = random.Random(seed)
     log = Path(tempfile.mkdtemp()) / "effects.log"
@@ -194,12 +219,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=1000)
     parser.add_argument("--held", type=int, default=20)
     parser.add_argument("--ttl", type=float, default=5.0)
+    parser.add_argument("--deep-held", type=int, default=5)
+    parser.add_argument("--deep-queued", type=int, default=200)
+    parser.add_argument("--deep-concurrency", type=int, default=4)
     parser.add_argument("--soak-runs", type=int, default=600)
     parser.add_argument("--soak-ttl", type=float, default=2.0)
     parser.add_argument("--kills", type=int, default=10)
     parser.add_argument("--kill-every", type=float, default=1.0)
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--only", choices=("throughput", "failover", "soak"), default=None)
+    parser.add_argument("--only", choices=("throughput", "failover", "deep", "soak"), default=None)
     args = parser.parse_args(argv)
     with warnings.catch_warnings():  # platformdirs warns when XDG_RUNTIME_DIR is unset
         warnings.simplefilter("ignore")
@@ -223,6 +251,9 @@ def main(argv: list[str] | None = None) -> int:
             report["throughput"] = [throughput(fresh(), args.runs, n) for n in (1, 2)]
         if args.only in (None, "failover"):
             report["failover"] = failover(fresh(), args.held, args.ttl)
+        if args.only in (None, "deep"):
+            report["deep_failover"] = deep_failover(fresh(), args.deep_held, args.deep_queued,
+                                                    args.deep_concurrency)
         if args.only in (None, "soak"):
             report["soak"] = soak(fresh(), args.soak_runs, args.kills, args.kill_every,
                                   args.soak_ttl, args.seed)

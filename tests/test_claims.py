@@ -106,6 +106,28 @@ def test_the_lease_of_a_gone_process_of_this_machine_is_claimable_at_once(
     assert claim(store, "host-2", 10) == []
 
 
+def test_runs_already_begun_are_claimed_before_a_deep_queue_of_new_ones(
+        store: SessionStore, clock: FakeClock) -> None:
+    """Orphaned and woken runs go first, though every queued run is older: ordered by their
+    last update alone, they waited behind the whole queue."""
+    for n in range(100):
+        queued(store, f"new-{n:03}")
+        clock.now += 1
+    ended = subprocess.Popen([sys.executable, "-c", ""])
+    ended.wait()
+    for run_id, holder, ttl in (("expired", "host-elsewhere", 1.0),
+                                ("killed", f"{socket.gethostname()}:{ended.pid}:x", TTL)):
+        store.create_run(run_id)
+        store.save_checkpoint(run_id, 2, "{}")
+        store.acquire_lease(run_id, holder, ttl)
+    key = waiting(store, "woken")
+    store.resolve(key, ok="paid")
+    assert claim(store, "host-1", 2) == ["killed", "woken"]  # its holder's pid is gone
+    clock.now += 1.0
+    assert claim(store, "host-1", 2) == ["expired", "new-000"]
+    assert claim(store, "host-2", 200) == [f"new-{n:03}" for n in range(1, 100)]
+
+
 def test_a_released_run_is_claimable_at_once(store: SessionStore) -> None:
     queued(store, "r")
     (first,) = store.claim_runs("host-1", TTL, 10)

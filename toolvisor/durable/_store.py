@@ -80,8 +80,9 @@ class SessionStore(Protocol):
 
     def claim_runs(self, holder: str, ttl: float, limit: int) -> list[Lease]:
         """Take, as ``holder`` for ``ttl`` seconds, the lease of up to ``limit`` runnable runs
-        and return them (each with its fencing token), oldest first; concurrent claimers never
-        take the same run.
+        and return them (each with its fencing token); concurrent claimers never take the same
+        run. Runs already begun (orphaned, or waiting and woken) come before new ones, however
+        deep the queue of new ones; oldest first within each.
 
         A run is runnable when no live lease holds it (a lease whose holder is a process of
         this machine that is gone, ``holder_gone``, is as free as an expired one), it has a
