@@ -104,6 +104,16 @@ async def hang() -> str:
 
 
 @app.tool()
+async def spin() -> str:
+    """Says ``{"hung": "mcp"}`` on stderr, then burns the CPU on the server's event loop and
+    never answers: the server reads nothing more, EOF on its stdin included (a server stuck in
+    a call)."""
+    os.write(2, b'{"hung": "mcp"}\n')
+    while True:
+        pass
+
+
+@app.tool()
 async def was_cancelled() -> bool:
     """Whether a ``hang`` call was cancelled by the client (waits a little for it)."""
     with anyio.move_on_after(10):

@@ -61,5 +61,5 @@ def test_a_program_that_forgets_close_exits_and_no_toolvisor_thread_holds_it(
     for kind in ("Supervisor-", "DynamicSupervisor-", "OrchestratorActor-", "McpConnection-",
                  "mcp-mcp:local", "toolvisor-waits", "toolvisor-key-", "toolvisor-leases",
                  "toolvisor-process-pool", "toolvisor-worker-", "toolvisor-asyncio",
-                 "toolvisor-deadlines", "toolvisor-actor-"):
+                 "toolvisor-deadlines", "toolvisor-actor-", "toolvisor-forkserver"):
         assert kind in threads, (kind, report["threads"])

@@ -22,6 +22,8 @@ from mcp.shared.message import SessionMessage
 from mcp_types import INVALID_REQUEST, JSONRPCError, jsonrpc_message_adapter
 from pydantic import ValidationError
 
+from toolvisor._lifeline import die_with_parent_argv
+
 
 def _client_info() -> mcp_types.Implementation:
     """How the client introduces itself to servers: toolvisor, and its version."""
@@ -82,8 +84,10 @@ async def open_transport(server: ServerAddress, closed: asyncio.Event, seen: Ses
     ``_watch_session``)."""
     async with AsyncExitStack() as stack:
         if isinstance(server, StdioServer):
+            # the server dies with this process, even one too busy to read EOF on its stdin
+            command, *args = die_with_parent_argv([server.command, *server.args])
             params = StdioServerParameters(
-                command=server.command, args=list(server.args),
+                command=command, args=args,
                 env=dict(server.env) if server.env is not None else None, cwd=server.cwd)
             errlog = server.errlog
             if isinstance(errlog, str | os.PathLike):

@@ -20,7 +20,7 @@ import queue
 import signal
 import threading
 import time
-from multiprocessing import forkserver, resource_tracker
+from multiprocessing import resource_tracker
 from multiprocessing.connection import Connection, wait
 from multiprocessing.context import BaseContext
 from typing import Any, ClassVar
@@ -29,6 +29,7 @@ from toolvisor._logging import get_event_log
 from toolvisor.contract import CallContext, Err, HandlerResult, Tool
 from toolvisor.isolation._backend import IsolationBackend, MpContext, Runtime
 from toolvisor.isolation._link._context_server import join_links, serve_link
+from toolvisor.isolation._process._forkserver import ensure_forkserver
 from toolvisor.isolation._process._main_guard import check_main_guard
 from toolvisor.isolation._process._request import check_importable, work_request
 from toolvisor.isolation._process._worker import READY, serve
@@ -47,14 +48,14 @@ _STOP_WAIT = 1.0  # seconds an idle worker gets to exit on request at close, bef
 def prepare_process_isolation(mp_context: MpContext = "forkserver") -> None:
     """Start the process-wide multiprocessing helpers now (the forkserver, the resource tracker).
 
-    They live as long as the Python process and hold a few file descriptors; starting them
-    before a leak check keeps them out of it. Idempotent.
+    They live as long as the Python process (and die with it, however it dies: see
+    ``_forkserver.py``) and hold a few file descriptors; starting them before a leak check
+    keeps them out of it. Idempotent.
+
+    ``mp_context``: the start method the pools will use, ``"forkserver"`` or ``"spawn"``.
     """
     if mp_context == "forkserver":
-        multiprocessing.get_context("forkserver").set_forkserver_preload(
-            ["__main__", "toolvisor.isolation._process._worker"]
-        )
-        forkserver.ensure_running()
+        ensure_forkserver()
     elif mp_context == "spawn":
         resource_tracker.ensure_running()
     else:
@@ -279,8 +280,12 @@ class ProcessBackend(IsolationBackend):
         """Start one worker process serving on the two pipe ends given; the process (a
         ``multiprocessing`` one, or anything with its ``pid``, ``sentinel``, ``exitcode``,
         ``kill``, ``join`` and ``close``)."""
+        # the worker dies with its parent (see _forkserver.py): this process (the pool's
+        # manager thread, which outlives its workers) or the forkserver
+        parent = ensure_forkserver() if self._mp_context == "forkserver" else os.getpid()
         process = context.Process(  # type: ignore[attr-defined]
-            target=serve, args=(child_end, link_child_end), name=name, daemon=True,
+            target=serve, args=(child_end, link_child_end), kwargs={"parent": parent},
+            name=name, daemon=True,
         )
         process.start()
         return process

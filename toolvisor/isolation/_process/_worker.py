@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
 
+from toolvisor._lifeline import die_with_parent
 from toolvisor.call import execute
 from toolvisor.contract import CallContext, Err, HandlerResult, Tool, ToolError
 from toolvisor.isolation._link._remote_context import (
@@ -122,12 +123,17 @@ def dump_result(result: HandlerResult, ctx: CallContext, tool_name: str) -> byte
 
 def serve(conn: Connection, link_conn: Connection,
           finish: Callable[[HandlerResult, CallContext, str], HandlerResult] | None = None,
-          ) -> None:
+          *, parent: int | None = None) -> None:
     """The worker's loop (the ``target`` of its ``Process``); returns on ``None`` or EOF.
 
-    ``link_conn`` is this worker's end of its context link; ``finish`` sees each result before
-    it is sent (a sandbox's, to end itself when a limit was broken).
+    ``conn`` is this worker's end of its request pipe, ``link_conn`` of its context link;
+    ``finish`` sees each result before it is sent (a sandbox's, to end itself when a limit was
+    broken); ``parent`` is the pid of the process that started this one, whose death kills
+    it (a handler stuck in a loop would never read EOF): ``None`` where something else sees to
+    that (a sandbox's bwrap).
     """
+    if parent is not None:
+        die_with_parent(parent)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when a worker stops
     link = ContextLink(lambda: link_conn)
     tools: dict[tuple[str, str, str], Tool] = {}

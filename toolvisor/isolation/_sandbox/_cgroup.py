@@ -5,7 +5,9 @@ The process limit cannot be an rlimit for a sandbox started by root: the kernel 
 So, where a ``pids`` controller is writable (cgroup v2's unified tree with ``pids`` enabled,
 or v1's ``pids`` hierarchy), each sandbox gets a cgroup whose ``pids.max`` is the limit; its
 ``pids.events`` says whether a fork was refused, and every process left in it is killed
-before it is removed. Elsewhere the rlimit stands (it holds for any uid but root).
+before it is removed. Elsewhere the rlimit stands (it holds for any uid but root). A host
+killed with ``kill -9`` cannot remove its cgroups (its sandboxes die with it: bwrap's
+``--die-with-parent``); the next sandbox made on the machine removes them.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import contextlib
 import functools
 import itertools
 import os
+import re
 import signal
 import time
 
@@ -21,6 +24,7 @@ _ROOTS = ("/sys/fs/cgroup/pids", "/sys/fs/cgroup")
 _EMPTY_WAIT = 2.0  # seconds for killed processes to leave the cgroup before it is removed
 
 _names = itertools.count()
+_HOST = re.compile(r"toolvisor-(\d+)-\d+")  # a sandbox's cgroup: its host's pid, a number
 
 
 @functools.cache
@@ -40,10 +44,34 @@ def _writable_pids(root: str) -> bool:
     return os.path.isfile(os.path.join(root, "cgroup.procs")) and os.access(root, os.W_OK)
 
 
+def sweep_dead_hosts(root: str) -> None:
+    """Remove the empty cgroups under ``root`` that a host which is gone left behind: one
+    killed (``kill -9``) never removed its sandboxes' cgroups, though its sandboxes died with
+    it. ``rmdir`` fails on a cgroup that still holds a process, so nothing running is touched
+    (a pid of another pid namespace included). Called before each new cgroup is made."""
+    for name in os.listdir(root):
+        host = _HOST.fullmatch(name)
+        if host is None or _alive(int(host[1])):
+            continue
+        with contextlib.suppress(OSError):
+            os.rmdir(os.path.join(root, name))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's
+        return True
+    return True
+
+
 class PidsCgroup:
     """One sandbox's cgroup; ``join_command`` puts the sandbox in it before it starts."""
 
     def __init__(self, root: str, limit: int) -> None:
+        sweep_dead_hosts(root)
         self.path = os.path.join(root, f"toolvisor-{os.getpid()}-{next(_names)}")
         os.mkdir(self.path)
         with open(os.path.join(self.path, "pids.max"), "w") as file:
