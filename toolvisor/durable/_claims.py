@@ -45,7 +45,8 @@ or ``suspended`` and woken: one of its waits resolved, or an open one's deadline
 new ones (``queued``); oldest first within each. Runs already begun come first because
 someone is waiting on them mid-way: ordered by their last update alone, a run orphaned a moment
 ago sorted behind every run queued before it, and a deep queue starved it (200 queued runs kept
-a SIGKILLed worker's 5 runs waiting 10.5 s on one machine). A host lets a waiting run go with
+a SIGKILLed worker's 5 runs waiting 16 s on one machine: ``python -m bench.workers --only
+deep``). A host lets a waiting run go with
 :meth:`ClaimTable.let_go`, which keeps only the waits of its current suspension, so a wait
 resolved and delivered before cannot wake it. (A waiting run whose host died may keep such
 waits: it is claimed once more, and let go properly then.)"""
