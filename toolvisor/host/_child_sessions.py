@@ -234,7 +234,8 @@ class CallSessions:
 
     def _relay_key(self, host: AgentSessionHost, child: str, child_key: str) -> Pending:
         """Wait on the child's key through this call's own: the child stays linked (cancelled
-        with the run), and its next outcome resolves this call's key."""
+        with the run), and its next outcome resolves this call's key (journaled under the
+        child, so whichever process ends the child resolves it)."""
         assert self._keys is not None and self._host.store is not None
         key = self._keys.issue()
         with self._lock:

@@ -7,8 +7,9 @@ another agent on the same store, has no relay in memory, so it reads them back: 
 each waiting call (filed under the call's turn and attempt, which the parent's signed
 checkpoint gives), checked against the call's own children and, for a question, against the
 signed question, which names the child's agent. That agent is found by name among the agents
-the parent and its tools name (``Agent.as_tool``). Nothing here is kept: each function reads
-the store when it is called, from the thread that calls it.
+the parent and its tools name (``Agent.as_tool``). A call relaying a key also journals its own
+key under the child run (``RELAYED_KEY``), which the host that ends the child resolves. Nothing
+here is kept: each function reads the store when it is called, from the thread that calls it.
 """
 
 from __future__ import annotations
