@@ -3,10 +3,12 @@ tests._worker_app:make_agent``.
 
 A run's prompt names the one tool its model calls, then the model answers with what the tool
 returned. ``echo`` answers at once; ``hook`` takes a completion key and waits on it (the run is
-let go until a resolution); ``block`` prints ``blocking RUN_ID`` and, in a worker started with
-``TOOLVISOR_TEST_BLOCK=1``, waits until its call is cancelled (the worker stops) or the process
-is killed; elsewhere it answers at once (retryable: a worker that takes the run over runs it
-again). ``TOOLVISOR_TEST_LEASE_TTL`` sets the lease's time to live (seconds).
+let go until a resolution; with ``TOOLVISOR_TEST_STEPS`` set, it appends ``hook`` to that
+file); ``delegate`` runs the prompt ``hook`` as a child session on the same agent and waits on
+the child's key (``ctx.sessions.relay``); ``block`` prints ``blocking RUN_ID`` and, in a worker
+started with ``TOOLVISOR_TEST_BLOCK=1``, waits until its call is cancelled (the worker stops)
+or the process is killed; elsewhere it answers at once (retryable: a worker that takes the run
+over runs it again). ``TOOLVISOR_TEST_LEASE_TTL`` sets the lease's time to live (seconds).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from toolvisor import Agent, CallContext, Durability, Ok, Pending, Tool
+from toolvisor import Agent, AskUser, CallContext, Durability, Ok, Pending, Suspended, Tool
 from toolvisor.contract import ModelRequest, ModelResponse, ToolResultMessage, UserMessage
 from toolvisor.durable import SessionStore
 from toolvisor.testing import FunctionModel, call, calls
@@ -25,8 +27,17 @@ def echo(arguments: dict[str, Any]) -> Ok:
 
 
 def hook(arguments: dict[str, Any], ctx: CallContext) -> Pending:
+    if steps := os.environ.get("TOOLVISOR_TEST_STEPS"):
+        with open(steps, "a", encoding="utf-8") as out:
+            out.write("hook\n")
     ctx.completion_key()
     return Pending(deadline=600)
+
+
+def delegate(arguments: dict[str, Any], ctx: CallContext) -> Ok | AskUser | Pending:
+    assert ctx.sessions is not None
+    outcome = ctx.sessions.start_turn("hook")
+    return ctx.sessions.relay(outcome) if isinstance(outcome, Suspended) else Ok(outcome.text)
 
 
 def block(arguments: dict[str, Any], ctx: CallContext) -> Ok:
@@ -37,6 +48,7 @@ def block(arguments: dict[str, Any], ctx: CallContext) -> Ok:
 
 
 TOOLS = [Tool("echo", handler=echo), Tool("hook", handler=hook),
+         Tool("delegate", handler=delegate),
          Tool("block", handler=block, retryable=True)]
 
 

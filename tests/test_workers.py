@@ -102,6 +102,31 @@ def test_sigterm_releases_the_runs_a_worker_drives(agent: Agent, store: SessionS
     assert "it said unblocked" in store.latest_checkpoint(run_id).data  # type: ignore[union-attr]
 
 
+def test_sigterm_leaves_a_parent_and_its_child_waiting_and_the_childs_key_completes_both(
+        agent: Agent, store: SessionStore, start: Start, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    steps = tmp_path / "steps.log"
+    monkeypatch.setenv("TOOLVISOR_TEST_STEPS", str(steps))
+    parent = agent.submit("delegate")
+    first = start()
+    first.expect(f"waiting {parent}")  # let go, on its own key; its child waits hosted there
+    (child,) = [r.run_id for r in store.runs() if r.run_id != parent]
+    assert first.terminate() == 0
+    assert {r.run_id: r.status for r in store.runs()} == {parent: "suspended",
+                                                          child: "suspended"}
+    assert store.leases() == []
+    (wait,) = store.open_waits(child)
+    assert store.resolve(wait.key, ok="pong") == "accepted"
+    second = start()
+    second.expect(f"finished {parent}")
+    assert [line for line in second.lines if line.startswith("finished")] == [
+        f"finished {child} completed", f"finished {parent} completed"]
+    assert agent.resume_run(parent, timeout=WAIT).text == "it said it said pong"
+    assert steps.read_text(encoding="utf-8").splitlines() == ["hook"]
+    assert store.leases() == []
+    assert second.terminate() == 0
+
+
 def test_a_killed_worker_s_runs_are_taken_over_at_once_on_its_machine(
         agent: Agent, store: SessionStore, start: Start) -> None:
     """Its lease would stand for an hour; its pid is gone, so it holds nothing here."""

@@ -67,9 +67,10 @@ class RunCalls:
     sessions: dict[str, CallSessions] = field(default_factory=dict)  # each call's children,
     # ended (cancelled) when its reply is taken or on release
 
-    def release(self) -> None:
+    def release(self, *, let_go: bool = False) -> None:
         """Cancel every backoff, stop every call's actor (its ``ctx.cancelled`` is set at
-        once) and set every cancel token (releasing its durable waits)."""
+        once) and set every cancel token (releasing its durable waits); a run only ``let_go``
+        keeps the children its calls relay waiting (``CallSessions.end``)."""
         for actor in self.actors.values():
             with contextlib.suppress(ActorDeadError):
                 actor.stop(block=False)
@@ -78,7 +79,7 @@ class RunCalls:
         for token in self.tokens.values():
             token.set()
         for sessions in self.sessions.values():
-            sessions.end(released=True)
+            sessions.end(released=True, let_go=let_go)
 
 
 class CallStarter:
@@ -108,13 +109,15 @@ class CallStarter:
         """A call's wait at its tool's gate is over."""
         self._gated.woke(ticket)
 
-    def release(self, run_id: str) -> None:
+    def release(self, run_id: str, *, let_go: bool = False) -> None:
         """Let go of everything started for the run: its calls waiting at their gates are
-        withdrawn, its backoffs cancelled, its running calls cancelled."""
+        withdrawn, its backoffs cancelled, its running calls cancelled; the children its calls
+        relay are cancelled too, unless the run is only ``let_go`` (it leaves this host, to
+        go on elsewhere or later: they wait on with it)."""
         self._gated.release(run_id)
         calls = self._runs.pop(run_id, None)
         if calls is not None:
-            calls.release()
+            calls.release(let_go=let_go)
 
     def close(self) -> None:
         """The orchestrator stops (its runs were released): the gates hold nothing of it."""

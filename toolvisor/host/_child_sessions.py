@@ -36,7 +36,7 @@ from toolvisor.contract import (
 )
 from toolvisor.host._relays import Relay, relayed_question, waits_on_one_key
 from toolvisor.host._session_host import AgentSessionHost, ChildLink
-from toolvisor.host._stored_relays import CHILD_STEP, follow_child, journal_relay
+from toolvisor.host._stored_relays import CHILD_STEP, follow_child, journal_relay, relay_key_of
 from toolvisor.registry import ToolRegistry
 
 _log = get_event_log("sessions")
@@ -234,7 +234,8 @@ class CallSessions:
 
     def _relay_key(self, host: AgentSessionHost, child: str, child_key: str) -> Pending:
         """Wait on the child's key through this call's own: the child stays linked (cancelled
-        with the run), and its next outcome resolves this call's key."""
+        with the run), and its next outcome resolves this call's key (journaled under the
+        child, so whichever process ends the child resolves it)."""
         assert self._keys is not None and self._host.store is not None
         key = self._keys.issue()
         with self._lock:
@@ -244,6 +245,7 @@ class CallSessions:
         def child_back() -> None:
             with self._lock:
                 self._children.relaying.pop(child, None)
+        relay_key_of(host, child, parent=self._run_id, key=key)
         follow_child(self._host, self._run_id, self._call_id, key, child=host, child_run=child,
                      then=child_back)
         return Pending()
@@ -259,14 +261,17 @@ class CallSessions:
 
     # --- the link ---------------------------------------------------------------------------
 
-    def end(self, *, released: bool = False) -> bool:
+    def end(self, *, released: bool = False, let_go: bool = False) -> bool:
         """The call ended (or its run was ``released``): refuse later children and cancel every
         live one (each cancels its own, so the cascade reaches every level); a child whose key
-        this call relays is cancelled only with the run. Whether such a child still waits."""
+        this call relays is cancelled only with the run, and not when the run is only
+        ``let_go`` (its agent closes, or it waits on keys elsewhere): that child waits on in
+        the store, its outcome resolving this call's key wherever it ends. Whether such a
+        child still waits."""
         with self._lock:
             self._ended = True
             live = list(self._children.live.items())
-            if released:
+            if released and not let_go:
                 live += list(self._children.relaying.items())
             for opened in self._children.sessions.values():
                 opened.closed = True

@@ -192,6 +192,11 @@ class DurableWaits:
         return keys if self._sessions is None else \
             self._sessions.relays.shown_keys(run.run_id, keys)
 
+    def own_keys(self, run: HostedRun) -> list[str] | None:
+        """The keys a suspended run waits on, its own (not the children's keys it shows):
+        those it is let go on; ``None`` if it is not suspended."""
+        return None if run.machine.status != "suspended" else list(self.parked(run))
+
     def key_resolved(self, run: HostedRun, key: str) -> Suspended | None:
         """Join the key's waiter; the suspension to look at again, if the run still waits."""
         waits = self._of(run.run_id)

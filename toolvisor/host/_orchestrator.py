@@ -3,11 +3,12 @@
 The machine decides; this actor does what the effects say: it starts each model call
 (``ModelCalls``: off this thread, with a deadline), hands each tool call to its own
 ``ToolCallActor`` once its backoff is over, waits out a model call's backoff (on its deadline
-timer), logs, and gives suspensions out signed (``Questions`` date their deadlines). Answers
-and outcomes come back as messages: it never blocks. With a store it checkpoints every machine
-step before performing its effects; ``DurableWaits`` give calls their keys and durable effects
-and park ``Pending`` calls; ``RunLeases`` keep one host per run and claim runnable runs (a
-claimed run that comes to wait on keys is let go). One run's failure ends it alone.
+timer), logs, and gives suspensions out signed (``Questions`` date their deadlines). Answers and
+outcomes come back as messages: it never blocks. With a store it checkpoints every machine step
+before performing its effects; ``DurableWaits`` give calls their keys and durable effects and
+park ``Pending`` calls; ``RunLeases`` keep one host per run and claim runnable runs (a claimed
+run that comes to wait on keys is let go). One run's failure ends it alone; stopping the actor
+(its agent closes) lets every run go, never cancels one.
 
 State: every ``HostedRun`` belongs to this actor's thread, and so do its collaborators, each
 keeping its per-run state by run id (``CallStarter``: calls and gates, ``ModelsInFlight``: model
@@ -52,8 +53,8 @@ from toolvisor.host._models_in_flight import ModelsInFlight
 from toolvisor.host._observing import RunObserver
 from toolvisor.host._question_timer import QuestionsDue
 from toolvisor.host._questions import Questions, suspended_now
-from toolvisor.host._restore import restore
-from toolvisor.host._run import HostedRun, RunMessage
+from toolvisor.host._restore import rehosted
+from toolvisor.host._run import HostedRun, RunMessage, watched
 from toolvisor.host._session_host import SnapshotRun, answer_snapshot
 from toolvisor.host._tool_progress import ToolProgressed
 from toolvisor.machine import (
@@ -178,7 +179,7 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
                  "was ended, other runs were not affected")
         self._log.error("run_crashed", run_id=run_id, error=f"{type(exc).__name__}: {exc}",
                         traceback="".join(traceback.format_exception(exc)))
-        if (run := self._watched(run_id, exc, reply)) is None:
+        if (run := watched(self._runs.get(run_id), exc, reply)) is None:
             return
         machine = run.machine
         try:
@@ -191,16 +192,6 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
         if not isinstance(outcome, Failed):
             outcome = Failed(error=error, messages=(), turns=machine.turn)
         self._finish(run, outcome)
-
-    def _watched(self, run_id: str, exc: Exception, reply: Reply | None) -> HostedRun | None:
-        """The hosted run, ``reply`` among its watchers; ``None`` (``reply`` failed) if none."""
-        run = self._runs.get(run_id)
-        if run is None:
-            if reply is not None and not reply.done():
-                reply.set_exception(exc)
-        elif reply is not None and reply not in run.watchers:
-            run.watchers.append(reply)
-        return run
 
     def _respond(self, run_id: str, step: Callable[[TurnMachine], list[Effect]]) -> None:
         run = self._runs.get(run_id)
@@ -232,16 +223,11 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
 
     def _adopt(self, run_id: str, reply: Future[Any]) -> HostedRun | None:
         """Host the run from the store's latest checkpoint; ``None`` (reply failed) if we can't."""
-        try:
-            machine, saved = restore(self._store, self._settings.config, self._leases, run_id)
-        except Exception as exc:
-            reply.set_exception(exc)
-            return None
-        outstanding = machine.outstanding
-        run = self._runs[run_id] = HostedRun(run_id, machine, [reply], reemitted=None
-                                             if outstanding is None else outstanding.id)
-        self._log.info("run_restored", run_id=run_id, effect_id=saved.effect_id)
-        self._observe.run_started(run_id, None)
+        run = rehosted(self._store, self._settings.config, self._leases, run_id, reply)
+        if run is not None:
+            self._runs[run_id] = run
+            self._log.info("run_restored", run_id=run_id, effect_id=run.machine.last_effect_id)
+            self._observe.run_started(run_id, None)
         return run
 
     def _attach(self, run_id: str, reply: Future[Any], *, claimed: bool = False) -> None:
@@ -345,7 +331,7 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
         if run.claimed:  # let go: whoever claims it once it is woken drives it on
             self._log.info("run_released", run_id=run.run_id)
             self._observe.run_finished(run.run_id, "released")
-            self._drop(run)
+            self._drop(run, let_go=True)
         return []
 
     def _key_resolved(self, run_id: str, key: str) -> None:
@@ -432,43 +418,47 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
             seconds, functools.partial(tell, me, Woke(run.run_id, effect_id)))
 
     def _finish(self, run: HostedRun, outcome: Any) -> None:
-        """The run leaves this host with ``outcome``, stamped with the run's id."""
+        """The run leaves this host with ``outcome``, stamped with the run's id (a relayed
+        child resolves its parent call's key with it)."""
         outcome = outcome.model_copy(update={"run_id": run.run_id})
         self._drop(run)
         self._log.info("run_returned", run_id=run.run_id, outcome=type(outcome).__name__)
         self._observe.run_finished(run.run_id, outcome)
+        if self._settings.sessions is not None:
+            self._settings.sessions.ended(run.run_id, outcome)
         run.reply(outcome)
 
-    def _release(self, run: HostedRun) -> None:
+    def _release(self, run: HostedRun, *, let_go: bool = False) -> None:
         """Stop what was started for the run (it stays hosted): model call, calls, waiters."""
         run_id = run.run_id
         self._models.release(run_id)
-        self._calls.release(run_id)
+        self._calls.release(run_id, let_go=let_go)
         run.cancel_timers()
         if self._waits is not None:
             self._waits.release(run_id)
 
-    def _unhost(self, run: HostedRun) -> None:
+    def _unhost(self, run: HostedRun, *, let_go: bool = False) -> None:
         """The run leaves this host: release it, and every collaborator forgets it."""
         del self._runs[run.run_id]
-        self._release(run)
+        self._release(run, let_go=let_go)
         if self._waits is not None:
             self._waits.forget(run.run_id)
 
-    def _drop(self, run: HostedRun) -> None:
-        waiting = None if self._waits is None or run.machine.status != "suspended" \
-            else list(self._waits.waiting_keys(run).values())
-        self._unhost(run)
+    def _drop(self, run: HostedRun, *, let_go: bool = False) -> None:
+        """The run leaves, its lease given up; ``let_go``: it goes on elsewhere or later, the
+        children its calls relay waiting with it (a suspended run waits on its own keys)."""
+        waiting = None if self._waits is None else self._waits.own_keys(run)
+        self._unhost(run, let_go=let_go)
         if self._leases is not None:
             self._leases.release(run.run_id, waiting)
 
     def _let_go(self, run_id: str, error: Exception, reply: Reply | None = None) -> None:
         """Another host drives the run now: stop, writing nothing more; fail its waiters."""
-        if (run := self._watched(run_id, error, reply)) is None:
+        if (run := watched(self._runs.get(run_id), error, reply)) is None:
             return
         self._log.error("lease_lost", run_id=run_id)
         self._observe.run_finished(run_id, None)
-        self._drop(run)  # the lease is another's: releasing it only forgets our token
+        self._drop(run, let_go=True)  # the lease is another's: this only forgets our token
         run.fail(error)
 
     def _renew_leases(self) -> None:
@@ -487,9 +477,14 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
         self._abort_runs(f"the orchestrator crashed: {exc_info[1]!r}")
 
     def _abort_runs(self, why: str) -> None:
+        """Let every run go as after a crash, never cancelled: it stays in the store as it was
+        (its relayed children too), its lease given up, its watchers failed."""
         for run_id, run in list(self._runs.items()):
             self._observe.run_finished(run_id, None)
-            self._unhost(run)
+            try:
+                self._drop(run, let_go=True)
+            except Exception as exc:  # the store failed: closing the leases tries again
+                self._log.error("run_release_failed", run_id=run_id, error=repr(exc))
             run.fail(OrchestratorStopped(f"run {run_id}: {why}"))
         self._calls.close()
         self._timer.close()

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from concurrent.futures import Future
+from typing import Any
+
 from toolvisor.durable import SavedCheckpoint, SessionStore, UnknownRunError
 from toolvisor.host._leases import RunLeases
+from toolvisor.host._run import HostedRun
 from toolvisor.machine import MachineConfig, TurnMachine
 
 
@@ -30,3 +34,17 @@ def restore(store: SessionStore | None, config: MachineConfig | None,
         if leases is not None:
             leases.release(run_id)
         raise
+
+
+def rehosted(store: SessionStore | None, config: MachineConfig | None,
+             leases: RunLeases | None, run_id: str, reply: Future[Any]) -> HostedRun | None:
+    """The run restored (``restore``) to be hosted, ``reply`` its watcher and the effect it
+    re-emits noted; ``None`` if it cannot be (``reply`` is failed with why)."""
+    try:
+        machine, _ = restore(store, config, leases, run_id)
+    except Exception as exc:
+        reply.set_exception(exc)
+        return None
+    outstanding = machine.outstanding
+    return HostedRun(run_id, machine, [reply],
+                     reemitted=None if outstanding is None else outstanding.id)

@@ -56,3 +56,14 @@ class HostedRun:
         for timer in self.timers.values():
             timer.cancel()
         self.timers.clear()
+
+
+def watched(run: HostedRun | None, error: Exception, reply: Reply | None) -> HostedRun | None:
+    """``run``, ``reply`` among its watchers; if there is no run, ``reply`` failed with
+    ``error`` (the orchestrator ends or lets go a run it may no longer host)."""
+    if run is None:
+        if reply is not None and not reply.done():
+            reply.set_exception(error)
+    elif reply is not None and reply not in run.watchers:
+        run.watchers.append(reply)
+    return run

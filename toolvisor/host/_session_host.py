@@ -19,6 +19,7 @@ from typing import Any
 
 from pykka import ActorDeadError, ActorRef
 
+from toolvisor._logging import get_event_log
 from toolvisor.contract import CapabilityError, Message, ModelInfo, SessionSnapshot, Tool
 from toolvisor.durable import SessionStore
 from toolvisor.host._commands import (
@@ -32,8 +33,15 @@ from toolvisor.host._commands import (
 from toolvisor.host._model_info import model_info
 from toolvisor.host._relays import Relays, Resume
 from toolvisor.host._run import HostedRun, RunMessage
-from toolvisor.host._stored_relays import attach_key_relays, cancel_relayed, recover_relay
+from toolvisor.host._stored_relays import (
+    attach_key_relays,
+    cancel_relayed,
+    recover_relay,
+    resolve_relayed_key,
+)
 from toolvisor.machine import Done, MachineConfig, Suspended, TurnMachine, answers_for
+
+_log = get_event_log("sessions")
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,6 +152,23 @@ class AgentSessionHost:
     @property
     def store(self) -> SessionStore | None:
         return self._store
+
+    @property
+    def closed(self) -> bool:
+        """Whether the agent has closed (it hosts no more runs)."""
+        return self._closed()
+
+    def ended(self, run_id: str, outcome: Any) -> None:
+        """Run ``run_id`` ended here with ``outcome`` (on the orchestrator's thread): a child
+        whose key a parent's call relays resolves that key (``resolve_relayed_key``); if the
+        store fails, the parent's key stays open (resolved when the parent follows again)."""
+        if self._store is None:
+            return
+        try:
+            resolve_relayed_key(self, run_id, outcome)
+        except Exception as exc:
+            _log.error("relay_key_unresolved", run_id=run_id,
+                       error=f"{type(exc).__name__}: {exc}")
 
     def attach(self, run_id: str) -> Future[Any]:
         """The future of run ``run_id``'s next outcome (hosted here, else restored)."""

@@ -7,8 +7,9 @@ another agent on the same store, has no relay in memory, so it reads them back: 
 each waiting call (filed under the call's turn and attempt, which the parent's signed
 checkpoint gives), checked against the call's own children and, for a question, against the
 signed question, which names the child's agent. That agent is found by name among the agents
-the parent and its tools name (``Agent.as_tool``). Nothing here is kept: each function reads
-the store when it is called, from the thread that calls it.
+the parent and its tools name (``Agent.as_tool``). A call relaying a key also journals its own
+key under the child run (``RELAYED_KEY``), which the host that ends the child resolves. Nothing
+here is kept: each function reads the store when it is called, from the thread that calls it.
 """
 
 from __future__ import annotations
@@ -21,22 +22,32 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from toolvisor._logging import get_event_log
 from toolvisor.contract import CapabilityError, DurableEffectsAccess, Ok
 from toolvisor.durable import SessionStore
 from toolvisor.host._agent_tool import AgentToolHandler, outcome_result
-from toolvisor.host._commands import AlreadyResumedError
+from toolvisor.host._commands import AlreadyResumedError, OrchestratorStopped
 from toolvisor.host._durable_waits import durable_call_id
+from toolvisor.host._leases import RunLeasedError
 from toolvisor.host._relays import Relay, waits_on_keys, waits_on_one_key
 from toolvisor.machine import Suspended
 
 if TYPE_CHECKING:
     from toolvisor.host._session_host import AgentSessionHost
 
+_log = get_event_log("sessions")
+
 CHILD_STEP = "toolvisor.child_session"
 """The journal step (``<CHILD_STEP>.<n>``) that keeps the run id of a call's n-th child."""
 
 RELAY_STEP = "toolvisor.child_relay"
 """The journal step of a call that relays its child: ``{"agent", "run_id", "kind"}``."""
+
+RELAYED_KEY = ("toolvisor.relayed_by", "key")
+"""Where a child whose key a parent's call relays keeps that call's own key, in its own
+journal (call id, step id): ``{"run_id": <parent>, "key": <key>}``. Whichever host ends the
+child resolves the key with its outcome, so a parent whose host closed or died is completed
+by the child's outcome wherever the child ends."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,6 +145,33 @@ def recover_relay(host: AgentSessionHost, asked: Suspended, call_id: str) -> Rel
                  functools.partial(child.attach, stored.run_id))
 
 
+def relay_key_of(child: AgentSessionHost, child_run: str, *, parent: str, key: str) -> None:
+    """Journal, under child run ``child_run`` (on ``child``'s store), that its outcome
+    resolves ``key``, of a call of run ``parent`` (``RELAYED_KEY``)."""
+    store = child.store
+    assert store is not None
+    call_id, step_id = RELAYED_KEY
+    store.record_step(child_run, call_id, step_id, json.dumps({"run_id": parent}),
+                      json.dumps({"run_id": parent, "key": key}))
+
+
+def resolve_relayed_key(child: AgentSessionHost, child_run: str, outcome: Any) -> None:
+    """Child run ``child_run`` ended with ``outcome`` on ``child``: resolve the key of the
+    parent's call that relays it, if one does, with the outcome's text (else its error).
+    A key resolved already (the parent's host followed the child) stays as it is."""
+    store = child.store
+    assert store is not None
+    record = store.journal_record(child_run, *RELAYED_KEY)
+    if record is None:
+        return
+    key = str(json.loads(record.output)["key"])
+    result = outcome_result(outcome, child.agent_name)
+    if isinstance(result, Ok):
+        store.resolve(key, ok=result.value)
+    else:
+        store.resolve(key, error=str(result.reason))
+
+
 def follow_child(host: AgentSessionHost, run_id: str, call_id: str, key: str, *,
                  child: AgentSessionHost, child_run: str,
                  then: Callable[[], None] = lambda: None) -> None:
@@ -144,13 +182,21 @@ def follow_child(host: AgentSessionHost, run_id: str, call_id: str, key: str, *,
     re-emits the suspension it waits in, and a child whose key was resolved may wait on
     another. The call then shows the child's key (its own, if the child waits on several) and
     attaches again, for the child's next outcome (a child waiting on keys stays hosted, so
-    that attach waits for it). Each callback runs on the child's orchestrator's thread.
+    that attach waits for it). A child let go by its host (its agent closed: its orchestrator
+    stopped; or another host drives it) is followed no more, and neither is one once the
+    parent's agent has closed: the parent waits on, and the child's outcome resolves the key
+    wherever it ends (``resolve_relayed_key``). Each callback runs on the child's
+    orchestrator's thread.
     """
     store = host.store
     assert store is not None
 
     def child_back(done: Future[Any]) -> None:
         error = done.exception()
+        if host.closed or isinstance(error, OrchestratorStopped | RunLeasedError):
+            _log.info("child_unfollowed", run_id=run_id, call_id=call_id, child=child_run,
+                      why="the parent's agent closed" if host.closed else str(error))
+            return
         outcome = None if error is not None else done.result()
         if waits_on_keys(outcome):
             host.relays.add_key(run_id, call_id, waits_on_one_key(outcome) or key)
