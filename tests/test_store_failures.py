@@ -156,25 +156,35 @@ def resumed_without_rerunning(target: str, run_id: str, counts: Path) -> None:
     assert counts.read_text().split() == ["pay", "fill"]
 
 
+@pytest.mark.parametrize("released_by", ["renewal", "close"])
 def test_a_full_disk_ends_the_run_naming_the_store_and_it_resumes_once_there_is_room(
-        small_disk: Path, tmp_path: Path) -> None:
+        small_disk: Path, tmp_path: Path, released_by: str) -> None:
     path = str(small_disk / "runs.sqlite")
     counts = tmp_path / "counts"
     counts.touch()
+    ttl = 0.6 if released_by == "renewal" else 30  # renewal ticks every third of it
     agent = Agent(FunctionModel(respond), tools(counts, lambda: fill(small_disk)),
-                  durability=Durability(store=path, lease_ttl=30))
+                  durability=Durability(store=path, lease_ttl=ttl))
     try:
         outcome = stopped_by_the_store(agent, path, "is full")
         assert "database or disk is full" in outcome.error
+        store = agent.store
+        assert store is not None
         with pytest.raises(StoreError) as refused:  # the disk is still full
-            agent.store.create_run()  # type: ignore[union-attr]
+            store.create_run()
         assert refused.value.problem == "full"
+        assert [lease.run_id for lease in store.leases()] == [outcome.run_id]
         (small_disk / "filler").unlink()
+        if released_by == "renewal":  # the next tick releases it: no row left, not expired
+            deadline = time.monotonic() + 10
+            while store.leases() and time.monotonic() < deadline:
+                time.sleep(0.02)
+            assert store.leases() == []
     finally:
-        agent.close()  # releases the lease the full disk kept it from releasing
-    with open_store(path, read_only=True) as store:
-        assert store.leases() == []
-        assert store.get_run(outcome.run_id).status == "running"  # type: ignore[union-attr]
+        agent.close()  # releases it ("close"), the full disk kept it from releasing
+    with open_store(path, read_only=True) as reader:
+        assert reader.leases() == []
+        assert reader.get_run(outcome.run_id).status == "running"  # type: ignore[union-attr]
     resumed_without_rerunning(path, outcome.run_id, counts)
 
 
