@@ -24,7 +24,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from tests._postgres import PostgresServer
+from tests._postgres import PostgresServer, behind_the_store, set_version
 from toolvisor import Agent, CallContext, Completed, Durability, Failed, Ok, Tool
 from toolvisor.contract import ModelRequest, ModelResponse, ToolResultMessage
 from toolvisor.durable import SqliteSessionStore, StoreError, open_store
@@ -284,3 +284,20 @@ def test_a_read_only_store_is_read_by_runs_and_waits_and_named_by_what_writes(
     with pytest.raises(StoreError) as new:
         Agent(FunctionModel(respond), [], store=str(view / "new.sqlite"))
     assert str(new.value).startswith(f"session store {str(view / 'new.sqlite')!r} is read-only")
+
+
+def test_a_read_only_open_of_an_older_store_is_refused_and_leaves_it_unchanged(
+        store_target: str) -> None:
+    with open_store(store_target) as store:
+        store.create_run("r")
+    for statement in ("ALTER TABLE leases DROP COLUMN token", "ALTER TABLE runs DROP COLUMN fence"):
+        behind_the_store(store_target, statement)
+    set_version(store_target, 2)  # as toolvisor before fencing left it
+    for _ in range(2):  # the first refusal migrated nothing: the second sees version 2 too
+        with pytest.raises(ValueError, match="has schema version 2; this toolvisor reads "
+                                             "version 3"):
+            open_store(store_target, read_only=True)
+    with open_store(store_target) as store:  # an open that may write migrates it
+        assert [run.run_id for run in store.runs()] == ["r"]
+    with open_store(store_target, read_only=True) as store:
+        assert [run.run_id for run in store.runs()] == ["r"]

@@ -204,10 +204,10 @@ class SqliteConnection:
                 raise ValueError(f"{self.path!r} holds no session store (an empty or another "
                                  "program's SQLite file); it was left unchanged")
             if version != SCHEMA_VERSION:
-                raise RuntimeError(
+                raise ValueError(
                     f"session store {self.path!r} has schema version {version}; this toolvisor "
                     f"reads version {SCHEMA_VERSION} (an agent or worker with write access "
-                    "brings an older store up to date)")
+                    "brings an older store up to date); it was left unchanged")
             self._check_whole(connection)
         with self.read() as conn:
             secret_hex = conn.execute(

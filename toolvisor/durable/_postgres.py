@@ -140,10 +140,10 @@ class PostgresConnection:
                                    (_VERSION_NAME,)).fetchone()
                 version = 0 if row is None else int(row[0])
             if read_only and version != SCHEMA_VERSION:
-                raise RuntimeError(
+                raise ValueError(
                     f"session store {self.path!r} has schema version {version}; this "
                     f"toolvisor reads version {SCHEMA_VERSION} (an agent or worker with write "
-                    "access brings an older store up to date)")
+                    "access brings an older store up to date); it was left unchanged")
             if not read_only:
                 migrated = migrate(self.path, version, POSTGRES, conn.execute)
                 if migrated != version:
