@@ -38,6 +38,7 @@ from toolvisor.durable import (
     DurableError,
     SignatureError,
     StaleLeaseError,
+    StoreError,
     UnknownRunError,
 )
 from toolvisor.host import AlreadyResumedError, OrchestratorStopped, RunLeasedError
@@ -117,6 +118,7 @@ __all__ = [
     "SignatureError",
     "StaleLeaseError",
     "StateConflict",
+    "StoreError",
     "Suspended",
     "Tool",
     "ToolCall",

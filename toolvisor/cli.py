@@ -13,7 +13,8 @@ for streamable HTTP), each call supervised. ``python -m toolvisor.cli worker --s
 runs.sqlite app:make_agent`` claims the store's runnable runs and drives them until
 ``SIGTERM`` (one line per run: ``claimed``, ``finished``, ``waiting``, ``released``,
 ``lost``). ``--store`` is a SQLite file's path or a ``postgresql://`` URL. A command that only
-reads a store never creates one.
+reads a store never creates one, and writes nothing to it (it reads a read-only store). A store
+that cannot be used (full, read-only, damaged) is named in one line on stderr, exit 2.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from toolvisor.durable import (
     RunRecord,
     SessionStore,
     SqliteSessionStore,
+    StoreError,
     Wait,
     holder_gone,
     open_store,
@@ -234,7 +236,7 @@ def _store_to_work_on(target: str) -> SqliteSessionStore | PostgresSessionStore:
     cannot be opened."""
     try:
         return open_store(target)
-    except (OSError, ValueError, ImportError) as exc:
+    except (OSError, ValueError, ImportError, StoreError) as exc:
         print(f"error: {exc}", file=sys.stderr)
     raise SystemExit(EXIT_USAGE)
 
@@ -253,15 +255,16 @@ def _say(line: str) -> None:
         print(line, flush=True)
 
 
-def _open_store(target: str) -> SqliteSessionStore | PostgresSessionStore:
-    """The store ``target`` names (a SQLite file or a PostgreSQL URL); a clear error (exit 2)
-    if there is none there, or it cannot be reached: never a new one."""
+def _open_store(target: str, read_only: bool) -> SqliteSessionStore | PostgresSessionStore:
+    """The store ``target`` names (a SQLite file or a PostgreSQL URL), for reading alone if
+    ``read_only``; a clear error (exit 2) if there is none there, it cannot be reached or
+    used: never a new one."""
     try:
-        return open_store(target, create=False)
+        return open_store(target, create=False, read_only=read_only)
     except FileNotFoundError as exc:
         print(f"error: {exc}; pass the file the agent uses (Agent(..., store=PATH))",
               file=sys.stderr)
-    except (ValueError, ConnectionError, ImportError) as exc:
+    except (ValueError, ConnectionError, ImportError, StoreError) as exc:
         print(f"error: {exc}", file=sys.stderr)
     raise SystemExit(EXIT_USAGE)
 
@@ -360,7 +363,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _serve(args)
     if args.command == "worker":
         return _work(args)
-    with _open_store(args.store) as store:
+    try:
+        return _on_store(args)
+    except StoreError as exc:  # met while reading or writing: a damaged page, a full disk
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+def _on_store(args: argparse.Namespace) -> int:
+    """Run ``resolve``, ``runs`` or ``waits``; the two that only read open the store read-only."""
+    with _open_store(args.store, read_only=args.command != "resolve") as store:
         if args.command == "resolve":
             given = {name: vars(args)[name] for name in ("ok", "error") if name in vars(args)}
             outcome = store.resolve(args.key, **given)

@@ -5,6 +5,7 @@ from toolvisor.durable._claims import QUEUED
 from toolvisor.durable._durability import Durability
 from toolvisor.durable._effects import DurableEffects
 from toolvisor.durable._errors import DURABLE_ERROR_CODES, DurableError, DurableErrorCode
+from toolvisor.durable._failures import StoreError, StoreProblem
 from toolvisor.durable._holders import holder_gone, new_holder
 from toolvisor.durable._issuer import CompletionKeyIssuer
 from toolvisor.durable._open import open_store
@@ -67,6 +68,8 @@ __all__ = [
     "Signer",
     "SqliteSessionStore",
     "StaleLeaseError",
+    "StoreError",
+    "StoreProblem",
     "UnknownRunError",
     "Wait",
     "holder_gone",

@@ -8,6 +8,7 @@ processes, other store objects) are serialized by SQLite's file locks.
 
 from __future__ import annotations
 
+import errno
 import os
 import secrets
 import sqlite3
@@ -17,14 +18,18 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from toolvisor.durable._failures import StoreError, StoreProblem, sqlite_failure
 from toolvisor.durable._guarded import Guarded
-from toolvisor.durable._schema import migrate
+from toolvisor.durable._schema import SCHEMA_VERSION, migrate
 from toolvisor.durable._sql import Dialect
 
 _SECRET_NAME = "hmac_secret"
 SQLITE = Dialect(real="REAL", serial="INTEGER PRIMARY KEY AUTOINCREMENT", row_order="rowid",
                  row_order_column="")
 """SQLite's words in the shared schema: its ``rowid`` orders every table's rows."""
+_CREATE_PROBLEMS: dict[int, StoreProblem] = {errno.EROFS: "read_only", errno.EACCES: "read_only",
+                                            errno.ENOSPC: "full"}
+"""What an ``OSError`` creating a new store's file says about the store, by its errno."""
 
 
 def _require_file(path: Path) -> None:
@@ -35,6 +40,17 @@ def _require_file(path: Path) -> None:
     if not path.exists():
         raise FileNotFoundError(f"no session store at {str(path)!r}: the folder "
                                 f"{str(path.parent)!r} has no file {path.name!r}")
+
+
+def _read_only_uri(path: Path) -> str:
+    """The URI that opens the store file at ``path`` for reading only. In a folder this process
+    cannot write to, SQLite could not create the ``-wal`` and ``-shm`` files a WAL-mode file is
+    read through: there, unless a ``-wal`` file was left behind (then SQLite reads through
+    it), the file is opened ``immutable`` (nobody can change it there)."""
+    uri = f"{path.as_uri()}?mode=ro"
+    if not os.access(path.parent, os.W_OK) and not path.with_name(f"{path.name}-wal").exists():
+        uri += "&immutable=1"
+    return uri
 
 
 def _switch_to_wal(connection: sqlite3.Connection, busy_timeout: float) -> str:
@@ -89,17 +105,20 @@ class SqliteConnection:
     cut. Every write is ``BEGIN IMMEDIATE`` with a busy timeout and every read is one snapshot
     transaction, each holding the connection's lock from start to end (calls serialize within
     the object); opening waits for another connection's lock within the busy timeout too.
-    The file (created mode 0600) holds the HMAC secret that signs completion keys.
+    The file (created mode 0600) holds the HMAC secret that signs completion keys. Opening
+    checks the file is whole (a damaged one is a ``StoreError``, and is left unchanged);
+    ``read_only`` opens an existing store for reading alone, writing nothing to it, which
+    works in a read-only folder too.
     """
 
     dialect = SQLITE
 
     def __init__(self, path: str | os.PathLike[str], busy_timeout: float,
-                 create: bool = True) -> None:
+                 create: bool = True, read_only: bool = False) -> None:
         resolved = Path(path).resolve()
         if resolved.is_dir():
             raise ValueError(f"session store path {str(resolved)!r} is a directory; give a file")
-        if not create:
+        if not create or read_only:
             _require_file(resolved)
         elif not resolved.parent.is_dir():
             raise FileNotFoundError(
@@ -107,13 +126,15 @@ class SqliteConnection:
                 f"{str(resolved.parent)!r} does not exist (create the folder first; toolvisor "
                 f"creates the store's file, never its folders)")
         self.path = str(resolved)
-        if create:
+        if create and not read_only:
             self._create_private(resolved)
         self._guard = Guarded(self.path, sqlite3.connect(
-            self.path, timeout=busy_timeout, isolation_level=None, check_same_thread=False
-        ))
+            _read_only_uri(resolved) if read_only else self.path, timeout=busy_timeout,
+            isolation_level=None, check_same_thread=False, uri=read_only,
+        ), sqlite_failure)
         try:
-            self._secret = self._open(busy_timeout, create)
+            self._secret = self._open_read_only(busy_timeout) if read_only \
+                else self._open(busy_timeout, create)
         except sqlite3.OperationalError:
             self.close()
             raise
@@ -127,21 +148,30 @@ class SqliteConnection:
 
     @staticmethod
     def _create_private(path: Path) -> None:
-        """Create the file readable by its owner only, before SQLite opens it."""
+        """Create the file readable by its owner only, before SQLite opens it; a folder that
+        refuses it (read-only, or its disk full) is a ``StoreError``."""
         try:
             fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
         except FileExistsError:
             return
+        except OSError as exc:
+            problem = _CREATE_PROBLEMS.get(exc.errno or 0)
+            if problem is None:
+                raise
+            raise StoreError(str(path), problem, f"cannot create the file: {exc.strerror}") \
+                from exc
         os.close(fd)
 
     def _open(self, busy_timeout: float, create: bool) -> bytes:
-        """Set the pragmas, create the schema in a new file (unless ``create`` is false: then
-        a file without one is refused, unchanged), and return the file's secret."""
+        """Set the pragmas, check the file is whole, create the schema in a new file (unless
+        ``create`` is false: then a file without one is refused, unchanged), and return the
+        file's secret."""
         with self._guard.use() as connection:
             connection.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
             if not create and connection.execute("PRAGMA user_version").fetchone()[0] == 0:
                 raise ValueError(f"{self.path!r} holds no session store (an empty or another "
                                  "program's SQLite file); it was left unchanged")
+            self._check_whole(connection)
             mode = _switch_to_wal(connection, busy_timeout)
             if mode != "wal":
                 raise RuntimeError(
@@ -163,6 +193,34 @@ class SqliteConnection:
                 "SELECT value FROM meta WHERE name = ?", (_SECRET_NAME,)
             ).fetchone()[0]
         return bytes.fromhex(secret_hex)
+
+    def _open_read_only(self, busy_timeout: float) -> bytes:
+        """Check the file holds a whole store of this version and return its secret, writing
+        nothing (no WAL switch, no migration)."""
+        with self._guard.use() as connection:
+            connection.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
+            version = connection.execute("PRAGMA user_version").fetchone()[0]
+            if version == 0:
+                raise ValueError(f"{self.path!r} holds no session store (an empty or another "
+                                 "program's SQLite file); it was left unchanged")
+            if version != SCHEMA_VERSION:
+                raise ValueError(
+                    f"session store {self.path!r} has schema version {version}; this toolvisor "
+                    f"reads version {SCHEMA_VERSION} (an agent or worker with write access "
+                    "brings an older store up to date); it was left unchanged")
+            self._check_whole(connection)
+        with self.read() as conn:
+            secret_hex = conn.execute(
+                "SELECT value FROM meta WHERE name = ?", (_SECRET_NAME,)).fetchone()[0]
+        return bytes.fromhex(secret_hex)
+
+    def _check_whole(self, connection: sqlite3.Connection) -> None:
+        """Refuse a damaged file before anything is written to it (``PRAGMA quick_check``:
+        every page read once; a damaged page SQLite meets on the way is its own error)."""
+        found = [row[0] for row in connection.execute("PRAGMA quick_check(2)").fetchall()]
+        if found != ["ok"]:  # the problems, after a "*** in database main ***" line
+            raise StoreError(self.path, "damaged", "; ".join(
+                line for line in found if not line.startswith("***")))
 
     @property
     def secret(self) -> bytes:

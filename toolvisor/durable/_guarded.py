@@ -1,15 +1,18 @@
 """A store's one database connection, used only under its lock, so any thread may call it.
 
 :class:`Guarded` is what ``SqliteConnection`` and ``PostgresConnection`` share: the lock that
-owns the connection, the refusal of a closed one, a read snapshot, an idempotent close.
+owns the connection, the refusal of a closed one, a read snapshot, an idempotent close, and
+the driver's errors that say the store itself failed turned into ``StoreError``.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, Generic, Protocol, TypeVar
+
+from toolvisor.durable._failures import StoreError
 
 
 class Connection(Protocol):
@@ -25,12 +28,15 @@ C = TypeVar("C", bound=Connection)
 
 class Guarded(Generic[C]):
     """``connection`` of the store at ``path``, used only while holding ``_lock`` (which owns
-    it) until :meth:`close`."""
+    it) until :meth:`close`; ``failure`` reads an error raised while it is used and gives
+    the ``StoreError`` it means (``None``: the error passes as it is)."""
 
-    def __init__(self, path: str, connection: C) -> None:
+    def __init__(self, path: str, connection: C,
+                 failure: Callable[[str, BaseException], StoreError | None]) -> None:
         self._path = path
         self._lock = threading.Lock()
         self._connection: C | None = connection
+        self._failure = failure
 
     @property
     def closed(self) -> bool:
@@ -38,11 +44,18 @@ class Guarded(Generic[C]):
 
     @contextmanager
     def use(self) -> Iterator[C]:
-        """The connection, for the ``with`` block alone; a closed store is a ``RuntimeError``."""
+        """The connection, for the ``with`` block alone; a closed store is a ``RuntimeError``,
+        a store that failed (full, read-only, damaged) a ``StoreError``."""
         with self._lock:
             if self._connection is None:
                 raise RuntimeError(f"session store {self._path!r} is closed")
-            yield self._connection
+            try:
+                yield self._connection
+            except Exception as exc:
+                failed = self._failure(self._path, exc)
+                if failed is None:
+                    raise
+                raise failed from exc
 
     @contextmanager
     def snapshot(self, begin: str) -> Iterator[C]:

@@ -23,21 +23,25 @@ def open_store(
     target: str | os.PathLike[str],
     *,
     create: bool = True,
+    read_only: bool = False,
     clock: Callable[[], float] = time.time,
     poll_interval: float = POLL_INTERVAL,
 ) -> SqliteSessionStore | PostgresSessionStore:
     """Open the session store ``target`` names: a ``postgresql://`` (or ``postgres://``) URL
     opens a :class:`PostgresSessionStore`, anything else is the path of a SQLite file
-    (:class:`SqliteSessionStore`). ``create=False`` opens only a store that exists; ``clock``
-    and ``poll_interval`` are the stores' own. Another URL scheme is a ``ValueError``."""
+    (:class:`SqliteSessionStore`). ``create=False`` opens only a store that exists;
+    ``read_only=True`` one that exists, for reading alone (nothing is written to it);
+    ``clock`` and ``poll_interval`` are the stores' own. Another URL scheme is a
+    ``ValueError``."""
     if not isinstance(target, str | os.PathLike):
         raise TypeError(f"a store target is a SQLite file's path or a postgresql:// URL, got "
                         f"{type(target).__name__}")
     if isinstance(target, str) and target.startswith(POSTGRES_SCHEMES):
-        return PostgresSessionStore(target, create=create, clock=clock,
+        return PostgresSessionStore(target, create=create, read_only=read_only, clock=clock,
                                     poll_interval=poll_interval)
     if is_store_url(target):
         scheme = str(target).partition("://")[0]
         raise ValueError(f"no session store for {scheme}:// URLs ({str(target)[:60]!r}): give "
                          "a postgresql:// URL or the path of a SQLite file")
-    return SqliteSessionStore(target, create=create, clock=clock, poll_interval=poll_interval)
+    return SqliteSessionStore(target, create=create, read_only=read_only, clock=clock,
+                              poll_interval=poll_interval)

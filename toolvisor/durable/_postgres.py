@@ -18,8 +18,9 @@ from contextlib import contextmanager
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
+from toolvisor.durable._failures import postgres_failure
 from toolvisor.durable._guarded import Guarded
-from toolvisor.durable._schema import migrate
+from toolvisor.durable._schema import SCHEMA_VERSION, migrate
 from toolvisor.durable._sql import Dialect
 
 if TYPE_CHECKING:
@@ -89,7 +90,7 @@ class PostgresConnection:
     dialect = POSTGRES
 
     def __init__(self, url: str, create: bool, connect_timeout: float,
-                 busy_timeout: float) -> None:
+                 busy_timeout: float, read_only: bool = False) -> None:
         driver = import_psycopg()
         self.path = redacted(url)
         try:
@@ -103,28 +104,31 @@ class PostgresConnection:
             reason = str(exc).strip().replace("\n", " ")
             raise ConnectionError(f"cannot open the PostgreSQL session store {self.path!r}: "
                                   f"{reason}") from None
-        self._guard = Guarded(self.path, connection)
+        self._guard = Guarded(self.path, connection, postgres_failure)
         try:
             # a write waits at most busy_timeout for another connection's row lock, as SQLite's
             # for its write lock
             connection.execute(f"SET lock_timeout = {max(1, round(busy_timeout * 1000))}")
             connection.isolation_level = driver.IsolationLevel.READ_COMMITTED
-            self._secret = self._open(create)
+            self._secret = self._open(create and not read_only, read_only)
         except BaseException:
             self.close()
             raise
 
-    def _open(self, create: bool) -> bytes:
+    def _open(self, create: bool, read_only: bool) -> bytes:
         """Create or migrate the schema (unless ``create`` is false: then a database without a
-        store is refused, unchanged), and return the store's secret."""
+        store is refused, unchanged; ``read_only``: nothing is written, an older store is
+        refused), and return the store's secret."""
         with self._guard.use() as conn, conn.transaction():
+            if read_only:
+                conn.execute("SET TRANSACTION READ ONLY")
             schema = conn.execute("SELECT current_schema()").fetchone()
             if schema is None or schema[0] is None:
                 raise ValueError(f"{self.path!r} names no schema that exists (its search_path); "
                                  "create the schema first (toolvisor creates tables, never "
                                  "schemas or databases)")
-            # one opener at a time per schema, so two first opens do not both create it
-            conn.execute("SELECT pg_advisory_xact_lock(hashtext(current_schema()))")
+            if not read_only:  # one opener at a time per schema: not two first creations
+                conn.execute("SELECT pg_advisory_xact_lock(hashtext(current_schema()))")
             has_meta = conn.execute("SELECT to_regclass('meta') IS NOT NULL").fetchone()
             if not (has_meta and has_meta[0]):
                 if not create:
@@ -135,11 +139,19 @@ class PostgresConnection:
                 row = conn.execute("SELECT value FROM meta WHERE name = %s",
                                    (_VERSION_NAME,)).fetchone()
                 version = 0 if row is None else int(row[0])
-            migrated = migrate(self.path, version, POSTGRES, conn.execute)
-            conn.execute("INSERT INTO meta (name, value) VALUES (%s, %s) ON CONFLICT (name) "
-                         "DO UPDATE SET value = excluded.value", (_VERSION_NAME, str(migrated)))
-            conn.execute("INSERT INTO meta (name, value) VALUES (%s, %s) ON CONFLICT DO NOTHING",
-                         (_SECRET_NAME, secrets.token_hex(32)))
+            if read_only and version != SCHEMA_VERSION:
+                raise ValueError(
+                    f"session store {self.path!r} has schema version {version}; this "
+                    f"toolvisor reads version {SCHEMA_VERSION} (an agent or worker with write "
+                    "access brings an older store up to date); it was left unchanged")
+            if not read_only:
+                migrated = migrate(self.path, version, POSTGRES, conn.execute)
+                if migrated != version:
+                    conn.execute("INSERT INTO meta (name, value) VALUES (%s, %s) ON CONFLICT "
+                                 "(name) DO UPDATE SET value = excluded.value",
+                                 (_VERSION_NAME, str(migrated)))
+                conn.execute("INSERT INTO meta (name, value) VALUES (%s, %s) ON CONFLICT DO "
+                             "NOTHING", (_SECRET_NAME, secrets.token_hex(32)))
             secret = conn.execute("SELECT value FROM meta WHERE name = %s",
                                   (_SECRET_NAME,)).fetchone()
         assert secret is not None

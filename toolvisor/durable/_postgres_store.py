@@ -29,11 +29,15 @@ class PostgresSessionStore(SqlSessionStore):
     the rows it depends on (a run's writes its row, a resolution its key's), so hosts writing
     different runs never wait for each other.
     ``clock`` stamps every record; ``create=False`` opens only a store that exists (a database
-    without one is a ``ValueError``, left unchanged); ``connect_timeout`` bounds the wait for
-    the server, ``busy_timeout`` how long a write waits for another connection's lock on a row
-    it needs (then psycopg's ``LockNotAvailable``, as SQLite's "database is locked"). A bad URL is a
+    without one is a ``ValueError``, left unchanged); ``read_only=True`` opens an existing
+    store for reading alone (nothing is written, so a read-only standby serves it too);
+    ``connect_timeout`` bounds the wait for the server, ``busy_timeout`` how long a write waits
+    for another connection's lock on a row it needs (then psycopg's ``LockNotAvailable``, as
+    SQLite's "database is locked"). A bad URL is a
     ``ValueError``, a server that cannot be reached or refuses the login a
-    ``ConnectionError``, each naming the URL (its password hidden). A resolution, a submitted
+    ``ConnectionError``, each naming the URL (its password hidden); a write the server refuses
+    because of the store (its disk is full, it is a read-only standby, the data is damaged) a
+    ``StoreError`` saying so. A resolution, a submitted
     run or a released lease is announced with ``NOTIFY``; once something waits here
     (``wait_for``, ``on_runnable``) a ``LISTEN`` connection of the store object's own hears
     other processes' announcements and wakes it at once, and polling every ``poll_interval``
@@ -45,6 +49,7 @@ class PostgresSessionStore(SqlSessionStore):
         url: str,
         *,
         create: bool = True,
+        read_only: bool = False,
         clock: Callable[[], float] = time.time,
         connect_timeout: float = 10.0,
         busy_timeout: float = 5.0,
@@ -55,7 +60,7 @@ class PostgresSessionStore(SqlSessionStore):
         check_seconds("busy_timeout", busy_timeout, positive=True)
         if not isinstance(url, str):
             raise TypeError(f"a PostgreSQL store's url is a str, got {type(url).__name__}")
-        db = PostgresConnection(url, create, connect_timeout, busy_timeout)
+        db = PostgresConnection(url, create, connect_timeout, busy_timeout, read_only)
         try:
             wakes = PgWakes(url, db, notifier_for(db.path))
         except BaseException:

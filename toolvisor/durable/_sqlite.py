@@ -25,8 +25,13 @@ class SqliteSessionStore(SqlSessionStore):
     mean the same thing in every process and after a restart. ``busy_timeout`` bounds how long
     a write waits for another process's write lock. ``create=False`` opens only a store that
     exists: a missing file is a ``FileNotFoundError`` naming its folder, a file that holds no
-    store a ``ValueError``, and nothing is written (what a tool looking at a store wants). Use
-    it as a context manager, or call :meth:`close`.
+    store a ``ValueError``, and nothing is written. ``read_only=True`` opens an existing store
+    for reading alone (what a tool looking at a store wants): no write at all, not even the
+    switch to WAL mode or a schema migration, so it reads a store in a read-only folder too;
+    a write then is a ``StoreError``. A store SQLite cannot use (the disk is full, the file is
+    read-only or damaged) is a ``StoreError`` naming the file and what is wrong, at open or
+    at the write that meets it; a damaged file is refused at open, before anything is written
+    to it. Use it as a context manager, or call :meth:`close`.
 
     A store object owns one connection and may be used from any thread (calls serialize
     within the object); other processes or store objects on the same file open their own.
@@ -39,10 +44,11 @@ class SqliteSessionStore(SqlSessionStore):
         path: str | os.PathLike[str],
         *,
         create: bool = True,
+        read_only: bool = False,
         clock: Callable[[], float] = time.time,
         busy_timeout: float = 5.0,
         poll_interval: float = POLL_INTERVAL,
     ) -> None:
         check_seconds("poll_interval", poll_interval, positive=True)  # before the file opens
-        super().__init__(SqliteConnection(path, busy_timeout, create), clock, poll_interval,
-                         Unheard())
+        super().__init__(SqliteConnection(path, busy_timeout, create, read_only), clock,
+                         poll_interval, Unheard())

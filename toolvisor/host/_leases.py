@@ -8,9 +8,12 @@ this machine (gone, or a zombie its parent has not reaped yet) is taken over at 
 another machine only when it expires. Each lease carries the fencing token the store gave it,
 and every write the host makes for the run carries that token (:meth:`RunLeases.token`): a
 host that paused past its lease (a GC pause, a frozen VM) is refused its next write with
-``StaleLeaseError`` once another host has taken the run over. State (the held run ids and
-their tokens, the renewal timer) belongs to the orchestrator's thread; the timer thread only
-tells the orchestrator it is time to renew.
+``StaleLeaseError`` once another host has taken the run over. A lease the store refuses to
+release (its disk is full, it went read-only) is no longer renewed, and its release is tried
+again at each renewal tick and at close; a renewal the store refuses is tried again at the
+next tick. State (the held run ids and their tokens, the leases still to release, the renewal
+timer) belongs to the orchestrator's thread; the timer thread only tells the orchestrator it
+is time to renew.
 """
 
 from __future__ import annotations
@@ -21,8 +24,9 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
+from toolvisor._logging import get_event_log
 from toolvisor.contract import ToolvisorError
-from toolvisor.durable import SessionStore, holder_gone, new_holder
+from toolvisor.durable import SessionStore, StoreError, holder_gone, new_holder
 from toolvisor.host._commands import AttachRun, reply_future
 
 
@@ -45,7 +49,10 @@ class RunLeases:
         self._ttl = ttl
         self._tell = tell
         self._held: dict[str, int] = {}  # run id -> the fencing token of our lease on it
+        # run id -> the keys it waits on (None: it ended) of a lease the store refused to release
+        self._unreleased: dict[str, list[str] | None] = {}
         self._timer: threading.Timer | None = None
+        self._log = get_event_log("leases")
 
     def take(self, run_id: str) -> None:
         """Hold ``run_id``'s lease, or raise ``RunLeasedError`` naming its holder."""
@@ -88,33 +95,60 @@ class RunLeases:
         """Give ``run_id``'s lease up (the run ended or left this host); ``waiting_on``: the
         run waits on these keys (``[]``: on answers) and is let go until they wake it."""
         if self._held.pop(run_id, None) is not None:
+            self._give_up(run_id, waiting_on)
+
+    def _give_up(self, run_id: str, waiting_on: list[str] | None) -> None:
+        """Release the lease in the store; one the store refuses is kept to try again."""
+        try:
             if waiting_on is None:
                 self._store.release_lease(run_id, self.holder)
             else:
                 self._store.let_go(run_id, self.holder, waiting_on)
+        except StoreError as exc:
+            if run_id not in self._unreleased:
+                self._log.warning("lease_release_failed", run_id=run_id, error=str(exc))
+            self._unreleased[run_id] = waiting_on
+            self._arm()
+        else:
+            self._unreleased.pop(run_id, None)
+
+    def _retry_releases(self) -> None:
+        for run_id, waiting_on in list(self._unreleased.items()):
+            self._give_up(run_id, waiting_on)
 
     def renew(self) -> list[str]:
         """Extend every held lease; the run ids whose lease another host took meanwhile."""
         timer, self._timer = self._timer, None
         if timer is not None:
             timer.join()  # it has told us; its thread is ending
-        lost = self._store.renew_leases(self.holder, sorted(self._held), self._ttl)
+        self._retry_releases()
+        try:
+            lost = self._store.renew_leases(self.holder, sorted(self._held), self._ttl)
+        except StoreError as exc:  # try again next tick; a run's own write meets it too
+            self._log.warning("lease_renewal_failed", error=str(exc))
+            lost = []
         for run_id in lost:
             del self._held[run_id]
         self._arm()
         return lost
 
     def close(self) -> None:
-        """Stop renewing and give every lease up."""
+        """Stop renewing and give every lease up (one the store still refuses expires at the
+        end of its ttl, or when this process ends)."""
         timer, self._timer = self._timer, None
         if timer is not None:
             timer.cancel()
             timer.join()
         for run_id in list(self._held):
             self.release(run_id)
+        self._retry_releases()
+        timer, self._timer = self._timer, None  # what a refused release armed again
+        if timer is not None:
+            timer.cancel()
+            timer.join()
 
     def _arm(self) -> None:
-        if self._timer is None and self._held:
+        if self._timer is None and (self._held or self._unreleased):
             self._timer = threading.Timer(self._ttl / 3, self._tell, (RenewLeases(),))
             self._timer.name = "toolvisor-leases"
             self._timer.daemon = True

@@ -31,7 +31,7 @@ from pykka import ActorRef
 
 from toolvisor._logging import get_event_log
 from toolvisor.contract import ModelError
-from toolvisor.durable import StaleLeaseError
+from toolvisor.durable import StaleLeaseError, StoreError
 from toolvisor.executor import DeadlineTimer
 from toolvisor.host._call_starter import CallStarter
 from toolvisor.host._commands import (
@@ -170,10 +170,15 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
                 answer_snapshot(message, self._runs.get(run_id), self._settings)
 
     def _crash(self, run_id: str, exc: Exception, reply: Reply | None = None) -> None:
-        """End run ``run_id`` alone, ``Failed`` with what went wrong (logged with its traceback):
-        whatever one run's input or callbacks do, the other runs go on. Fenced off: let go."""
+        """End run ``run_id`` alone (the other runs go on), ``Failed`` with what went wrong,
+        logged with its traceback. Fenced off: let go; a write the store refused: stop there."""
         if isinstance(exc, StaleLeaseError):
             self._let_go(run_id, exc, reply)
+            return
+        if isinstance(exc, StoreError):
+            self._log.error("run_store_failed", run_id=run_id, problem=exc.problem, error=str(exc))
+            if (run := self._watched(run_id, exc, reply)) is not None:
+                self._finish(run, run.stopped_by(exc))
             return
         error = (f"the host could not go on with the run: {type(exc).__name__}: {exc}; the run "
                  "was ended, other runs were not affected")
@@ -181,16 +186,12 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
                         traceback="".join(traceback.format_exception(exc)))
         if (run := watched(self._runs.get(run_id), exc, reply)) is None:
             return
-        machine = run.machine
         try:
-            done = machine.abort(error)[-1]
-            outcome: Any = done.outcome if isinstance(done, Done) else None
+            outcome = run.failed(error)
             self._save(run)
         except Exception as again:  # the run's state itself is broken: say so, keep nothing
             self._log.error("run_abort_failed", run_id=run_id, error=repr(again))
-            outcome = None
-        if not isinstance(outcome, Failed):
-            outcome = Failed(error=error, messages=(), turns=machine.turn)
+            outcome = run.failed(error, abort=False)
         self._finish(run, outcome)
 
     def _respond(self, run_id: str, step: Callable[[TurnMachine], list[Effect]]) -> None:

@@ -11,9 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from toolvisor.durable import StoreError
 from toolvisor.executor import Deadline
 from toolvisor.host._loop_reply import Reply
-from toolvisor.machine import TurnMachine
+from toolvisor.machine import Done, Failed, TurnMachine
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +51,23 @@ class HostedRun:
         for watcher in watchers:
             if not watcher.done():
                 watcher.set_exception(error)
+
+    def failed(self, error: str, *, abort: bool = True) -> Failed:
+        """``Failed(error)``: the run as its machine ends it if ``abort`` (the transcript so
+        far, unfinished calls closed; what the machine raises if it cannot), else bare."""
+        if abort:
+            done = self.machine.abort(error)[-1]
+            if isinstance(done, Done) and isinstance(done.outcome, Failed):
+                return done.outcome
+        return Failed(error=error, messages=(), turns=self.machine.turn)
+
+    def stopped_by(self, failure: StoreError) -> Failed:
+        """``Failed`` saying the store refused the run's write (``failure``): the run stopped
+        at its last saved checkpoint, which stays as it was (nothing of this outcome is
+        saved), and ``resume_run`` goes on from there once the store takes writes again."""
+        return self.failed(f"{failure}; the run stopped at its last saved checkpoint: resume "
+                           f"it (agent.resume_run({self.run_id!r})) once the store takes writes "
+                           "again", abort=not self.machine.finished)
 
     def cancel_timers(self) -> None:
         """Cancel the run's ``Sleep`` timers (the run ends or is released)."""
