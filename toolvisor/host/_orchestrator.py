@@ -177,7 +177,7 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
             return
         if isinstance(exc, StoreError):
             self._log.error("run_store_failed", run_id=run_id, problem=exc.problem, error=str(exc))
-            if (run := self._watched(run_id, exc, reply)) is not None:
+            if (run := watched(self._runs.get(run_id), exc, reply)) is not None:
                 self._finish(run, run.stopped_by(exc))
             return
         error = (f"the host could not go on with the run: {type(exc).__name__}: {exc}; the run "
