@@ -33,6 +33,24 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy --strict toolvisor
 
+# The MCP tests run the reference server, @modelcontextprotocol/server-everything, pinned, with
+# node from the distribution (installed here as bubblewrap is) in tests/.npm; its VERSION in
+# tests/_reference_mcp.py is this one, and the tests check the one installed against it.
+MCP_REFERENCE_VERSION := 2026.8.31
+MCP_REFERENCE_DIR := tests/.npm
+MCP_REFERENCE_STAMP := $(MCP_REFERENCE_DIR)/.installed-$(MCP_REFERENCE_VERSION)
+NODE_MISSING := make test needs node and npm for the MCP reference server: install the \
+	'nodejs' and 'npm' packages (apt-get install nodejs npm; dnf install nodejs npm)
+nodejs:
+	@command -v node >/dev/null && command -v npm >/dev/null || { \
+	  [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null \
+	    && apt-get update -qq && apt-get install -y -qq nodejs npm >/dev/null; } || { \
+	  echo "$(NODE_MISSING)" >&2; exit 1; }
+$(MCP_REFERENCE_STAMP): | nodejs
+	npm install --silent --no-audit --no-fund --prefix $(MCP_REFERENCE_DIR) \
+	  @modelcontextprotocol/server-everything@$(MCP_REFERENCE_VERSION)
+	touch $@
+
 # Two processes: the suite waits on real processes, servers and sockets as much as it computes.
 # The tests that share something machine-wide (Ray, the sandbox) run on one of them (conftest).
 unit: $(STAMP) bubblewrap $(MCP_REFERENCE_STAMP)
@@ -47,23 +65,6 @@ bubblewrap:
 	  [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null \
 	    && apt-get update -qq && apt-get install -y -qq bubblewrap >/dev/null; } || { \
 	  echo "$(BWRAP_MISSING)" >&2; exit 1; }
-
-# The MCP tests run the reference server, @modelcontextprotocol/server-everything, pinned, with
-# node from the distribution (installed here as bubblewrap is) in tests/.npm (the tests read
-# the version from tests/_reference_mcp.py, which this must match).
-MCP_REFERENCE := @modelcontextprotocol/server-everything@2026.8.31
-MCP_REFERENCE_DIR := tests/.npm
-MCP_REFERENCE_STAMP := $(MCP_REFERENCE_DIR)/.installed-2026.8.31
-NODE_MISSING := make test needs node and npm for the MCP reference server: install the \
-	'nodejs' and 'npm' packages (apt-get install nodejs npm; dnf install nodejs npm)
-nodejs:
-	@command -v node >/dev/null && command -v npm >/dev/null || { \
-	  [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null \
-	    && apt-get update -qq && apt-get install -y -qq nodejs npm >/dev/null; } || { \
-	  echo "$(NODE_MISSING)" >&2; exit 1; }
-$(MCP_REFERENCE_STAMP): | nodejs
-	npm install --silent --no-audit --no-fund --prefix $(MCP_REFERENCE_DIR) $(MCP_REFERENCE)
-	touch $@
 
 BENCH_STAMP := $(VENV)/.bench-installed
 $(BENCH_STAMP): $(STAMP)

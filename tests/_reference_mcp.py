@@ -1,8 +1,8 @@
 """The reference MCP server, ``@modelcontextprotocol/server-everything``, over streamable HTTP.
 
-``make test`` installs it, pinned, in ``tests/.npm`` (its ``MCP_REFERENCE``); node runs it
-with ``_loopback.cjs`` preloaded, so it listens on 127.0.0.1 and tells its port. A test that
-cannot run it fails, naming what to install: it is never skipped.
+``make test`` installs it, pinned (``MCP_REFERENCE_VERSION``), in ``tests/.npm``; node runs
+it with ``_loopback.cjs`` preloaded, so it listens on 127.0.0.1 and tells its port. A test
+that cannot run it fails, naming what to install: it is never skipped.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-VERSION = "2026.8.31"  # the Makefile's MCP_REFERENCE
+VERSION = "2026.8.31"  # the Makefile's MCP_REFERENCE_VERSION
 PACKAGE = Path(__file__).parent / ".npm" / "node_modules" / "@modelcontextprotocol" \
     / "server-everything"
 LOOPBACK = Path(__file__).parent / "_loopback.cjs"
