@@ -8,7 +8,8 @@ STAMP := $(VENV)/.installed
 DEMO_VENV := .venv-demo
 DEMO_STAMP := $(DEMO_VENV)/.installed
 
-.PHONY: demo test lint typecheck unit bench soak soak-workers bench-workers clean bubblewrap
+.PHONY: demo test lint typecheck unit bench soak soak-workers bench-workers clean bubblewrap \
+	nodejs
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -32,9 +33,27 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy --strict toolvisor
 
+# The MCP tests run the reference server, @modelcontextprotocol/server-everything, pinned, with
+# node from the distribution (installed here as bubblewrap is) in tests/.npm; its VERSION in
+# tests/_reference_mcp.py is this one, and the tests check the one installed against it.
+MCP_REFERENCE_VERSION := 2026.8.31
+MCP_REFERENCE_DIR := tests/.npm
+MCP_REFERENCE_STAMP := $(MCP_REFERENCE_DIR)/.installed-$(MCP_REFERENCE_VERSION)
+NODE_MISSING := make test needs node and npm for the MCP reference server: install the \
+	'nodejs' and 'npm' packages (apt-get install nodejs npm; dnf install nodejs npm)
+nodejs:
+	@command -v node >/dev/null && command -v npm >/dev/null || { \
+	  [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null \
+	    && apt-get update -qq && apt-get install -y -qq nodejs npm >/dev/null; } || { \
+	  echo "$(NODE_MISSING)" >&2; exit 1; }
+$(MCP_REFERENCE_STAMP): | nodejs
+	npm install --silent --no-audit --no-fund --prefix $(MCP_REFERENCE_DIR) \
+	  @modelcontextprotocol/server-everything@$(MCP_REFERENCE_VERSION)
+	touch $@
+
 # Two processes: the suite waits on real processes, servers and sockets as much as it computes.
 # The tests that share something machine-wide (Ray, the sandbox) run on one of them (conftest).
-unit: $(STAMP) bubblewrap
+unit: $(STAMP) bubblewrap $(MCP_REFERENCE_STAMP)
 	$(BIN)/python -m pytest -n 2 --dist loadgroup
 
 # The sandbox tests run real sandboxes: bubblewrap is installed here when this runs as root
@@ -66,4 +85,4 @@ bench-workers: $(STAMP)
 	$(BIN)/python -m bench.workers
 
 clean:
-	rm -rf $(VENV) $(DEMO_VENV) build *.egg-info
+	rm -rf $(VENV) $(DEMO_VENV) $(MCP_REFERENCE_DIR) build *.egg-info

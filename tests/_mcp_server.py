@@ -7,8 +7,9 @@ reads where it is instead of waiting; ``--legacy`` speaks only the 2025-11-25 pr
 just after each tool listing (a server that keeps dying); ``--token T`` refuses HTTP
 requests without ``Authorization: Bearer T``; ``--port N`` serves on that port (a restarted
 server takes its predecessor's place); ``--grown`` starts with the tool ``grow`` adds;
-``--refuse 404|400`` is how a session the ``forget``
-tool forgot is refused (404 as the TypeScript SDK's transport, 400 as the reference servers).
+``--refuse 404|400|400-null|400-id`` is how a session the ``forget``
+tool forgot is refused (404 as the SDK's transports; 400 as the reference servers, whose
+JSON-RPC error has no ``id`` member at all; 400 with ``"id": null``, or with the request's).
 """
 
 from __future__ import annotations
@@ -189,17 +190,28 @@ async def _legacy_discover(ctx: Any, params: Any) -> mcp_types.DiscoverResult:
 
 class _Forgetful:
     """ASGI middleware: notes each session id the server hands out, and refuses requests
-    naming one ``forget`` forgot, with HTTP ``status`` and a JSON-RPC error naming no
-    request, as servers that lost their sessions answer."""
+    naming one ``forget`` forgot as ``refuse`` says (a key of ``ANSWERS``: the HTTP status,
+    and how the JSON-RPC error names no request), as servers that lost their sessions
+    answer."""
 
-    ANSWERS: ClassVar[dict[int, tuple[int, str]]] = {
-        404: (-32001, "Session not found"),
-        400: (-32000, "Bad Request: No valid session ID provided"),
+    ANSWERS: ClassVar[dict[str, dict[str, Any]]] = {
+        "404": {"jsonrpc": "2.0", "id": None,
+                "error": {"code": -32001, "message": "Session not found"}},
+        "400": {"jsonrpc": "2.0",
+                "error": {"code": -32000, "message": "Bad Request: No valid session ID provided"}},
+        "400-null": {"jsonrpc": "2.0", "id": None,
+                     "error": {"code": -32000,
+                               "message": "Bad Request: No valid session ID provided"}},
+        "400-id": {"jsonrpc": "2.0",  # the request's own id: the reference server's code
+                   "error": {"code": -32000,  # behind a JSON body parser
+                             "message": "Bad Request: No valid session ID provided"}},
     }
 
-    def __init__(self, inner: Any, status: int) -> None:
+    def __init__(self, inner: Any, refuse: str) -> None:
         self.inner = inner
-        self.status = status
+        self.status = int(refuse.split("-", maxsplit=1)[0])
+        self.answer = self.ANSWERS[refuse]
+        self.echoes_id = refuse.endswith("-id")
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -207,10 +219,10 @@ class _Forgetful:
             return
         session = dict(scope["headers"]).get(b"mcp-session-id")
         if session is not None and (session in _sessions["forgotten"] or _forget_all.is_set()):
-            _refused.append(await _method_of(scope, receive))
-            code, message = self.ANSWERS[self.status]
-            body = json.dumps({"jsonrpc": "2.0", "id": None,
-                               "error": {"code": code, "message": message}}).encode()
+            request = await _request_of(scope, receive)
+            _refused.append(str(request.get("method", scope["method"])))
+            answer = {**self.answer, "id": request.get("id")} if self.echoes_id else self.answer
+            body = json.dumps(answer).encode()
             await send({"type": "http.response.start", "status": self.status,
                         "headers": [(b"content-type", b"application/json"),
                                     (b"content-length", str(len(body)).encode())]})
@@ -226,15 +238,17 @@ class _Forgetful:
         await self.inner(scope, receive, noting)
 
 
-async def _method_of(scope: Any, receive: Any) -> str:
-    """The JSON-RPC method of an HTTP request's body, else its HTTP method (GET, DELETE)."""
+async def _request_of(scope: Any, receive: Any) -> dict[str, Any]:
+    """The JSON-RPC request in an HTTP request's body; empty for a request without one (GET,
+    DELETE)."""
     body = b""
     while True:
         message = await receive()
         body += message.get("body", b"")
         if not message.get("more_body"):
             break
-    return str(json.loads(body).get("method")) if body else str(scope["method"])
+    parsed = json.loads(body) if body else {}
+    return parsed if isinstance(parsed, dict) else {}
 
 
 def main() -> None:
@@ -244,7 +258,7 @@ def main() -> None:
     parser.add_argument("--doomed", action="store_true")
     parser.add_argument("--token")
     parser.add_argument("--port", type=int, default=0)
-    parser.add_argument("--refuse", type=int, choices=(404, 400), default=404)
+    parser.add_argument("--refuse", choices=sorted(_Forgetful.ANSWERS), default="404")
     parser.add_argument("--grown", action="store_true")
     options = parser.parse_args()
     server: MCPServer = app
@@ -261,7 +275,7 @@ def main() -> None:
         server.run()
         return
     web = server.streamable_http_app()
-    web.add_middleware(_Forgetful, status=options.refuse)
+    web.add_middleware(_Forgetful, refuse=options.refuse)
     if options.token:
         async def check(request: Any, call_next: Any) -> Any:
             if request.headers.get("authorization") != f"Bearer {options.token}":

@@ -91,6 +91,42 @@ def test_a_question_interrupts_and_the_resume_answers_it(supervised: SupervisedT
     assert (message.content, message.status) == ("yes", "success")
 
 
+@pytest.mark.parametrize("stored", [False, True], ids=["no store", "store"])
+@pytest.mark.parametrize("invoke", ["invoke", "ainvoke"])
+def test_a_wrong_answer_leaves_the_thread_at_its_question(
+        tmp_path: Path, stored: bool, invoke: str) -> None:
+    """LangGraph keeps a resume value the node refused and hands it back on every later
+    run of the node: an answer off the options (or of another type) is asked again, with
+    what was wrong, never raised; ``invoke(None)`` leaves the thread at the question, and the
+    next answer that fits (keyed by the interrupt's id) completes it."""
+    counter = tmp_path / "adds.txt"
+    with pytest.MonkeyPatch.context() as patch, \
+            SqliteSessionStore(tmp_path / "s.db") as store, \
+            SupervisedTools(tools, **({"store": store, "run_id": "thread-1"} if stored
+                                      else {})) as supervised:
+        patch.setenv("TOOLVISOR_TEST_COUNT", str(counter))
+        app = graph(supervised, ("add", {"a": 1, "b": 2}), ("deploy", {"target": "prod"}))
+
+        def resume(given: Any) -> dict[str, Any]:
+            if invoke == "ainvoke":
+                return dict(asyncio.run(app.ainvoke(given, CONFIG)))
+            return dict(app.invoke(given, CONFIG))
+
+        (asked,) = resume(PROMPT)["__interrupt__"]
+        (again,) = resume(Command(resume="maybe"))["__interrupt__"]
+        assert again.value == {**asked.value, "refused": "the answer to call_1 ('Deploy to "
+                               "prod?') must be one of ['yes', 'no'], got 'maybe'"}
+        (typed,) = resume(Command(resume=1))["__interrupt__"]
+        assert typed.value["refused"].endswith("got 1") and typed.id != again.id
+        (idle,) = resume(None)["__interrupt__"]  # LangGraph hands it the last answer again
+        assert idle.value == typed.value
+        added, deployed = tool_messages(resume(Command(resume={idle.id: "yes"})))
+        assert (added.content, deployed.content) == ("3", "yes")
+        assert "__interrupt__" not in resume(None)
+    node_runs = len(counter.read_text().splitlines())
+    assert node_runs == (1 if stored else 5)  # without a store, each run of the node runs it
+
+
 def test_a_pending_key_interrupts_until_it_is_resolved(tmp_path: Path) -> None:
     with SqliteSessionStore(tmp_path / "s.db") as store, \
             SupervisedTools(tools, store=store, run_id="thread-1") as supervised:

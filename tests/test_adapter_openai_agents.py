@@ -108,7 +108,9 @@ def test_an_approval_suspends_the_run_and_the_approved_call_runs_supervised() ->
             first = await Runner.run(agent, "go", run_config=NO_TRACING)
             (item,) = first.interruptions
             assert item.name == "add"
-            state = first.to_state()
+            early = await Runner.run(agent, first.to_state(), run_config=NO_TRACING)
+            (item,) = early.interruptions  # resumed before a decision: still waiting
+            state = early.to_state()
             if approve:
                 state.approve(item)
             else:

@@ -22,7 +22,7 @@ from pydantic_ai.messages import (
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from tests._adapter_tools import tools
-from toolvisor import Breaker, Err, Resilience
+from toolvisor import Breaker, Err, Ok, Resilience
 from toolvisor.adapters.pydantic_ai import SupervisedToolset, ToolHalted
 from toolvisor.durable import SqliteSessionStore
 from toolvisor.testing import capture_events
@@ -109,6 +109,24 @@ def test_a_question_suspends_the_run_and_its_answer_resumes_it(
     assert resumed.output == "success: yes"
     denied = toolset.deferred_results(requests, {"call_1": Err("denied")})
     assert denied.calls["call_1"] == ToolFailed('{"error":"denied"}')
+
+
+def test_a_wrong_answer_changes_nothing_and_an_ok_is_checked_by_its_value(
+        toolset: SupervisedToolset) -> None:
+    """An answer off the options, of another type, or an ``Ok`` of one, is refused before the
+    run resumes (it stays resumable); ``Ok(option)`` answers as the option does."""
+    agent = Agent(one_call("deploy", {"target": "prod"}), toolsets=[toolset],
+                  output_type=[str, DeferredToolRequests])
+    first = asyncio.run(agent.run("go"))
+    requests = first.output
+    assert isinstance(requests, DeferredToolRequests)
+    for wrong in ("maybe", Ok("maybe"), 1):
+        with pytest.raises(ValueError, match=r"must be one of \['yes', 'no'\]"):
+            toolset.deferred_results(requests, {"call_1": wrong})
+    resumed = asyncio.run(agent.run(message_history=first.all_messages(),
+                                    deferred_tool_results=toolset.deferred_results(
+                                        requests, {"call_1": Ok("no")})))
+    assert resumed.output == "success: no"
 
 
 def test_a_pending_call_carries_its_key_and_resumes_once_it_is_resolved(

@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 from test_supervisor import Events
 
+from tests import _reference_mcp as reference
 from toolvisor import Agent, Completed, ToolError, function_tool
 from toolvisor.contract import ModelRequest, ModelResponse, ToolResultMessage
 from toolvisor.machine import CallAttempt, ContinueRun, Decision
@@ -304,15 +305,16 @@ def test_a_server_redeployed_while_idle_is_renewed_without_a_restart(events: Eve
     assert not events.named("child_restarted", "restart_intensity_exceeded")
 
 
-@pytest.mark.parametrize("status", [404, 400])
+@pytest.mark.parametrize("refuse", ["404", "400", "400-null", "400-id"])
 def test_a_call_refused_for_its_session_runs_once_on_the_renewed_one(
-        events: Events, status: int) -> None:
-    """The server forgets the session (answering as the TypeScript SDK does, 404, or as the
-    reference servers do, 400): the refused call never ran, so it is sent once more on the
+        events: Events, refuse: str) -> None:
+    """The server forgets the session (answering as the SDKs' transports do, 404, or as the
+    reference servers do, 400 with a JSON-RPC error about the session that has no id, a null
+    one, or the request's): the refused call never ran, so it is sent once more on the
     renewed session, and runs once."""
     model = ScriptedModel([calls(call("forget", {}, id="f")), calls(call("count", {}, id="c")),
                            calls(call("refused", {}, id="r")), "done"])
-    server, url = serve_http("--legacy", "--refuse", str(status))
+    server, url = serve_http("--legacy", "--refuse", refuse)
     try:
         with Agent(model, mcp=[http(url)]) as agent:
             outcome = agent.run("go")
@@ -321,8 +323,39 @@ def test_a_call_refused_for_its_session_runs_once_on_the_renewed_one(
     refused = json.loads(results(outcome)["r"].content)["result"]
     assert refused[0] == "tools/call" and refused.count("tools/call") == 1, refused
     assert results(outcome)["c"].content == '{"result":1}'
-    assert events.wait_for("mcp_session_expired")["status"] == status
+    assert events.wait_for("mcp_session_expired")["status"] == int(refuse[:3])
     events.wait_for("mcp_session_renewed")
+    assert not events.named("child_restarted", "mcp_connection_lost")
+
+
+def test_the_reference_server_redeployed_while_idle_is_renewed_in_place(
+        events: Events) -> None:
+    """``@modelcontextprotocol/server-everything`` (node, streamable HTTP) restarted on its
+    port under an idle agent refuses the old session with HTTP 400 and a JSON-RPC error that
+    has no ``id`` member: the session is renewed in place, and the calls after it succeed."""
+    model = ScriptedModel({"go": [calls(call("echo", {"message": "one"}, id="before")), "1"],
+                           "again": [calls(call("echo", {"message": "two"}, id="after")),
+                                     calls(call("echo", {"message": "three"}, id="later")),
+                                     "2"]})
+    first, port = reference.start()
+    servers = [first]
+    try:
+        with Agent(model, mcp=[McpToolProvider.http(
+                "everything", f"http://127.0.0.1:{port}/mcp")]) as agent:
+            before = agent.run("go")
+            reference.stop(first)
+            servers.append(reference.start(port)[0])
+            after = agent.run("again")
+    finally:
+        for server in servers:
+            reference.stop(server)
+    assert results(before)["before"].content == "Echo: one"
+    assert [results(after)[each].content for each in ("after", "later")] == \
+        ["Echo: two", "Echo: three"]
+    expired = events.wait_for("mcp_session_expired")
+    assert (expired["status"], expired["error"]) == (
+        400, "Bad Request: No valid session ID provided")
+    assert events.wait_for("mcp_session_renewed")["protocol"] == "2025-11-25"
     assert not events.named("child_restarted", "mcp_connection_lost")
 
 

@@ -4,7 +4,8 @@
 
 ``Ok`` is a ``ToolMessage``, ``Err`` (reported, a crash, a timeout, a refusal) one with
 ``status="error"`` and the error's JSON text; ``AskUser`` and ``Pending`` are ``interrupt()``s,
-and resuming answers them; ``Halt`` ends the graph's run (``ToolHalted``). LangGraph re-runs an
+and resuming answers them (an answer that does not fit the question is asked again, never
+raised); ``Halt`` ends the graph's run (``ToolHalted``). LangGraph re-runs an
 interrupted node from its start: with a store, each call of the node that already ran is
 replayed from its record by ``tool_call_id``, not run again.
 """
@@ -15,6 +16,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
+from toolvisor.adapters._answers import answer_refusal
 from toolvisor.adapters._calls import Finished, SupervisedCalls
 from toolvisor.adapters._errors import ToolHalted, missing_extra
 from toolvisor.contract import AskUser, Err, Halt, Ok, Pending, Tool
@@ -104,14 +106,7 @@ class SupervisedTools:
                     return ToolMessage(done.text, tool_call_id=done.tool_call_id,
                                        name=done.tool_name, status="error")
                 case AskUser(question=question, options=options):
-                    answer = interrupt({"toolvisor": "ask_user", "tool_call_id":
-                                        done.tool_call_id, "tool_name": done.tool_name,
-                                        "question": question, "options": None if options
-                                        is None else list(options)})
-                    if options is not None and answer not in options:
-                        raise ValueError(f"the answer to {done.tool_call_id} "
-                                         f"({question!r}) must be one of {list(options)}, "
-                                         f"got {answer!r}")
+                    answer = _answer(done, question, options)
                     done = self.calls.answer(done.tool_name, done.tool_call_id, Ok(answer))
                 case Pending(deadline=deadline):
                     key = done.completion_key
@@ -136,6 +131,25 @@ class SupervisedTools:
 
         return StructuredTool(name=tool.name, description=tool.description,
                               args_schema=dict(tool.input_schema), func=run)
+
+
+def _answer(done: Finished, question: str, options: tuple[str, ...] | None) -> Any:
+    """The answer to the call's question: an ``interrupt()``'s resume value that fits it.
+
+    LangGraph keeps each resume value and hands it back to the same ``interrupt()`` whenever
+    the node runs again, so a wrong answer must not raise (it would be raised again on every
+    later resume): it is kept, and the question asked again with a new ``interrupt()`` whose
+    payload also says what was wrong (``refused``). The thread stays at its question, and the
+    next answer that fits is the one returned."""
+    asked: dict[str, Any] = {"toolvisor": "ask_user", "tool_call_id": done.tool_call_id,
+                             "tool_name": done.tool_name, "question": question,
+                             "options": None if options is None else list(options)}
+    while True:
+        answer = interrupt(asked)
+        refusal = answer_refusal(done.tool_call_id, question, options, answer)
+        if refusal is None:
+            return answer
+        asked = {**asked, "refused": refusal}
 
 
 def _call_id(call: Any) -> str:

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from toolvisor.adapters._answers import answer_refusal
 from toolvisor.adapters._calls import Finished, SupervisedCalls
 from toolvisor.adapters._errors import ToolHalted, missing_extra
 from toolvisor.adapters._policy import (
@@ -98,11 +99,12 @@ class SupervisedToolset(AbstractToolset[Any]):
         """The results of this toolset's deferred calls in ``requests``, to resume the run
         with (``agent.run(..., deferred_tool_results=...)``).
 
-        ``answers`` maps the ``tool_call_id`` of each question (``AskUser``) to its answer,
-        one of the question's options if it has any, or an ``Err`` (a failure, through the
-        error policy). A pending call's result is read from the store: how its completion key
-        was resolved (``ok`` its return, ``error`` a failure), or ``timeout`` past its
-        deadline. Raises ``ValueError`` naming the calls still waiting or unanswered.
+        ``answers`` maps the ``tool_call_id`` of each question (``AskUser``) to its answer:
+        a value or an ``Ok`` of one (one of the question's options, if it has any), or an
+        ``Err`` (a failure, through the error policy). A pending call's result is read from
+        the store: how its completion key was resolved (``ok`` its return, ``error`` a
+        failure), or ``timeout`` past its deadline. Raises ``ValueError`` naming a wrong
+        answer, or the calls still waiting or unanswered (the run stays resumable).
         """
         answers = dict(answers or {})
         results = DeferredToolResults()
@@ -115,11 +117,12 @@ class SupervisedToolset(AbstractToolset[Any]):
                     waiting.append(f"{part.tool_call_id} (a question: {meta['question']!r})")
                     continue
                 answer = answers.pop(part.tool_call_id)
-                options = meta.get("options")
-                if options is not None and not isinstance(answer, Err) and answer not in options:
-                    raise ValueError(f"the answer to {part.tool_call_id} must be one of "
-                                     f"{options} (or an Err), got {answer!r}")
                 given = answer if isinstance(answer, Ok | Err) else Ok(answer)
+                refusal = None if isinstance(given, Err) else answer_refusal(
+                    part.tool_call_id, meta["question"], meta.get("options"), given.value)
+                if refusal is not None:
+                    raise ValueError(f"{refusal}; nothing was answered: answer with one of "
+                                     "them (or an Err)")
                 results.calls[part.tool_call_id] = self._value(given, encode(given))
             elif kind == "pending":
                 done = self.calls.settle(part.tool_name, part.tool_call_id,

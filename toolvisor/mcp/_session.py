@@ -6,10 +6,10 @@ calls to the loop (:meth:`McpSession.call`) and gets a ``concurrent.futures.Futu
 always settled, with the call's result or its ``ToolError``.
 
 An HTTP server that no longer knows the session (it was redeployed while the agent was idle:
-HTTP 404 to a request naming the session, or a 400 refusing it before reading the request)
-has not failed: the session is renewed in place (a new ``Client`` on the same loop,
-initialized and listed again: one ``_Life`` after the other), and the call it refused is
-sent once more, on the new one. That is safe because the refusal says the server never ran
+HTTP 404 to a request naming the session, or a 400 whose JSON-RPC error names no request and
+a session) has not failed: the session is renewed in place (a new ``Client`` on the same
+loop, initialized and listed again: one ``_Life`` after the other), and the call it refused
+is sent once more, on the new one. That is safe because the refusal says the server never ran
 it; a call cut off by a lost connection (the server may have run it) is never sent again.
 The session ends when the server closes the transport, a call finds it gone, a renewal
 fails, or :meth:`close` asks; then ``on_lost`` is told (unless it was asked), and every call
@@ -39,7 +39,13 @@ from toolvisor.contract import HandlerResult
 from toolvisor.mcp._errors import describe, real_cause, session_expired, transport_closed
 from toolvisor.mcp._progress import ReportProgress, progress_callback
 from toolvisor.mcp._results import crash, handler_result, session_lost
-from toolvisor.mcp._transport import CLIENT_INFO, Refusal, ServerAddress, open_transport
+from toolvisor.mcp._transport import (
+    CLIENT_INFO,
+    Refusal,
+    ServerAddress,
+    SessionRefused,
+    open_transport,
+)
 
 
 @dataclass(eq=False)
@@ -185,7 +191,7 @@ class McpSession:
         """Serve calls on one ``Client`` until the session ends or the server forgets it."""
         closed = asyncio.Event()
         transport = open_transport(self._server, closed,
-                                   lambda status, refusal: self._seen(life, status, refusal))
+                                   lambda status, refused: self._seen(life, status, refused))
         async with Client(transport, cache=None, client_info=CLIENT_INFO,
                           message_handler=self._on_message) as client:
             life.client = client
@@ -227,21 +233,21 @@ class McpSession:
             await self._life_changed.wait()
         return None
 
-    def _seen(self, life: _Life, status: int, refusal: Refusal | None) -> None:
+    def _seen(self, life: _Life, status: int, refused: SessionRefused | None) -> None:
         """The server took a request naming ``life``'s session with HTTP ``status``. A
         refusal renews the session, unless it is a renewed one the server never accepted
         (it forgets every session: renewing again would go round for ever)."""
-        if refusal is None:
+        if refused is None:
             life.accepted = True
             return
-        life.refusals.add(refusal)
+        life.refusals.add(refused.told)
         if life.over.is_set() or self._stopping.is_set():
             return
-        why = f"HTTP {status}: {refusal[1]}"
+        why = f"HTTP {status}: {refused.said}"
         if life.number > 1 and not life.accepted:
             self._lose(f"the server refused a renewed session it never accepted ({why})")
             return
-        self._log.info("mcp_session_expired", status=status, error=refusal[1])
+        self._log.info("mcp_session_expired", status=status, error=refused.said)
         life.over.set()
         self._set_life(None)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib.metadata
+import json
 import os
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager, suppress
@@ -19,7 +20,7 @@ from mcp.client._transport import TransportStreams
 from mcp.client.streamable_http import MCP_SESSION_ID, streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.message import SessionMessage
-from mcp_types import INVALID_REQUEST, JSONRPCError, jsonrpc_message_adapter
+from mcp_types import INTERNAL_ERROR, INVALID_REQUEST, JSONRPCError, jsonrpc_message_adapter
 from pydantic import ValidationError
 
 from toolvisor._lifeline import die_with_parent_argv
@@ -73,7 +74,18 @@ class HttpServer:
 ServerAddress = StdioServer | HttpServer
 
 Refusal = tuple[int, str]  # the (code, message) of the JSON-RPC error a call will get
-SessionWatcher = Callable[[int, Refusal | None], None]  # HTTP status, and the refusal if one
+
+
+@dataclass(frozen=True, slots=True)
+class SessionRefused:
+    """A request the server refused because it does not know the session: ``told`` is the
+    error the SDK gives the request's caller, ``said`` the server's own words."""
+
+    told: Refusal
+    said: str
+
+
+SessionWatcher = Callable[[int, SessionRefused | None], None]  # HTTP status, the refusal if one
 
 
 @asynccontextmanager
@@ -105,11 +117,13 @@ async def open_transport(server: ServerAddress, closed: asyncio.Event, seen: Ses
 
 async def _watch_session(response: httpx2.Response, seen: SessionWatcher) -> None:
     """Tell ``seen`` how the server took the session a request named: accepted (a status
-    under 400), or refused: HTTP 404 (the spec's "session not found"), or a 400 whose
-    JSON-RPC error names no request (refused before the request was read: the reference
-    servers' "No valid session ID provided"). Either refusal says the server did not run the
-    request; it is told as the error the SDK will give the request's caller, so the caller
-    can know it for one."""
+    under 400), or refused, as real servers refuse a session they do not know: HTTP 404 (the
+    spec's "session not found"; the SDKs' servers), unless its JSON-RPC error is the
+    request's own (it names the request, not a session), or a 400 whose JSON-RPC error
+    speaks of the session (the reference TypeScript servers' "Bad Request: No valid session
+    ID provided", whose ``id`` is missing, null, or the request's). Either refusal says the
+    server did not run the request; it is told as the error the SDK will give the request's
+    caller, so the caller can know it for one."""
     status = response.status_code
     if MCP_SESSION_ID not in response.request.headers:
         return
@@ -118,17 +132,58 @@ async def _watch_session(response: httpx2.Response, seen: SessionWatcher) -> Non
         return
     if status not in (400, 404):
         return
-    error: JSONRPCError | None = None
+    body = b""
     if response.headers.get("content-type", "").lower().startswith("application/json"):
-        with suppress(httpx2.StreamError, ValidationError):
-            parsed = jsonrpc_message_adapter.validate_json(await response.aread(),
-                                                           by_name=False)
-            error = parsed if isinstance(parsed, JSONRPCError) else None
-    if status == 404:  # the SDK's words for a 404 without a JSON-RPC error
-        seen(status, (INVALID_REQUEST, "Session terminated") if error is None
-             else (error.error.code, error.error.message))
-    elif error is not None and error.id is None:
-        seen(status, (error.error.code, error.error.message))
+        with suppress(httpx2.StreamError):
+            body = await response.aread()
+    error = _request_error(body)
+    if error is None:
+        if status == 404:  # a bare 404
+            seen(status, SessionRefused(_SDK_FALLBACK[status], "Not Found"))
+        return
+    if "session" in error.said.lower() or (status == 404 and not error.names_request):
+        seen(status, SessionRefused(error.told if error.valid else _SDK_FALLBACK[status],
+                                    error.said))
+
+
+_SDK_FALLBACK: dict[int, Refusal] = {404: (INVALID_REQUEST, "Session terminated"),
+                                     400: (INTERNAL_ERROR, "Server returned an error response")}
+"""What the SDK gives a request's caller for a refusal whose body it cannot read as a
+JSON-RPC error (one without an ``id`` member, which JSON-RPC requires)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _RequestError:
+    """The JSON-RPC error of a refusal's body: ``told`` its code and message, ``valid``
+    whether the SDK reads it as one (and so passes it on as it is), ``names_request``
+    whether its ``id`` names a request (an error of that request, not of the session)."""
+
+    told: Refusal
+    valid: bool
+    names_request: bool
+
+    @property
+    def said(self) -> str:
+        return self.told[1]
+
+
+def _request_error(body: bytes) -> _RequestError | None:
+    """The JSON-RPC error ``body`` holds, read leniently (a missing ``id`` too); ``None`` if
+    it holds none."""
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return None
+    error = data.get("error") if isinstance(data, dict) else None
+    if not isinstance(error, dict) or not isinstance(error.get("code"), int) \
+            or not isinstance(error.get("message"), str):
+        return None
+    try:
+        valid = isinstance(jsonrpc_message_adapter.validate_json(body, by_name=False),
+                           JSONRPCError)
+    except ValidationError:
+        valid = False
+    return _RequestError((error["code"], error["message"]), valid, data.get("id") is not None)
 
 
 @asynccontextmanager
