@@ -74,12 +74,14 @@ def test_with_a_sink_installed_the_notices_go_there_only(
         silent: ProviderServer, caplog: pytest.LogCaptureFixture) -> None:
     model = OpenAIChatModel("m", base_url=silent.url + "/v1", api_key="k")
     with caplog.at_level(logging.WARNING, logger="toolvisor"), capture_events() as events, \
-            Agent(model, model_timeout=0.5, model_warn_after=0.05, on_model_error="fail") as agent:
+            Agent(model, model_timeout=0.5, model_warn_after=0.05,
+                  on_model_error=TWO_ATTEMPTS) as agent:
         assert agent.run("hello").status == "failed"
     assert [r for r in caplog.records if r.name == "toolvisor"] == []
-    told = [(e["event"], e["level"]) for e in events
+    told = [(e["event"], e["level"], e["attempt"]) for e in events
             if e["event"] in ("model_call_waiting", "model_call_failed")]
-    assert told == [("model_call_waiting", "warning"), ("model_call_failed", "warning")]
+    assert told == [("model_call_waiting", "warning", 1), ("model_call_failed", "warning", 1),
+                    ("model_call_waiting", "warning", 2), ("model_call_failed", "warning", 2)]
 
 
 @pytest.mark.parametrize("setting", [{"model_warn_after": 0}, {"model_warn_after": "soon"}])

@@ -3,23 +3,21 @@
 It starts a run's model call (``LlmCall``) through the agent's ``ModelCalls``, keeps its handle
 by run id until it answers or the run is released (then it is cancelled), and tells apart the
 answers and progress of the call in flight from those of a call given up. A call still waiting
-``model_warn_after`` seconds after it started is said to the user once (a deadline on the
-orchestrator's timer, cancelled when it answers). Runs on the orchestrator's thread, which owns
-that table.
+``model_warn_after`` seconds after it started is said to the user once (``WaitingModels``, on
+the orchestrator's timer). Runs on the orchestrator's thread, which owns that table.
 """
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 from pykka import ActorRef
 
 from toolvisor._logging import get_event_log
-from toolvisor.executor import CallHandle, Deadline, DeadlineTimer
+from toolvisor.executor import CallHandle, DeadlineTimer
 from toolvisor.host._commands import OrchestratorSettings
 from toolvisor.host._effect_messages import ModelAnswered, ModelProgress, ModelReplies
-from toolvisor.host._model_notices import notify_waiting
+from toolvisor.host._model_notices import WaitingModels
 from toolvisor.host._model_request import request_for_model
 from toolvisor.host._observing import RunObserver
 from toolvisor.machine import LlmCall
@@ -33,10 +31,10 @@ class ModelsInFlight:
         self._settings = settings
         self._me = me
         self._observe = observe
-        self._timer = timer
-        self._log = get_event_log("orchestrator")
-        # run id -> (LlmCall id, its call, the deadline of its waiting notice)
-        self._calls: dict[str, tuple[int, CallHandle, Deadline | None]] = {}
+        after = settings.model_warn_after
+        self._waiting = None if after is None else WaitingModels(
+            get_event_log("orchestrator"), timer, after, settings.models.timeout)
+        self._calls: dict[str, tuple[int, CallHandle]] = {}  # run id -> (LlmCall id, its call)
 
     def start(self, run_id: str, effect: LlmCall) -> None:
         """Ask the model what ``effect`` asks; its answer comes back as ``ModelAnswered``."""
@@ -48,16 +46,9 @@ class ModelsInFlight:
         # this table: the call's arguments keep it without a reference cycle
         handle = settings.models.start(request, replies, replies.progress,
                                        self._observe.scope(run_id))
-        self._calls[run_id] = (effect.id, handle, self._warn_later(run_id, effect))
-
-    def _warn_later(self, run_id: str, effect: LlmCall) -> Deadline | None:
-        """The deadline that says the call is still waiting, if ``model_warn_after`` is set."""
-        after = self._settings.model_warn_after
-        if after is None:
-            return None
-        return self._timer.schedule(after, functools.partial(
-            notify_waiting, self._log, run_id, turn=effect.turn, attempt=effect.attempt,
-            waited=after, timeout=self._settings.models.timeout))
+        self._calls[run_id] = (effect.id, handle)
+        if self._waiting is not None:
+            self._waiting.add(run_id, effect.turn, effect.attempt)
 
     def progress(self, message: ModelProgress) -> None:
         """A report of the call in flight goes on; one of a call that ended is dropped."""
@@ -77,12 +68,12 @@ class ModelsInFlight:
             handle.cancel()
 
     def _forget(self, run_id: str) -> CallHandle | None:
-        """The run's call is no longer in flight: its waiting notice is cancelled."""
+        """The run's call is no longer in flight (nor waiting to be said)."""
         call = self._calls.pop(run_id, None)
         if call is None:
             return None
-        if call[2] is not None:
-            call[2].cancel()
+        if self._waiting is not None:
+            self._waiting.remove(run_id)
         return call[1]
 
     def _in_flight(self, run_id: str, effect_id: int) -> bool:
