@@ -3,8 +3,9 @@
 The model is OpenAI's (``OPENAI_API_KEY``), any OpenAI-compatible server's (``OPENAI_BASE_URL``:
 Ollama, vLLM, LM Studio, llama.cpp's server; ``OPENAI_MODEL`` names its model) or Anthropic's
 (``ANTHROPIC_API_KEY``). The answer streams; each tool call runs in its own supervised actor,
-and the lines below say what the supervisors and the policies did. Without a key it says how to
-point it at a local server and exits 0. Run it with ``python -m examples.real_model``.
+and the lines below say what the supervisors and the policies did (only what happened). A run
+that fails says why and exits 1. Without a key it says how to point it at a local server and
+exits 0. Run it with ``python -m examples.real_model``.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from toolvisor import (
     Agent,
     AskUser,
     CallContext,
+    Failed,
     ModelRetryPolicy,
     Ok,
     RetryPolicy,
@@ -100,7 +102,8 @@ def narrate(run_id: str, event: str, data: dict[str, Any]) -> None:
         print(f"\n   {data['model']} answered ({data['finish_reason']}, "
               f"{usage.get('input_tokens', '?')} in / {usage.get('output_tokens', '?')} out)")
     elif event == "model_failed":
-        print(f"\n   model call failed ({data['reason']}); on_model_error decides")
+        print(f"\n   model call {data['attempt']} failed ({data['reason']}: {data['error']}); "
+              "on_model_error decides")
     elif event == "call_finished":
         print(f"   {data['tool']:<6} attempt {data['attempt']}: {data['status']}")
 
@@ -121,15 +124,32 @@ def main() -> int:
                 print(f"\n   {question.tool} asks: {question.question} -> the human says yes")
             outcome = agent.resume(outcome, {q.call_id: "yes" for q in outcome.questions})
         stats = agent.runner.stats
-    exits = [e["reason"] for e in events
-             if e["event"] == "child_exited" and e.get("supervisor_id") == "tool_calls"]
     print(f"\n\n{type(outcome).__name__} after {outcome.turns} turns; "
           f"{outcome.usage.input_tokens} input and {outcome.usage.output_tokens} output tokens")
-    print(f"supervisor: {len(exits)} tool calls, each in its own actor, exited "
-          f"{sorted(set(exits))}; {stats.timeouts} timed out and its thread was given up")
-    print("policies: the crash was retried in a fresh actor (RetryPolicy); the timeout went "
-          "back to the model as that call's result (continue)")
-    return 0
+    if isinstance(outcome, Failed):
+        print(f"the run failed: {outcome.error}")
+    for line in summary(events, stats.timeouts):
+        print(line)
+    return 1 if isinstance(outcome, Failed) else 0
+
+
+def summary(events: list[dict[str, Any]], timeouts: int) -> list[str]:
+    """What the supervisors and the policies did in the run, as its ``events`` tell it: only
+    what happened (a run whose model never answered ran no tool)."""
+    exits = [e["reason"] for e in events
+             if e["event"] == "child_exited" and e.get("supervisor_id") == "tool_calls"]
+    retried = sum(len(e["call_ids"]) for e in events if e["event"] == "retry_scheduled")
+    lines = []
+    if exits:
+        lines.append(f"supervisor: {len(exits)} tool calls, each in its own actor, exited "
+                     f"{sorted(set(exits))}")
+    if retried:
+        lines.append(f"policies: {retried} crashed call(s) retried in a fresh actor "
+                     "(RetryPolicy)")
+    if timeouts:
+        lines.append(f"timeouts: {timeouts} call(s) past their deadline; the thread was given "
+                     "up and the timeout went back to the model as the call's result (continue)")
+    return lines
 
 
 if __name__ == "__main__":

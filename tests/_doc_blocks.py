@@ -1,6 +1,7 @@
 """The code blocks of the README and of the guides in docs/, and how a test runs each one.
 
-A ```python block is a whole program: it runs as written, in a namespace of its own, with a
+A ```python block is a whole program: it runs as written, as a script (``__name__`` is
+``"__main__"``), in a namespace of its own, with a
 real model's requests sent to the local provider server (which answers as OpenAI would) and a
 ``ray`` tool on the session's cluster. A block that defines ``test_`` functions is a test module
 and runs under pytest. A ```py block is a fragment that needs names from its reader (``model``,
@@ -65,7 +66,8 @@ def run_block(source: str, path: Path, provider: ProviderServer,
         result = pytester.runpytest_inprocess("-p", "no:cacheprovider")
         result.assert_outcomes(passed=len(_TEST_FUNCTION.findall(source)))
         return
-    exec(compile(_at_its_line(source, path), str(path), "exec"), {"__name__": "docs_example"})
+    # as a script: a block that runs its agent under `if __name__ == "__main__":` runs it here
+    exec(compile(_at_its_line(source, path), str(path), "exec"), {"__name__": "__main__"})
 
 
 def _at_its_line(source: str, path: Path) -> str:

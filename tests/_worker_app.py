@@ -8,7 +8,8 @@ file); ``delegate`` runs the prompt ``hook`` as a child session on the same agen
 the child's key (``ctx.sessions.relay``); ``block`` prints ``blocking RUN_ID`` and, in a worker
 started with ``TOOLVISOR_TEST_BLOCK=1``, waits until its call is cancelled (the worker stops)
 or the process is killed; elsewhere it answers at once (retryable: a worker that takes the run
-over runs it again). ``TOOLVISOR_TEST_LEASE_TTL`` sets the lease's time to live (seconds).
+over runs it again). ``once`` is ``block`` not retryable: a call cut short is not run again.
+``TOOLVISOR_TEST_LEASE_TTL`` sets the lease's time to live (seconds).
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ def block(arguments: dict[str, Any], ctx: CallContext) -> Ok:
 
 TOOLS = [Tool("echo", handler=echo), Tool("hook", handler=hook),
          Tool("delegate", handler=delegate),
-         Tool("block", handler=block, retryable=True)]
+         Tool("block", handler=block, retryable=True), Tool("once", handler=block)]
 
 
 def respond(request: ModelRequest) -> ModelResponse:
@@ -60,7 +61,8 @@ def respond(request: ModelRequest) -> ModelResponse:
         return ModelResponse(text=f"it said {results[-1]}")
     prompt = next(m.content for m in request.messages if isinstance(m, UserMessage))
     tool, _, rest = str(prompt).partition(" ")
-    argument = {"block": {"run": rest}, "echo": {"text": rest}}.get(tool, {})
+    argument = {"block": {"run": rest}, "once": {"run": rest}, "echo": {"text": rest}}.get(
+        tool, {})
     return calls(call(tool, argument, id=f"c_{tool}"))
 
 

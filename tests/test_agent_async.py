@@ -115,7 +115,7 @@ def test_the_durable_twins_need_a_store_and_say_so(twin: str) -> None:
 
     with Agent(ScriptedModel([])) as agent, pytest.raises(DurableError) as refused:
         asyncio.run(main(agent))
-    assert refused.value.code == "completion_keys_unavailable"
+    assert refused.value.code == "store_required"
     assert f"{twin} needs a session store" in str(refused.value)
 
 

@@ -203,6 +203,7 @@ def test_projection_points() -> None:
 def test_tools_declare_their_window() -> None:
     @function_tool(output_window="tail")
     def logs() -> str:
+        """Read the logs."""
         return ""
 
     assert logs.output_window == "tail"

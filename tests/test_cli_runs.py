@@ -130,3 +130,23 @@ def test_a_file_that_holds_no_store_is_refused_and_left_alone(tmp_path: Path) ->
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert "notes.txt' is not a session store (file is not a database)" in done.stderr
     assert notes.read_text() == "hello\n"
+
+
+def test_the_toolvisor_command_is_the_cli(tmp_path: Path) -> None:
+    """The install puts pyproject's console script ``toolvisor`` beside the interpreter; it runs
+    the very commands of ``python -m toolvisor.cli``."""
+    command = Path(sys.executable).parent / "toolvisor"
+    assert command.is_file(), f"no {command}: reinstall toolvisor (pip install -e '.[dev]')"
+    path = tmp_path / "runs.sqlite"
+    with open_store(path) as store:
+        store.create_run("r1", status="completed")
+    listed = subprocess.run([command, "runs", "--store", path, "--json"], cwd=ROOT,
+                            capture_output=True, text=True, timeout=60, check=False)
+    assert (listed.returncode, listed.stderr) == (0, "")
+    as_module = cli("runs", "--store", path, "--json")
+    row, same = json.loads(listed.stdout), json.loads(as_module.stdout)
+    assert row.pop("age") > 0 and same.pop("age") > 0  # seconds since: read at each listing
+    assert row == same and row["run_id"] == "r1"
+    usage = subprocess.run([command, "--help"], capture_output=True, text=True, timeout=60,
+                           check=False)
+    assert usage.stdout.startswith("usage: toolvisor [-h]")

@@ -64,6 +64,11 @@ def test_ask_user_options_are_a_tuple_of_strings() -> None:
         AskUser(3)  # type: ignore[arg-type]
 
 
+def test_ask_user_refuses_an_option_given_twice() -> None:
+    with pytest.raises(ValueError, match=r"AskUser.options repeats \['yes'\]: each option"):
+        AskUser("Deploy?", ("yes", "no", "yes"))
+
+
 @pytest.mark.parametrize("kwargs", [
     {"deadline": 0}, {"deadline": -1}, {"deadline": True}, {"on_timeout": "later"},
     {"on_cancel": "shrug"},

@@ -4,7 +4,10 @@ OTLP/HTTP receiver. Links between the README and the guides lead to files that e
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -73,6 +76,20 @@ class City(BaseModel):
 def weather(arguments: City) -> Ok:
     """Today's weather in a city."""
     return Ok({"city": arguments.city, "celsius": 21})
+
+
+def test_the_isolation_guide_s_first_example_runs_pasted_into_a_script(tmp_path: Path) -> None:
+    """Its ``process`` tools start workers, which import the script again: run as a reader
+    would, from the clone, it keeps its agent under the ``__main__`` guard and runs whole."""
+    script = tmp_path / "isolation_example.py"
+    script.write_text(blocks(ROOT / "docs" / "isolation.md", "python")[0])
+    path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    ran = subprocess.run([sys.executable, str(script)], cwd=ROOT, capture_output=True,
+                         text=True, timeout=120, check=False,
+                         env={**os.environ, "PYTHONPATH": path})
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.splitlines()[-1] == (
+        "{'hung': 'timeout', 'dies': 'handler_exit', 'slow': 'timeout'}")
 
 
 def test_the_otlp_block_sends_the_run_to_a_collector() -> None:

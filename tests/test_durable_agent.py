@@ -33,7 +33,7 @@ from toolvisor.contract import (
     ToolResultMessage,
 )
 from toolvisor.durable import DurableError, SessionStore, open_store
-from toolvisor.testing import FunctionModel, call, calls, execute
+from toolvisor.testing import FunctionModel, ScriptedModel, call, calls, execute
 
 
 @pytest.fixture
@@ -244,8 +244,20 @@ def test_without_a_store_the_durable_capabilities_say_so() -> None:
             agent.resolve("tvk1.x.y", ok=1)
     assert seen["reason"] == "handler_raised"
     assert "durable_effects_unavailable" in seen["message"]
-    assert raised.value.code == "completion_keys_unavailable"
+    assert raised.value.code == "store_required"
     assert issubclass(DurableError, CapabilityError)
+
+
+@pytest.mark.parametrize(("operation", "arguments"), [
+    ("submit", ("go",)), ("resume_run", ("run-1",)), ("cancel_run", ("run-1",)),
+    ("resolve", ("tvk1.x.y",)), ("claim_runs", (1,))])
+def test_a_durable_operation_without_a_store_says_it_needs_one(
+        operation: str, arguments: tuple[Any, ...]) -> None:
+    with Agent(ScriptedModel([])) as agent, pytest.raises(DurableError) as refused:
+        getattr(agent, operation)(*arguments)
+    assert refused.value.code == "store_required"
+    assert str(refused.value).startswith(f"store_required: {operation} needs a session store; "
+                                         "create the agent with Agent(..., store='runs.sqlite')")
 
 
 def test_durable_effects_run_through_the_agent(store: SessionStore) -> None:

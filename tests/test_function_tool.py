@@ -30,6 +30,7 @@ from toolvisor import (
     Tool,
     ToolCall,
     ToolError,
+    UndescribedToolWarning,
     function_tool,
     tool,
 )
@@ -151,7 +152,8 @@ def test_without_a_docstring_nothing_is_described_and_options_name_and_describe(
     def lookup(key: str) -> str:
         return key
 
-    bare = function_tool(lookup)
+    with pytest.warns(UndescribedToolWarning, match="'lookup': .*lookup has no docstring"):
+        bare = function_tool(lookup)
     assert bare.description == "" and bare.input_schema["properties"] == {
         "key": {"type": "string"}}
     named = function_tool(name="find", description="Find a key.")(lookup)
@@ -175,10 +177,12 @@ def test_a_docstring_the_parser_cannot_read_is_kept_whole() -> None:
 def test_a_call_context_parameter_gets_the_context_and_is_not_in_the_schema() -> None:
     @function_tool
     def first(ctx: CallContext, city: str) -> tuple[str | None, str]:
+        """Name the session and the city."""
         return ctx.session_id, city
 
     @function_tool
     def keyword(city: str, *, ctx: CallContext) -> tuple[str | None, str]:
+        """Name the session and the city."""
         return ctx.session_id, city
 
     for built in (first, keyword):
@@ -192,12 +196,13 @@ def test_plain_values_become_ok_and_handler_results_pass_through_as_they_are() -
 
     @function_tool
     def answer(index: int) -> Any:
+        """Give the answer at an index."""
         return answers[index] if index >= 0 else {"plain": [1, 2]}
 
     assert execute(answer, {"index": -1}) == Ok({"plain": [1, 2]})
     for index, given in enumerate(answers):
         assert execute(answer, {"index": index}) is given
-    nothing = function_tool(name="nothing")(lambda: None)
+    nothing = function_tool(name="nothing", description="Nothing.")(lambda: None)
     assert execute(nothing, {}) == Ok(None)
 
 
@@ -205,6 +210,7 @@ def test_pending_passes_through_to_the_executors_own_check() -> None:
     """Not ``Ok(Pending(...))``: without a completion key the executor refuses it, as always."""
     @function_tool
     def later() -> Pending:
+        """Answer later."""
         return Pending(deadline=5)
 
     error = error_of(execute(later, {}))
@@ -232,6 +238,7 @@ def test_a_pending_function_tool_parks_on_its_key_in_a_durable_run() -> None:
 def test_a_raise_is_handler_raised_with_the_exception() -> None:
     @function_tool
     def fails(reason: str) -> str:
+        """Fail."""
         raise LookupError(reason)
 
     error = error_of(execute(fails, {"reason": "gone"}))
@@ -249,6 +256,7 @@ def test_parameter_types_are_converted_and_any_name_or_kind_works() -> None:
     def area(box: Box, /, json: int = 0, _scale: int = 1, *,
              model_config: Annotated[str, Field(description="A name pydantic reserves.")] = "m",
              tags: list[str] | None = None) -> tuple[int, int, str, list[str] | None]:
+        """The area of a rectangle."""
         return box.width * box.height * _scale, json, model_config, tags
 
     properties = area.input_schema["properties"]
@@ -264,6 +272,7 @@ def test_parameter_types_are_converted_and_any_name_or_kind_works() -> None:
 def test_an_async_function_runs_under_asyncio_isolation() -> None:
     @function_tool
     async def pause(seconds: float, ctx: CallContext) -> str | None:
+        """Pause a while."""
         await asyncio.sleep(seconds)
         return ctx.session_id
 
@@ -282,6 +291,7 @@ def test_every_tool_option_is_taken_as_tool_takes_it() -> None:
         "isolation": "thread", "internal": True, "output_window": "tail", "on_cancel": hook}
 
     def fetch(url: str) -> str:
+        """Fetch a page."""
         return url
 
     def fetch_handler(arguments: Box) -> Ok:
@@ -385,6 +395,7 @@ def test_what_cannot_become_a_function_tool_is_refused_saying_why() -> None:
 
 def test_process_isolation_needs_the_function_at_module_level() -> None:
     def nested(city: str) -> str:
+        """A nested function."""
         return city
 
     with pytest.raises(ValueError, match="isolation='process' needs a handler importable"):
@@ -446,6 +457,7 @@ def test_function_tools_run_as_ray_tasks(on_ray: ToolRunner) -> None:
     parameter (of an importable module: the cluster imports it) and the context."""
     @function_tool(isolation="ray")
     def scaled(point: ft.Point, factor: int, ctx: CallContext) -> dict[str, Any]:
+        """Scale a point."""
         if factor < 0:
             raise ValueError("negative factor")
         return {"sum": (point.x + point.y) * factor, "call": ctx.tool_call_id,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from examples import real_model
-from tests._provider_server import ProviderServer
+from tests._provider_server import ProviderServer, Reply
 from tests._provider_wire import Call, ChatWire, Turn
 
 KEYS = ("OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY")
@@ -41,7 +41,26 @@ def test_one_supervised_run_against_an_openai_compatible_server(
     assert "price  attempt 1: error" in out
     assert "order asks: Order 3 x widget? -> the human says yes" in out
     assert "Completed after 2 turns" in out
+    assert "policies: 1 crashed call(s) retried in a fresh actor" in out
+    assert "timeouts: 1 call(s) past their deadline" in out
     assert provider.requests[0].headers["authorization"] == "Bearer not-needed"
     assert provider.requests[0].body["model"] == "qwen3:8b"
     results = wire.results(provider.requests[1].body)
     assert results["o"] == ("yes", False) and "timeout" in results["p"][0]
+
+
+def test_a_model_call_that_fails_says_why_and_nothing_of_tools_that_never_ran(
+        provider: ProviderServer, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    for key in KEYS:
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("OPENAI_BASE_URL", f"{provider.url}/v1")
+    provider.script(Reply(status=401, body={"error": {
+        "message": "Incorrect API key provided", "type": "invalid_request_error"}}))
+    assert real_model.main() == 1
+    out = capsys.readouterr().out
+    assert "model call 1 failed (rejected: HTTP 401: Incorrect API key provided)" in out
+    assert ("the run failed: the model call failed (rejected) after 1 attempt: HTTP 401: "
+            "Incorrect API key provided") in out
+    assert "Failed after 1 turns" in out
+    assert not any(word in out for word in ("supervisor:", "policies:", "timeouts:"))

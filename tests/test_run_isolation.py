@@ -5,6 +5,8 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+import pytest
+
 from tests._runs import nested
 from toolvisor import Agent, Completed, Failed, Halted, Ok, function_tool, tool
 from toolvisor.contract import ModelRequest, UserMessage
@@ -50,7 +52,8 @@ def test_arguments_nested_too_deep_fail_their_run_alone() -> None:
     assert len(crashed) == 1 and "Traceback" in crashed[0]["traceback"]
 
 
-def test_a_progress_callback_that_raises_is_logged_and_ignored() -> None:
+def test_a_progress_callback_that_raises_is_logged_and_ignored_and_said_once_on_stderr(
+        capsys: pytest.CaptureFixture[str]) -> None:
     def on_progress(run_id: str, event: str, data: dict[str, Any]) -> None:
         raise RuntimeError("dashboard down")
 
@@ -59,8 +62,12 @@ def test_a_progress_callback_that_raises_is_logged_and_ignored() -> None:
         first, second = agent.run("a"), agent.run("b")
     assert isinstance(first, Completed) and isinstance(second, Completed)
     failed = [e for e in events if e["event"] == "progress_callback_failed"]
-    assert failed and "dashboard down" in failed[0]["error"] and "Traceback" in failed[0][
+    assert len(failed) > 2 and "dashboard down" in failed[0]["error"] and "Traceback" in failed[0][
         "traceback"]
+    said = capsys.readouterr().err.splitlines()
+    assert said == [f"toolvisor: the on_progress callback raised on 'turn_started' of run "
+                    f"{first.run_id} (RuntimeError: dashboard down); its failures are ignored "
+                    "(the runs go on) and logged as progress_callback_failed"]
 
 
 def test_a_policy_function_that_raises_halts_its_run_alone() -> None:

@@ -22,6 +22,7 @@ from toolvisor import (
     OpenSchemaWarning,
     Pending,
     ToolvisorError,
+    UndescribedToolWarning,
     function_tool,
     tool,
 )
@@ -100,14 +101,45 @@ def test_nothing_warns_where_the_model_is_told_the_fields_or_never_sees_the_tool
 
         @function_tool
         def plain(city: str) -> str:
+            """Answer plainly."""
             return city
 
         @function_tool
         def no_arguments() -> str:
+            """Take no arguments."""
             return ""
 
     assert no_arguments.input_schema == {"type": "object", "properties": {},
                                          "additionalProperties": False}
+
+
+def test_function_tool_warns_of_a_parameter_the_model_is_told_no_type_of() -> None:
+    def find(city, near: Any, limit: int = 3) -> str:  # type: ignore[no-untyped-def]
+        """Find places."""
+        return str(city)
+
+    with pytest.warns(OpenSchemaWarning) as warned:
+        built = function_tool(find)
+    assert len(warned) == 1 and warned[0].filename == __file__
+    assert str(warned[0].message).startswith(
+        "tool 'find': the parameters ['city', 'near'] of "
+        "test_function_tool_warns_of_a_parameter_the_model_is_told_no_type_of.<locals>.find "
+        "are not annotated (or Any), so the model is told nothing of their type")
+    assert built.input_schema["properties"]["city"] == {}  # what the warning is about
+
+
+def test_function_tool_warns_of_a_tool_it_cannot_describe() -> None:
+    def find(city: str) -> str:
+        return city
+
+    with pytest.warns(UndescribedToolWarning, match=r"'find': .* has no docstring and no "
+                                                    r"description= was given") as warned:
+        function_tool(find)
+    assert len(warned) == 1 and warned[0].filename == __file__
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        function_tool(description="Find a city.")(find)
+        function_tool(internal=True)(find)  # never offered to a model
 
 
 def test_a_tool_that_fails_to_build_does_not_warn_first() -> None:

@@ -127,6 +127,20 @@ def test_sigterm_leaves_a_parent_and_its_child_waiting_and_the_childs_key_comple
     assert second.terminate() == 0
 
 
+def test_a_call_cut_short_by_sigterm_is_told_to_the_model_as_stopped_with_its_host(
+        agent: Agent, store: SessionStore, start: Start) -> None:
+    run_id = agent.submit("once t1")  # not retryable: the call is not run again
+    stopping = start(block=True, grace=0)
+    stopping.expect("blocking t1")
+    assert stopping.terminate() == 0
+    other = start()
+    assert other.expect(f"finished {run_id}") == f"finished {run_id} completed"
+    said = store.latest_checkpoint(run_id).data  # type: ignore[union-attr]
+    assert "the call stopped with the process hosting the run (closed, stopped by Ctrl-C or " \
+           "SIGTERM, or killed) before it ended, and is not run again" in said
+    assert "crash" not in said
+
+
 def test_a_killed_worker_s_runs_are_taken_over_at_once_on_its_machine(
         agent: Agent, store: SessionStore, start: Start) -> None:
     """Its lease would stand for an hour; its pid is gone, so it holds nothing here."""

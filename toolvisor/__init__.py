@@ -30,6 +30,7 @@ from toolvisor.contract import (
     ToolCall,
     ToolError,
     ToolvisorError,
+    UndescribedToolWarning,
     function_tool,
     tool,
 )
@@ -124,6 +125,7 @@ __all__ = [
     "ToolCall",
     "ToolError",
     "ToolvisorError",
+    "UndescribedToolWarning",
     "UnknownRunError",
     "configure_logging",
     "dropped_events",

@@ -5,6 +5,12 @@ costs one global read, so the per-call hot path stays cheap. :func:`configure_lo
 on as JSON or console lines; ``toolvisor.testing.capture_events`` records events as dicts.
 Events have stable names (``child_started``, ``call_finished``, ...) and bound ids.
 
+A few warnings are for the user even while logging is off (a model that has not answered, a
+model call retried): :meth:`EventLog.notify` sends them to the sink when one is installed, and
+otherwise to Python's :mod:`logging` (logger ``toolvisor``) at WARNING, which prints them on
+stderr with no set-up (its last-resort handler) and through the user's handlers when logging is
+configured: never both, so a line is never printed twice.
+
 Logging is the sink's business, never the runtime's: an event the sink cannot take (it
 raised, say ``BrokenPipeError`` once the reader of stderr went away) is dropped and counted
 (:func:`dropped_events`), and said once on stderr if stderr still works. A dropped event never
@@ -14,6 +20,7 @@ fails a call, a run or a supervisor.
 from __future__ import annotations
 
 import contextlib
+import logging
 import sys
 import threading
 from collections.abc import Callable
@@ -28,6 +35,7 @@ EventSink = Callable[[str, str, dict[str, Any]], None]
 """Receives ``(level, event_name, fields)``."""
 
 _sink: EventSink | None = None
+_python_log = logging.getLogger("toolvisor")  # where notices go while no sink is installed
 
 
 class _Drops:
@@ -92,15 +100,31 @@ class EventLog:
     def error(self, event: str, **fields: Any) -> None:
         self._emit("error", event, fields)
 
+    def notify(self, event: str, text: str, **fields: Any) -> None:
+        """A warning the user should see even with logging off: ``event`` goes to the sink
+        when one is installed; otherwise ``text`` (a sentence that stands alone) goes to
+        Python's logger ``toolvisor`` at WARNING, which reaches stderr with no set-up."""
+        if _sink is not None:
+            self._emit("warning", event, fields)
+        else:
+            _python_log.warning("toolvisor: %s", text)
+
 
 def _drop(event: str, error: Exception) -> None:
     """Count an event the sink could not take; say so on stderr the first time for this sink
     (quietly not, when stderr is gone too: it may be the sink's own stream)."""
     if _drops.add():
-        with contextlib.suppress(Exception):
-            print(f"toolvisor: the log sink failed on {event!r} ({type(error).__name__}: "
-                  f"{error}); events it cannot take are dropped and counted "
-                  "(toolvisor.dropped_events())", file=sys.stderr, flush=True)
+        say_on_stderr(f"the log sink failed on {event!r} ({type(error).__name__}: {error}); "
+                      "events it cannot take are dropped and counted "
+                      "(toolvisor.dropped_events())")
+
+
+def say_on_stderr(text: str) -> None:
+    """Print ``toolvisor: {text}`` on stderr, for a callback of the user's that failed (a log
+    sink, ``on_progress``): said once by the caller, never raised (quietly not, when stderr is
+    gone too)."""
+    with contextlib.suppress(Exception):
+        print(f"toolvisor: {text}", file=sys.stderr, flush=True)
 
 
 def dropped_events() -> int:

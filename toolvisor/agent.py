@@ -129,6 +129,7 @@ class Agent:
         on_model_error: ModelPolicy = DEFAULT_MODEL_POLICY,
         tool_timeout: float = 30.0,
         model_timeout: float = 120.0,
+        model_warn_after: float | None = 30.0,
         models: Mapping[str, Model | AsyncModel | str] | None = None,
         output_projection: OutputProjection | None = None,
         context: Any = None,
@@ -156,6 +157,7 @@ class Agent:
     ) -> None:
         model = _model(model, "model")
         check_seconds("model_timeout", model_timeout, positive=True)
+        check_seconds("model_warn_after", model_warn_after, positive=True, optional=True)
         named_models = {name: _model(given, f"models[{name!r}]")
                         for name, given in dict(models or {}).items()}
         durability = Durability.given(store, durability)
@@ -180,11 +182,11 @@ class Agent:
         tracing = tracing_for(model, tracer_provider, agent_name=name, record_content=trace_content)
         on_event = None if tracing is None else tracing.supervisor_event
         settings = functools.partial(
-            OrchestratorSettings, signer=self._signer, registry=registry,
-            projection=output_projection or OutputProjection(), context=context,
-            on_progress=on_progress, store=self._store, config=self._config,
-            lease_ttl=durability.lease_ttl, gates=self._gates, tracing=tracing,
-            clock=self._resumed.clock, sessions=self.session_host)
+            OrchestratorSettings, signer=self._signer, registry=registry, context=context,
+            projection=output_projection or OutputProjection(), on_progress=on_progress,
+            store=self._store, config=self._config, lease_ttl=durability.lease_ttl,
+            gates=self._gates, tracing=tracing, clock=self._resumed.clock,
+            sessions=self.session_host, model_warn_after=model_warn_after)
         try:
             self._tree = AgentTree(
                 model, ToolRunner(tool_timeout=tool_timeout, process_workers=process_workers),
@@ -396,9 +398,7 @@ class Agent:
 
     def _require_store(self, operation: str) -> SessionStore:
         if self._store is None:
-            raise DurableError("completion_keys_unavailable",
-                               f"{operation} needs a session store; create the agent with "
-                               "Agent(..., store='runs.sqlite')")
+            raise DurableError.needs_store(operation)
         return self._store
 
     def _submit(self, reply: _R, machine: TurnMachine, effects: list[Any],

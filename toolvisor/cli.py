@@ -1,15 +1,16 @@
-"""The command line: list a store's runs, resolve completion keys and look at waits.
+"""The command line, ``toolvisor`` (or ``python -m toolvisor.cli``, the same commands): list a
+store's runs, resolve completion keys, look at waits, serve tools over MCP, drive runs.
 
-``python -m toolvisor.cli runs --store runs.sqlite`` lists the runs, newest first: id, status,
+``toolvisor runs --store runs.sqlite`` lists the runs, newest first: id, status,
 age, the host driving it (``gone`` when its process died: resume it), its background
 processes (how many, how many still running, how many detached: they outlive the run), the
 calls waiting on completion keys (``--json``: one object a line, with the keys and each
 process's handle, name, status and whether it is detached).
-``python -m toolvisor.cli resolve --store runs.sqlite KEY --ok '{"status": "paid"}'`` delivers
+``toolvisor resolve --store runs.sqlite KEY --ok '{"status": "paid"}'`` delivers
 the result of a ``Pending`` call; the run that waits on it continues in whichever process hosts
-it. ``python -m toolvisor.cli waits --store runs.sqlite`` lists the open waits.
-``python -m toolvisor.cli mcp serve module:tools`` serves tools over MCP (stdio; ``--http``
-for streamable HTTP), each call supervised. ``python -m toolvisor.cli worker --store
+it. ``toolvisor waits --store runs.sqlite`` lists the open waits.
+``toolvisor mcp serve module:tools`` serves tools over MCP (stdio; ``--http``
+for streamable HTTP), each call supervised. ``toolvisor worker --store
 runs.sqlite app:make_agent`` claims the store's runnable runs and drives them until
 ``SIGTERM`` (one line per run: ``claimed``, ``finished``, ``waiting``, ``released``,
 ``lost``). ``--store`` is a SQLite file's path or a ``postgresql://`` URL. A command that only
@@ -61,7 +62,7 @@ def _json_argument(text: str) -> Any:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m toolvisor.cli",
+    parser = argparse.ArgumentParser(prog="toolvisor",
                                      description="toolvisor session store commands")
     commands = parser.add_subparsers(dest="command", required=True)
     resolve = commands.add_parser("resolve", help="deliver the result of a completion key")

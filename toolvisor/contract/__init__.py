@@ -21,6 +21,7 @@ from toolvisor.contract._errors import (
     ToolError,
     ToolErrorReason,
     ToolvisorError,
+    UndescribedToolWarning,
     Violation,
 )
 from toolvisor.contract._frozen import FrozenModel
@@ -152,6 +153,7 @@ __all__ = [
     "ToolSpec",
     "ToolvisorError",
     "TraceSpans",
+    "UndescribedToolWarning",
     "Usage",
     "UserMessage",
     "Violation",

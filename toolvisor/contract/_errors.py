@@ -200,4 +200,12 @@ class InvalidHandlerError(ToolvisorError, TypeError):
 class OpenSchemaWarning(ToolvisorError, UserWarning):
     """Warned when ``@tool`` builds a tool whose handler takes its arguments as a bare ``dict``
     (or ``Any``, or unannotated) with no ``input_schema``: the model is told only
-    ``{"type": "object"}``, no field names and no types. Filter it by this class."""
+    ``{"type": "object"}``, no field names and no types; and when ``@function_tool`` builds one
+    with a parameter not annotated (or ``Any``): the model is told nothing of its type (an
+    empty schema). Filter it by this class."""
+
+
+class UndescribedToolWarning(ToolvisorError, UserWarning):
+    """Warned when ``@function_tool`` builds a tool with no description (no docstring, no
+    ``description=``): the model is told its name and parameters, never what it is for. Filter
+    it by this class."""

@@ -22,6 +22,7 @@ from pydantic.json_schema import GenerateJsonSchema
 from toolvisor.contract._context import CallContext
 from toolvisor.contract._docstring import Documented, read_docstring
 from toolvisor.contract._errors import InvalidHandlerError
+from toolvisor.contract._handler_checks import warn_undescribed, warn_untyped_parameters
 from toolvisor.contract._results import LEGAL_RESULT_TYPES, HandlerResult, Ok
 from toolvisor.contract._tool import (
     UNBOUND,
@@ -285,20 +286,39 @@ def function_tool(
         model, plan = _arguments_model(function, params, documented, tool_name)
         schema = _input_schema(model, tool_name)
         text = documented.description if description is None else description
+        built: Tool
         if manual:
-            return _manual_tool(tool_name, text, schema, method, settings)
-        if not method:
-            return Tool(name=tool_name, description=text, input_schema=schema,
-                        handler=_handler(function, plan), arguments_type=model, **settings)
-        handler = _method_handler(function, plan)
-        template = Tool(name=tool_name, description=text, input_schema=schema,
-                        handler=types.MethodType(handler, UNBOUND), arguments_type=model,
-                        **settings)
-        return cast(Tool, ToolMethod(handler, template))
+            built = _manual_tool(tool_name, text, schema, method, settings)
+        elif not method:
+            built = Tool(name=tool_name, description=text, input_schema=schema,
+                         handler=_handler(function, plan), arguments_type=model, **settings)
+        else:
+            handler = _method_handler(function, plan)
+            template = Tool(name=tool_name, description=text, input_schema=schema,
+                            handler=types.MethodType(handler, UNBOUND), arguments_type=model,
+                            **settings)
+            built = cast(Tool, ToolMethod(handler, template))
+        _warn_when_vague(function, params, text, tool_name, internal)  # once it has built
+        return built
 
     if fn is not None:
         return build(fn)
     return build
+
+
+def _warn_when_vague(fn: _FUNCTION, params: list[inspect.Parameter], description: str,
+                     tool_name: str, internal: bool) -> None:
+    """Warn of what the model would not be told: a parameter's type (not annotated, or
+    ``Any``), what the tool is for (no description). An internal tool is never offered to a
+    model, so it is not warned about."""
+    if internal:
+        return
+    hints = typing.get_type_hints(fn)  # resolved once already: _arguments_model refuses errors
+    untyped = [p.name for p in params if hints.get(p.name, Any) is Any]
+    if untyped:
+        warn_untyped_parameters(untyped, fn.__qualname__, tool_name)
+    if not description.strip():
+        warn_undescribed(fn.__qualname__, tool_name)
 
 
 _RUNNING_DEFAULTS: dict[str, Any] = {

@@ -13,7 +13,11 @@ import warnings
 from typing import Any
 
 from toolvisor.contract._context import CallContext
-from toolvisor.contract._errors import InvalidHandlerError, OpenSchemaWarning
+from toolvisor.contract._errors import (
+    InvalidHandlerError,
+    OpenSchemaWarning,
+    UndescribedToolWarning,
+)
 from toolvisor.contract._results import LEGAL_RESULT_TYPES
 
 FUNCTION_TOOL = ("@function_tool (a plain function, one parameter per argument, whose return "
@@ -111,6 +115,30 @@ def warn_open_schema(annotation: Any, tool_name: str) -> None:
         "arguments model (a pydantic model, TypedDict or dataclass), or pass input_schema= to "
         "@tool; or use " + FUNCTION_TOOL,
         OpenSchemaWarning,
+        stacklevel=_caller_level(),
+    )
+
+
+def warn_untyped_parameters(names: list[str], function: str, tool_name: str) -> None:
+    """Warn (``OpenSchemaWarning``) that ``@function_tool`` tells the model nothing of the
+    type of parameters ``names`` of ``function``: not annotated, or ``Any``."""
+    warnings.warn(
+        f"tool {tool_name!r}: the parameters {names} of {function} are not annotated (or "
+        "Any), so the model is told nothing of their type (an empty schema: any JSON value); "
+        "annotate each (str, int, Literal[...], a pydantic model, ...)",
+        OpenSchemaWarning,
+        stacklevel=_caller_level(),
+    )
+
+
+def warn_undescribed(function: str, tool_name: str) -> None:
+    """Warn (``UndescribedToolWarning``) that the model is never told what the tool built from
+    ``function`` is for."""
+    warnings.warn(
+        f"tool {tool_name!r}: {function} has no docstring and no description= was given, so "
+        "the model is told the tool's name and parameters but never what it is for; give it "
+        "a docstring (its first lines are the description) or @function_tool(description=...)",
+        UndescribedToolWarning,
         stacklevel=_caller_level(),
     )
 

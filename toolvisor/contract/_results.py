@@ -37,10 +37,10 @@ class Err:
 class AskUser:
     """Suspend the run and ask the user; the answer becomes this call's result.
 
-    With ``options`` the answer must be one of them (a free answer otherwise). With
-    ``expires_in`` (seconds from when the run suspends on the question) the question expires:
-    after its deadline it is answered by ``default``, one of the options, or, with no
-    ``default``, denied (``Err(ToolError("timeout", code="question_expired"))``, which goes
+    With ``options`` (each given once) the answer must be one of them (a free answer
+    otherwise). With ``expires_in`` (seconds from when the run suspends on the question) the
+    question expires: after its deadline it is answered by ``default``, one of the options, or,
+    with no ``default``, denied (``Err(ToolError("timeout", code="question_expired"))``, which goes
     through ``on_tool_error`` like any failure); a late answer is never applied.
     """
 
@@ -59,6 +59,10 @@ class AskUser:
             if not self.options:
                 raise ValueError("AskUser.options is empty: no answer could be given; pass None "
                                  "for a free answer")
+            repeated = sorted({o for o in self.options if self.options.count(o) > 1})
+            if repeated:
+                raise ValueError(f"AskUser.options repeats {repeated}: each option is an answer "
+                                 "the user picks, so give each one once")
         check_seconds("AskUser.expires_in", self.expires_in, positive=True, optional=True)
         if self.default is not None:
             if self.expires_in is None:

@@ -19,6 +19,7 @@ DurableErrorCode: TypeAlias = Literal[
     "durable_effect_event_cancelled",
     "completion_keys_unavailable",
     "completion_key_missing_call_id",
+    "store_required",
 ]
 DURABLE_ERROR_CODES: frozenset[str] = frozenset(get_args(DurableErrorCode))
 
@@ -46,6 +47,9 @@ class DurableError(CapabilityError):
       make with ``external_event_key``.
     - ``durable_effect_event_error`` / ``_timeout`` / ``_cancelled``: how an awaited external
       event ended when it did not deliver a value.
+    - ``store_required``: a durable run's operation (``submit``, ``resume_run``,
+      ``cancel_run``, ``resolve``, ``claim_runs``) on an agent without a session store; give
+      the agent one (``Agent(..., store="runs.sqlite")``).
     """
 
     code: DurableErrorCode
@@ -58,3 +62,10 @@ class DurableError(CapabilityError):
             )
         super().__init__(code, message)
         self.detail = detail
+
+    @classmethod
+    def needs_store(cls, operation: str) -> DurableError:
+        """The error of ``operation`` (``"submit"``, ``"resume_run"``, ...) asked of an agent
+        that has no session store: code ``store_required``."""
+        return cls("store_required", f"{operation} needs a session store; create the agent "
+                   "with Agent(..., store='runs.sqlite') (a SQLite path or a postgresql:// URL)")

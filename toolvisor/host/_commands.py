@@ -114,7 +114,9 @@ class OrchestratorSettings:
     ``tracing`` makes the runs' spans (``None``: the agent does not trace); ``processes``
     runs the runs' background processes (``None``: calls get no ``ctx.processes``);
     ``named_models`` are the other models a tool's direct completion may name; ``sessions``
-    is the agent as a host of child sessions (each call's ``ctx.sessions`` is built on it).
+    is the agent as a host of child sessions (each call's ``ctx.sessions`` is built on it);
+    a model call still waiting ``model_warn_after`` seconds after it started is said to the
+    user (``None``: never).
     """
 
     models: ModelCalls
@@ -134,3 +136,4 @@ class OrchestratorSettings:
     processes: Processes | None = None
     named_models: Mapping[str, ModelCalls] = field(default_factory=dict)
     sessions: AgentSessionHost | None = None
+    model_warn_after: float | None = 30.0

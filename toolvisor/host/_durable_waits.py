@@ -315,12 +315,14 @@ def _stop(waiters: dict[str, KeyWaiter]) -> None:
 
 
 def interrupted_error(call: ToolCall) -> ToolError:
-    """What an unfinished call of a non-retryable, unjournaled tool gets after a crash."""
+    """What an unfinished call of a non-retryable, unjournaled tool gets once its run is
+    restored: its host stopped before it ended (closed, Ctrl-C, SIGTERM, or killed: the store
+    does not say which, so neither does the model's text)."""
     return ToolError(
         "handler_exit",
-        f"tool error ({call.name}): handler_exit: the call was interrupted by a crash of the "
-        "process hosting the run and is not run again (at most once: the tool is not "
-        "retryable and journaled no steps)",
+        f"tool error ({call.name}): handler_exit: the call stopped with the process hosting the "
+        "run (closed, stopped by Ctrl-C or SIGTERM, or killed) before it ended, and is not run "
+        "again (at most once: the tool is not retryable and journaled no steps)",
         tool_name=call.name, tool_call_id=call.id, cause="interrupted", code="interrupted")
 
 

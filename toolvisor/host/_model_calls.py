@@ -134,6 +134,11 @@ class ModelCalls:
         """The model these calls ask."""
         return self._model
 
+    @property
+    def timeout(self) -> float:
+        """The seconds each attempt may take (the agent's ``model_timeout``)."""
+        return self._timeout
+
     def start(self, request: ModelRequest, on_answer: Callable[[ModelAnswer], None],
               on_progress: ModelProgressSink | None = None,
               scope: Scope | None = None) -> CallHandle:

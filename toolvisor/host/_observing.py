@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from toolvisor._logging import get_event_log
+from toolvisor._logging import get_event_log, say_on_stderr
 from toolvisor.contract import ModelError, ModelResponse
 from toolvisor.host._model_calls import Scope
 from toolvisor.host._processes import Processes
@@ -49,6 +49,7 @@ class RunObserver:
         self._processes = processes
         self._sessions = sessions  # a child run's link says its parent call's span
         self._runs: dict[str, _Observed] = {}
+        self._progress_failed = False  # whether on_progress's first failure was said
         self._log = get_event_log("orchestrator")
 
     def progress(self, run_id: str, event: str, data: dict[str, Any]) -> None:
@@ -66,15 +67,20 @@ class RunObserver:
 
     def tell_progress(self, run_id: str, event: str, data: dict[str, Any]) -> None:
         """Tell ``on_progress`` (if any); what it raises is logged with its traceback and
-        ignored."""
+        ignored, and the first failure is said on stderr (as a failing log sink is)."""
         if self._on_progress is None:
             return
         try:
             self._on_progress(run_id, event, dict(data))
         except Exception as exc:
+            error = f"{type(exc).__name__}: {exc}"
             self._log.error("progress_callback_failed", run_id=run_id, progress=event,
-                            error=f"{type(exc).__name__}: {exc}",
-                            traceback="".join(traceback.format_exception(exc)))
+                            error=error, traceback="".join(traceback.format_exception(exc)))
+            if not self._progress_failed:
+                self._progress_failed = True
+                say_on_stderr(f"the on_progress callback raised on {event!r} of run {run_id} "
+                              f"({error}); its failures are ignored (the runs go on) and "
+                              "logged as progress_callback_failed")
 
     def run_started(self, run_id: str, effects: list[Effect] | None) -> None:
         """A run came to this host: started with ``effects``, or restored (``None``)."""

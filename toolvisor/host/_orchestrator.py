@@ -49,6 +49,7 @@ from toolvisor.host._finished_calls import FinishedCalls, OutcomesReady, send_re
 from toolvisor.host._gates import GateWoke
 from toolvisor.host._leases import RenewLeases, RunLeasedError, RunLeases
 from toolvisor.host._loop_reply import Reply
+from toolvisor.host._model_notices import log_machine_event
 from toolvisor.host._models_in_flight import ModelsInFlight
 from toolvisor.host._observing import RunObserver
 from toolvisor.host._question_timer import QuestionsDue
@@ -98,7 +99,7 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
         self._timer = DeadlineTimer("toolvisor-waits")  # its thread starts on the first wait
         self._calls = CallStarter(settings, self._waits, self._finished, me, self._observe,
                                   timer=self._timer, on_progress=self._hosted_progress)
-        self._models = ModelsInFlight(settings, me, self._observe)
+        self._models = ModelsInFlight(settings, me, self._observe, self._timer)
         self._questions = Questions(settings, functools.partial(tell, me))
         self._log = get_event_log("orchestrator")
 
@@ -375,7 +376,7 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
                 case Progress(event=event, data=data):
                     self._observe.progress(run_id, event, data)
                 case LogEvent(level=level, event=event, fields=fields):
-                    getattr(self._log, level)(event, run_id=run_id, **fields)
+                    log_machine_event(self._log, run_id, level, event, fields)
                     self._observe.machine_event(run_id, event, fields)
                 case Done(outcome=Suspended() as outcome):
                     queue.extend(self._suspension(run, outcome))

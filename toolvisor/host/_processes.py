@@ -461,9 +461,10 @@ def _process_result(live: _Live, reply: CallReply) -> Ok | Err:
 
 def _interrupted(record: ProcessRecord) -> ToolError:
     return ToolError(
-        "handler_exit", f"process {record.handle} was interrupted by a crash of the process "
-        "hosting it and is not run again (at most once: its function is not retryable and "
-        "journaled no steps, or has no name to be found by)",
+        "handler_exit", f"process {record.handle} stopped with the process hosting it "
+        "(closed, stopped by Ctrl-C or SIGTERM, or killed) before it ended, and is not run "
+        "again (at most once: its function is not retryable and journaled no steps, or has no "
+        "name to be found by)",
         tool_name=str(record.spec.get("name")), tool_call_id=record.durable_id,
         cause="interrupted", code="interrupted")
 

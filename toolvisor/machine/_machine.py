@@ -463,7 +463,7 @@ class TurnMachine(MachineReadSide):
         self._log("warning", "model_call_failed", turn=run.turns, attempt=error.attempt,
                   reason=error.reason, error=error.message, decision=type(decision).__name__)
         self._progress("model_failed", turn=run.turns, attempt=error.attempt,
-                       reason=error.reason)
+                       reason=error.reason, error=error.message)
         if isinstance(decision, RetryAfter):
             run.model_attempt += 1
             self._log("info", "model_retry_scheduled", turn=run.turns,

@@ -2,10 +2,13 @@
 
 An adapter is an async model (``arespond``) over its SDK's async client, with the SDK's own
 retries off so that toolvisor's ``on_model_error`` owns retries and its ``model_timeout`` the
-deadline. Each call sends the adapter's settings with the request; with ``stream=True`` it
-streams, reports text deltas as ``model_text_delta`` progress and assembles the provider's
-answer from the stream into the very body the same call without streaming returns, so both
-read into the same ``ModelResponse``. SDK errors become ``ModelError`` reasons.
+deadline of the whole answer; ``first_byte_timeout`` bounds the wait for the provider's first
+byte apart from it (the HTTP client's read timeout), so a server that takes the connection and
+never answers ends the attempt early. Each call sends the adapter's settings with the
+request; with ``stream=True`` it streams, reports text deltas as ``model_text_delta`` progress
+and assembles the provider's answer from the stream into the very body the same call without
+streaming returns, so both read into the same ``ModelResponse``. SDK errors become
+``ModelError`` reasons.
 
 A provider's adapter says which SDK and client class it uses, the fields it sets itself, and
 four things: the endpoint, the request body, the stream's assembler and how a body reads.
@@ -23,10 +26,11 @@ from toolvisor.contract import (
     ModelRequest,
     ModelResponse,
     ToolCall,
+    check_seconds,
     report_model_progress,
 )
 from toolvisor.models._errors import model_error
-from toolvisor.models._sdk import client_factory, import_sdk
+from toolvisor.models._sdk import client_factory, import_sdk, read_timeout
 
 Body = Mapping[str, Any]
 """A provider's answer as its wire JSON (a completion, a response, a message)."""
@@ -47,10 +51,13 @@ class ProviderModel(ABC):
 
     ``model`` is the provider's model name. ``api_key`` and ``base_url`` default to the SDK's
     environment variables; or give a ready ``client`` (the SDK's async client, used with
-    ``max_retries=0``). ``stream=True`` streams each answer. ``settings`` go with every request
-    (``temperature``, ``max_tokens``, ...) except the fields the adapter sets itself. The agent
-    closes the adapter's connections (:meth:`aclose`) when it closes; the next call opens new
-    ones (a ``client`` given to the adapter is closed with it).
+    ``max_retries=0``). ``stream=True`` streams each answer. ``first_byte_timeout`` (seconds,
+    default ``None``: only the agent's ``model_timeout``) is how long the provider may send
+    nothing: before the first byte of its answer, and between two reads of it (the HTTP
+    client's read timeout); past it the attempt fails with ``timeout``. ``settings`` go with
+    every request (``temperature``, ``max_tokens``, ...) except the fields the adapter sets
+    itself. The agent closes the adapter's connections (:meth:`aclose`) when it closes; the
+    next call opens new ones (a ``client`` given to the adapter is closed with it).
     """
 
     _SDK: ClassVar[str]  # the SDK's module, which is also the name of toolvisor's extra
@@ -59,16 +66,22 @@ class ProviderModel(ABC):
     _STREAM_SETTINGS: ClassVar[Mapping[str, Any]] = {}  # defaults of a streamed request
 
     def __init__(self, model: str, *, base_url: str | None = None, api_key: str | None = None,
-                 client: Any = None, stream: bool = False, **settings: Any) -> None:
+                 client: Any = None, stream: bool = False,
+                 first_byte_timeout: float | None = None, **settings: Any) -> None:
         if not isinstance(model, str) or not model:
             raise ValueError(f"{type(self).__name__} needs a model name, got {model!r}")
+        if first_byte_timeout is not None:
+            check_seconds(f"{type(self).__name__}(first_byte_timeout=...)", first_byte_timeout,
+                          positive=True)
         taken = sorted(set(settings) & self._SETS)
         if taken:
             raise TypeError(f"{type(self).__name__} sets {taken} itself; they are not settings")
         self._sdk = import_sdk(self._SDK, self._SDK)
         self._http = import_sdk("httpx2", self._SDK)  # the SDK's HTTP client
         self._make_client = client_factory(getattr(self._sdk, self._CLIENT), client, base_url,
-                                           api_key)
+                                           api_key, read_timeout(self._sdk, self._http, client,
+                                                                 first_byte_timeout))
+        self.first_byte_timeout = first_byte_timeout
         self._client: Any = self._make_client()
         self.model = model
         self.stream = bool(stream)
@@ -96,7 +109,12 @@ class ProviderModel(ABC):
                         report_model_progress("model_text_delta", text=text)
             return self._read(assembled.body())
         except (self._sdk.APIError, self._http.TransportError) as exc:
-            raise model_error(exc, self._sdk, self._http) from exc
+            error = model_error(exc, self._sdk, self._http)
+            if error.reason == "timeout" and self.first_byte_timeout is not None:
+                error = ModelError("timeout", f"the provider sent nothing for "
+                                   f"first_byte_timeout={self.first_byte_timeout:g} s (or could "
+                                   f"not be reached in time): {exc}", cause=exc)
+            raise error from exc
         except (LookupError, TypeError, ValueError, AttributeError) as exc:
             raise ModelError("invalid_response", f"the provider's answer could not be read: "
                              f"{type(exc).__name__}: {exc}", cause=exc) from exc
