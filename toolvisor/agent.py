@@ -49,6 +49,7 @@ from toolvisor.host import (
     StartRun,
     ToolGates,
     agent_tool,
+    refuse_child,
     reply_future,
     tracing_for,
 )
@@ -167,7 +168,7 @@ class Agent:
             tools=tuple(tools), system_prompt=system_prompt, on_tool_error=on_tool_error,
             tool_policies=dict(tool_policies or {}), mode=mode, max_turns=max_turns, seed=seed,
             on_model_error=on_model_error, catalog=self._catalog_member,
-            catalog_names=registry.members)
+            catalog_names=registry.members, catalog_available=registry.offered_tool)
         self._store, self._owns_store = durability.opened()
         self._signer: Signer = durability.signer(self._store)
         self._resumed = ResumedSuspensions(
@@ -313,7 +314,7 @@ class Agent:
         store = self._require_store("submit")
         machine = TurnMachine(self._config)
         machine.start(prompt, state=state)
-        run_id = store.create_run(status=QUEUED).run_id
+        run_id = store.create_run(status=QUEUED, agent=self.session_host.agent_name).run_id
         store.save_checkpoint(run_id, machine.last_effect_id, machine.checkpoint().to_json(),
                               status=QUEUED)
         return run_id
@@ -339,9 +340,9 @@ class Agent:
         again; a durable step that had completed is replayed from the journal), resolved keys
         are delivered (a wait whose deadline passed meanwhile is expired first, through its
         ``on_timeout``; a question past its deadline is answered by its default), and a run
-        that is still waiting reports ``Suspended`` with its keys. A
-        run that failed on its model is asked again. ``timeout`` only stops this wait
-        (``TimeoutError``): the run is never cancelled by it.
+        still waiting reports ``Suspended`` with its keys; one that failed on its model is
+        asked again. ``timeout`` only stops this wait (``TimeoutError``), never the run. A
+        child session's id is a ``ValueError`` naming its parent, but on the child's own agent.
         """
         return self._wait(run_id, self._attach("resume_run", run_id), timeout, cancel=False)
 
@@ -352,7 +353,7 @@ class Agent:
         return outcome
 
     def _attach(self, operation: str, run_id: str) -> Future[Any]:
-        self._require_store(operation)
+        refuse_child(operation, self._require_store(operation), run_id, self.session_host)
         check_main_guard(self._registry.process_tools)
         future = reply_future()
         self._orchestrator().tell(AttachRun(run_id, future))
@@ -396,9 +397,8 @@ class Agent:
 
     def _require_store(self, operation: str) -> SessionStore:
         if self._store is None:
-            raise DurableError("completion_keys_unavailable",
-                               f"{operation} needs a session store; create the agent with "
-                               "Agent(..., store='runs.sqlite')")
+            raise DurableError("completion_keys_unavailable", f"{operation} needs a session "
+                               "store; create the agent with Agent(..., store='runs.sqlite')")
         return self._store
 
     def _submit(self, reply: _R, machine: TurnMachine, effects: list[Any],

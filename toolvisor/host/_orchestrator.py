@@ -53,7 +53,8 @@ from toolvisor.host._observing import RunObserver
 from toolvisor.host._question_timer import QuestionsDue
 from toolvisor.host._questions import Questions, suspended_now
 from toolvisor.host._restore import restore
-from toolvisor.host._run import HostedRun, RunMessage
+from toolvisor.host._run import HostedRun, RunMessage, hosted
+from toolvisor.host._run_tree import record_run
 from toolvisor.host._session_host import SnapshotRun, answer_snapshot
 from toolvisor.host._tool_progress import ToolProgressed
 from toolvisor.machine import (
@@ -83,7 +84,7 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
     def __init__(self, settings: OrchestratorSettings) -> None:
         super().__init__()
         self._settings = settings
-        self._store = settings.store
+        self._store, self._registry = settings.store, settings.registry
         self._runs: dict[str, HostedRun] = {}
         self._finished = FinishedCalls(settings.projection)
         me: ActorRef[Any] = self.actor_ref
@@ -134,9 +135,9 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
                     reply.set_exception(ValueError(f"run {run_id} is already going on here; "
                                                    "a Suspended is resumed once at a time"))
                     return
-                started = self._runs[run_id] = HostedRun(run_id, machine, [reply])
+                started = self._runs[run_id] = hosted(run_id, machine, reply, self._registry)
                 if self._store is not None and self._store.get_run(run_id) is None:
-                    self._store.create_run(run_id)
+                    record_run(self._store, self._settings.sessions, run_id)
                 if self._leases is not None:
                     self._leases.take(run_id)
                 self._log.info("run_started", run_id=run_id)
@@ -238,8 +239,8 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
             reply.set_exception(exc)
             return None
         outstanding = machine.outstanding
-        run = self._runs[run_id] = HostedRun(run_id, machine, [reply], reemitted=None
-                                             if outstanding is None else outstanding.id)
+        run = self._runs[run_id] = hosted(run_id, machine, reply, self._registry,
+                                          None if outstanding is None else outstanding.id)
         self._log.info("run_restored", run_id=run_id, effect_id=saved.effect_id)
         self._observe.run_started(run_id, None)
         return run
@@ -380,7 +381,7 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
                 continue
             match effect:
                 case LlmCall():
-                    self._models.start(run_id, effect)
+                    self._models.start(run_id, effect, run.catalog)
                 case ToolCalls():
                     self._calls.start(run, effect)
                 case Sleep(id=effect_id, seconds=seconds):
