@@ -10,7 +10,13 @@ from pathlib import Path
 from typing import Any
 
 from toolvisor import Agent, AskUser, CallContext, Completed, Ok, Suspended, Tool
-from toolvisor.contract import ModelRequest, ModelResponse, ToolResultMessage, UserMessage
+from toolvisor.contract import (
+    CapabilityError,
+    ModelRequest,
+    ModelResponse,
+    ToolResultMessage,
+    UserMessage,
+)
 from toolvisor.machine import (
     CallOutcome,
     Checkpoint,
@@ -136,3 +142,26 @@ def test_an_edit_fed_to_a_bare_machine_is_in_its_checkpoint_and_survives_a_resto
     batch = restored.send(ModelReplied(llm.id, ModelResponse(tool_calls=(
         call("admin", id="x"), call("unlock", id="y")))))[-1]
     assert [c.call.name for c in batch.calls] == ["admin"]  # unlock left this run's catalog
+
+
+def test_an_edit_after_the_call_returned_is_refused_and_the_run_keeps_none() -> None:
+    kept: list[Any] = []
+    refused: list[str] = []
+
+    def keep(arguments: dict[str, Any], ctx: CallContext) -> Ok:
+        kept.append(ctx.sessions)
+        return Ok("kept")
+
+    def late(arguments: dict[str, Any], ctx: CallContext) -> Ok:
+        try:
+            kept[0].set_tool_membership(["admin"], True)  # the first call's, long returned
+        except CapabilityError as exc:
+            refused.append(exc.code)
+        return Ok([e.name for e in ctx.sessions.tool_catalog() if e.present])  # type: ignore[union-attr]
+
+    model = ScriptedModel([calls(call("keep")), calls(call("late", id="l")), "done"])
+    with Agent(model, [Tool(name="keep", handler=keep), Tool(name="late", handler=late),
+                       ADMIN]) as agent:
+        agent.registry.remove_member("admin")
+        outcome = agent.run("go")
+    assert refused == ["call_finished"] and results(outcome)["l"] == '["keep","late"]'
