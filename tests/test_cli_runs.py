@@ -15,7 +15,10 @@ from typing import Any
 
 import pytest
 
+from tests._postgres import behind_the_store, set_version
+from toolvisor import Agent
 from toolvisor.durable import open_store
+from toolvisor.testing import ScriptedModel, call, calls
 
 ROOT = Path(__file__).resolve().parent.parent
 DAY = 86400.0
@@ -65,11 +68,11 @@ def test_runs_lists_each_run_newest_first_with_status_age_host_and_waiting_calls
     rows = [line.split() for line in done.stdout.splitlines()]
     here = socket.gethostname()
     assert rows == [
-        ["RUN", "STATUS", "AGE", "HOST", "PROCESSES", "WAITING"],
-        ["done", "completed", "2h30m", "-", "-", "-"],
-        ["abandoned", "running", "2h30m", "elsewhere:77", "(expired)", "-", "-"],
-        ["hosted", "running", "3h01m", f"{here}:{os.getpid()}", "-", "-"],
-        ["waiting", "suspended", "2d03h", f"{here}:{dead}", "(gone)", "-", "1.1.c_hook"]]
+        ["RUN", "AGENT", "STATUS", "AGE", "HOST", "PROCESSES", "WAITING"],
+        ["done", "-", "completed", "2h30m", "-", "-", "-"],
+        ["abandoned", "-", "running", "2h30m", "elsewhere:77", "(expired)", "-", "-"],
+        ["hosted", "-", "running", "3h01m", f"{here}:{os.getpid()}", "-", "-"],
+        ["waiting", "-", "suspended", "2d03h", f"{here}:{dead}", "(gone)", "-", "1.1.c_hook"]]
 
 
 def test_runs_json_gives_one_object_a_line_with_the_waiting_keys(
@@ -150,3 +153,50 @@ def test_the_toolvisor_command_is_the_cli(tmp_path: Path) -> None:
     usage = subprocess.run([command, "--help"], capture_output=True, text=True, timeout=60,
                            check=False)
     assert usage.stdout.startswith("usage: toolvisor [-h]")
+
+
+def test_child_sessions_show_under_their_parent_with_each_agent(tmp_path: Path) -> None:
+    """A writer whose tool runs a researcher, on one store: the table is a tree (the child
+    indented under the run whose call started it), ``--json`` names each run's agent and
+    parent, and ``resume_run`` of the child on the writer names the parent to resume."""
+    store = tmp_path / "runs.sqlite"
+    researcher = Agent(ScriptedModel(["found it"]), name="researcher", store=store)
+    writer_model = ScriptedModel([calls(call("research", {"prompt": "dig"}, id="r")), "wrote"])
+    with researcher, Agent(writer_model, [researcher.as_tool(
+            name="research", description="Ask the researcher")], name="writer",
+            store=store) as writer:
+        parent = writer.run("write")
+        (child,) = [r.run_id for r in writer.store.runs() if r.run_id != parent.run_id]
+        with pytest.raises(ValueError, match=(
+                f"run '{child}' is a child session \\(of agent 'researcher'\\) started by a "
+                f"call of run '{parent.run_id}' \\(of agent 'writer'\\).*"
+                f"resume_run\\('{parent.run_id}'\\) on agent 'writer'")):
+            writer.resume_run(child)
+        assert researcher.resume_run(child).text == "found it"  # the child's own agent
+        assert writer.resume_run(parent.run_id).text == "wrote"
+    done = cli("runs", "--store", store)
+    assert (done.returncode, done.stderr) == (0, "")
+    rows = [line.split()[:3] for line in done.stdout.splitlines()]
+    assert rows == [["RUN", "AGENT", "STATUS"], [parent.run_id, "writer", "completed"],
+                    ["-", child, "researcher"]]
+    assert done.stdout.splitlines()[2].startswith(f"  - {child}")
+    listed = cli("runs", "--store", store, "--json").stdout
+    lines = [json.loads(text) for text in listed.splitlines()]
+    assert {(line["run_id"], line["agent"], line["parent"]) for line in lines} == {
+        (parent.run_id, "writer", None), (child, "researcher", parent.run_id)}
+
+
+def test_a_store_of_schema_version_3_is_migrated_and_its_runs_listed(store_target: str) -> None:
+    with open_store(store_target) as store:
+        store.create_run("old", status="completed")
+    for column in ("agent", "parent_run_id"):  # as toolvisor before the run tree left it
+        behind_the_store(store_target, f"ALTER TABLE runs DROP COLUMN {column}")
+    set_version(store_target, 3)
+    with open_store(store_target) as store:
+        old = store.get_run("old")
+        assert old is not None and (old.status, old.agent, old.parent_run_id) == (
+            "completed", None, None)
+        store.create_run("new", agent="writer", parent_run_id="old")
+    done = cli("runs", "--store", store_target)
+    assert [line.split()[:2] for line in done.stdout.splitlines()] == [
+        ["RUN", "AGENT"], ["old", "-"], ["-", "new"]]

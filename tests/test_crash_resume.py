@@ -154,9 +154,9 @@ def test_a_killed_run_is_listed_by_the_command_line_and_resumed_by_its_id(
     table = cli("runs", "--store", store)
     assert (table.returncode, table.stderr) == (0, "")
     header, row = table.stdout.splitlines()
-    assert header.split() == ["RUN", "STATUS", "AGE", "HOST", "PROCESSES", "WAITING"]
-    assert row.split()[:2] == [run_id, "running"]
-    assert row.split()[3:] == [f"{socket.gethostname()}:{pid}", "(gone)", "-", "-"]
+    assert header.split() == ["RUN", "AGENT", "STATUS", "AGE", "HOST", "PROCESSES", "WAITING"]
+    assert row.split()[:3] == [run_id, "agent", "running"]
+    assert row.split()[4:] == [f"{socket.gethostname()}:{pid}", "(gone)", "-", "-"]
     line = listed(store)[run_id]
     assert (line["status"], line["host"]["state"], line["waiting"]) == ("running", "gone", [])
     assert line["host"]["holder"].startswith(f"{socket.gethostname()}:{pid}:")
@@ -201,8 +201,8 @@ def test_the_crash_recovery_example_kills_its_host_and_finishes_the_run() -> Non
     lines = done.stdout.splitlines()
     assert lines[0].startswith("host killed (exit -9) while charge_card ran in run ")
     run_id = lines[0].split()[-1]
-    assert lines[1].split()[:2] == ["RUN", "STATUS"]
-    assert lines[2].split()[:2] == [run_id, "running"] and "(gone)" in lines[2]
+    assert lines[1].split()[:3] == ["RUN", "AGENT", "STATUS"]
+    assert lines[2].split()[:3] == [run_id, "agent", "running"] and "(gone)" in lines[2]
     assert lines[3].startswith("completed: The book costs 12.5 EUR.")
     assert lines[4] == "  lookup_price: 12.5" and len(lines) == 6  # each call once
     assert lines[5].startswith("  charge_card: ") and '"handler_exit"' in lines[5]

@@ -99,7 +99,9 @@ def test_a_store_of_schema_version_2_is_migrated_and_its_leases_fenced(
         store.create_run("r")
         store.acquire_lease("r", "a", 10)
     # as toolvisor before fencing left it: no tokens, version 2
-    for statement in ("ALTER TABLE leases DROP COLUMN token", "ALTER TABLE runs DROP COLUMN fence"):
+    for statement in ("ALTER TABLE leases DROP COLUMN token", "ALTER TABLE runs DROP COLUMN fence",
+                      "ALTER TABLE runs DROP COLUMN agent",
+                      "ALTER TABLE runs DROP COLUMN parent_run_id"):
         behind_the_store(store_target, statement)
     set_version(store_target, 2)
     with open_store(store_target, clock=clock) as store:

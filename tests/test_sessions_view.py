@@ -57,7 +57,7 @@ def test_the_catalog_lists_every_tool_and_membership_is_set_by_name() -> None:
     with Agent(model, tools) as agent:
         agent.registry.remove_member("admin")
         outcome = agent.run("get root")
-        assert agent.registry.members() == {"admit", "admin"}
+        assert agent.registry.members() == {"admit"}  # the run edited its own catalog
     got = results(outcome)
     assert "not_found" in got["a1"] and got["a2"] == "root"
     assert got["u"] == '{"before":{"admit":true,"admin":false},"changed":["admin"]}'

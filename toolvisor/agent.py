@@ -49,6 +49,7 @@ from toolvisor.host import (
     StartRun,
     ToolGates,
     agent_tool,
+    refuse_child,
     reply_future,
     tracing_for,
 )
@@ -169,7 +170,7 @@ class Agent:
             tools=tuple(tools), system_prompt=system_prompt, on_tool_error=on_tool_error,
             tool_policies=dict(tool_policies or {}), mode=mode, max_turns=max_turns, seed=seed,
             on_model_error=on_model_error, catalog=self._catalog_member,
-            catalog_names=registry.members)
+            catalog_names=registry.members, catalog_available=registry.offered_tool)
         self._store, self._owns_store = durability.opened()
         self._signer: Signer = durability.signer(self._store)
         self._resumed = ResumedSuspensions(
@@ -311,11 +312,11 @@ class Agent:
     def submit(self, prompt: str | Sequence[Message], *,
                state: Mapping[str, Any] | None = None) -> str:
         """Queue a run on ``prompt`` in the store (its first checkpoint) for a worker on any
-        machine (``python -m toolvisor.cli worker``); its ``run_id``, which ``resume_run`` takes."""
+        machine (``toolvisor worker``); its ``run_id``, which ``resume_run`` takes."""
         store = self._require_store("submit")
         machine = TurnMachine(self._config)
         machine.start(prompt, state=state)
-        run_id = store.create_run(status=QUEUED).run_id
+        run_id = store.create_run(status=QUEUED, agent=self.session_host.agent_name).run_id
         store.save_checkpoint(run_id, machine.last_effect_id, machine.checkpoint().to_json(),
                               status=QUEUED)
         return run_id
@@ -341,9 +342,9 @@ class Agent:
         again; a durable step that had completed is replayed from the journal), resolved keys
         are delivered (a wait whose deadline passed meanwhile is expired first, through its
         ``on_timeout``; a question past its deadline is answered by its default), and a run
-        that is still waiting reports ``Suspended`` with its keys. A
-        run that failed on its model is asked again. ``timeout`` only stops this wait
-        (``TimeoutError``): the run is never cancelled by it.
+        still waiting reports ``Suspended`` with its keys; one that failed on its model is
+        asked again. ``timeout`` only stops this wait (``TimeoutError``), never the run. A
+        child session's id is a ``ValueError`` naming its parent, but on the child's own agent.
         """
         return self._wait(run_id, self._attach("resume_run", run_id), timeout, cancel=False)
 
@@ -354,10 +355,9 @@ class Agent:
         return outcome
 
     def _attach(self, operation: str, run_id: str) -> Future[Any]:
-        self._require_store(operation)
+        refuse_child(operation, self._require_store(operation), run_id, self.session_host)
         check_main_guard(self._registry.process_tools)
-        future = reply_future()
-        self._orchestrator().tell(AttachRun(run_id, future))
+        self._orchestrator().tell(AttachRun(run_id, future := reply_future()))
         return future
 
     def cancel_run(self, run_id: str, *, timeout: float | None = None) -> RunOutcome:
@@ -386,15 +386,15 @@ class Agent:
 
         Returns ``"accepted"`` (first resolution: the run continues), ``"already_resolved"``
         or ``"unknown_or_revoked"`` (tampered, foreign or revoked key: nothing changes). Any
-        process that can open the store may do the same (``python -m toolvisor.cli resolve``).
+        process that can open the store may do the same (``toolvisor resolve``).
         """
         return self._require_store("resolve").resolve(key, ok=ok, error=error)
 
     async def aresolve(self, key: str, *, ok: Any = UNSET, error: Any = UNSET) -> ResolveOutcome:
         """``resolve`` for asyncio (on a worker thread). Cancelling the awaiting task does not
         undo a resolution under way: resolving again answers ``"already_resolved"`` if made."""
-        store = self._require_store("aresolve")
-        return await asyncio.to_thread(store.resolve, key, ok=ok, error=error)
+        return await asyncio.to_thread(self._require_store("aresolve").resolve, key, ok=ok,
+                                       error=error)
 
     def _require_store(self, operation: str) -> SessionStore:
         if self._store is None:

@@ -1,11 +1,12 @@
 """The command line, ``toolvisor`` (or ``python -m toolvisor.cli``, the same commands): list a
 store's runs, resolve completion keys, look at waits, serve tools over MCP, drive runs.
 
-``toolvisor runs --store runs.sqlite`` lists the runs, newest first: id, status,
-age, the host driving it (``gone`` when its process died: resume it), its background
-processes (how many, how many still running, how many detached: they outlive the run), the
-calls waiting on completion keys (``--json``: one object a line, with the keys and each
-process's handle, name, status and whether it is detached).
+``toolvisor runs --store runs.sqlite`` lists the runs, newest first, as a tree
+(each child session indented under the run whose call started it): id, agent, status, age,
+the host driving it (``gone`` when its process died: resume it), its background processes (how
+many, how many still running, how many detached: they outlive the run), the calls waiting on
+completion keys (``--json``: one object a line, newest first, with the agent, the parent run,
+the keys and each process's handle, name, status and whether it is detached).
 ``toolvisor resolve --store runs.sqlite KEY --ok '{"status": "paid"}'`` delivers
 the result of a ``Pending`` call; the run that waits on it continues in whichever process hosts
 it. ``toolvisor waits --store runs.sqlite`` lists the open waits.
@@ -74,13 +75,15 @@ def _parser() -> argparse.ArgumentParser:
     value.add_argument("--error", type=_json_argument, default=argparse.SUPPRESS,
                        help="the call's error, as JSON")
     runs = commands.add_parser(
-        "runs", help="list the runs, newest first: id, status, age, host, waiting calls")
+        "runs", help="list the runs, newest first, child sessions under their parent: id, "
+                     "agent, status, age, host, waiting calls")
     runs.add_argument("--store", required=True, help=_STORE_HELP)
     runs.add_argument("--status", default=None,
                       help="only runs with this status (running, suspended, completed, halted, "
                            "failed, cancelled)")
     runs.add_argument("--json", action="store_true",
-                      help="one JSON object a line, with timestamps and the waiting keys")
+                      help="one JSON object a line, with the agent, the parent run, timestamps "
+                           "and the waiting keys")
     waits = commands.add_parser("waits", help="list the open waits (one JSON object a line)")
     waits.add_argument("--store", required=True, help=_STORE_HELP)
     waits.add_argument("--run", default=None, help="only the waits of this run id")
@@ -309,7 +312,8 @@ def _host(lease: Lease | None, now: float) -> dict[str, Any] | None:
 
 def _run_data(store: SessionStore, run: RunRecord, now: float,
               host: dict[str, Any] | None, waits: list[Wait]) -> dict[str, Any]:
-    return {"run_id": run.run_id, "status": run.status, "age": round(now - run.created_at, 3),
+    return {"run_id": run.run_id, "agent": run.agent, "parent": run.parent_run_id,
+            "status": run.status, "age": round(now - run.created_at, 3),
             "created_at": run.created_at, "updated_at": run.updated_at, "host": host,
             "processes": [record.info().to_dict()
                           for record in process_records(store, run.run_id).values()],
@@ -341,13 +345,51 @@ def _run_lines(store: SessionStore, status: str | None, as_json: bool) -> list[s
         return [json.dumps(item) for item in data]
     if not data:
         return ["no runs" if status is None else f"no runs with status {status!r}"]
-    rows = [("RUN", "STATUS", "AGE", "HOST", "PROCESSES", "WAITING")] + [(
-        item["run_id"], item["status"], _age(item["age"]),
-        "-" if item["host"] is None else _holder_text(item["host"]),
+    rows = [("RUN", "AGENT", "STATUS", "AGE", "HOST", "PROCESSES", "WAITING")] + [(
+        _run_text(item, depth, listed), item["agent"] or "-", item["status"],
+        _age(item["age"]), "-" if item["host"] is None else _holder_text(item["host"]),
         _processes_text(item["processes"]),
-        ", ".join(w["call_id"] for w in item["waiting"]) or "-") for item in data]
-    widths = [max(len(row[i]) for row in rows) for i in range(5)]  # the last is not padded
-    return ["  ".join([*(row[i].ljust(widths[i]) for i in range(5)), row[5]]) for row in rows]
+        ", ".join(w["call_id"] for w in item["waiting"]) or "-")
+        for depth, item, listed in _tree(data)]
+    last = len(rows[0]) - 1  # the last column is not padded
+    widths = [max(len(row[i]) for row in rows) for i in range(last)]
+    return ["  ".join([*(row[i].ljust(widths[i]) for i in range(last)), row[last]])
+            for row in rows]
+
+
+def _tree(data: list[dict[str, Any]]) -> list[tuple[int, dict[str, Any], bool]]:
+    """The runs in tree order: each listed run (newest first) followed by its children (newest
+    first, one level deeper). Each with its depth and whether its parent is listed (a child
+    whose parent is not, under ``--status``, is a root)."""
+    listed = {item["run_id"] for item in data}
+    children: dict[str, list[dict[str, Any]]] = {}
+    roots = []
+    for item in data:
+        if item["parent"] in listed:
+            children.setdefault(item["parent"], []).append(item)
+        else:
+            roots.append(item)
+    ordered: list[tuple[int, dict[str, Any], bool]] = []
+    seen: set[str] = set()
+    stack = [(0, item) for item in reversed(roots)]
+    while stack:
+        depth, item = stack.pop()
+        seen.add(item["run_id"])
+        ordered.append((depth, item, item["parent"] in listed))
+        stack.extend((depth + 1, child) for child in reversed(children.get(item["run_id"], []))
+                     if child["run_id"] not in seen)
+    ordered += [(0, item, True) for item in data if item["run_id"] not in seen]  # a cycle
+    return ordered
+
+
+def _run_text(item: dict[str, Any], depth: int, parent_listed: bool) -> str:
+    """The run's id, indented under its parent; a child whose parent is not listed says
+    whose it is."""
+    if depth:
+        return "  " * depth + "- " + str(item["run_id"])
+    if item["parent"] is not None and not parent_listed:
+        return f"{item['run_id']} (child of {item['parent']})"
+    return str(item["run_id"])
 
 
 def _holder_text(host: dict[str, Any]) -> str:

@@ -4,7 +4,7 @@ Runs are put into the store by ``agent.submit`` (or left there by a host that di
 go); every worker on the store claims those it has room for (the store makes sure no two take
 the same run), drives each from its latest checkpoint under a lease, and lets a run go when it
 waits on keys or answers (its outcome then is ``Suspended``), so that a resolution from
-anywhere wakes it on whichever worker claims it next. ``python -m toolvisor.cli worker`` runs
+anywhere wakes it on whichever worker claims it next. ``toolvisor worker`` runs
 one until ``SIGTERM``.
 
 State: the runs being driven (``_driving``: run id to the future of its next outcome) belong to

@@ -17,12 +17,16 @@ KeyPurpose: TypeAlias = Literal["call", "event"]
 
 @dataclass(frozen=True, slots=True)
 class RunRecord:
-    """One run: its id, a free-form status the host chooses, and when it changed."""
+    """One run: its id, a free-form status the host chooses, and when it changed; the name of
+    the agent it was started on and, for a child session, the run whose call started it
+    (``None`` where not given, and in runs a store before schema version 4 recorded)."""
 
     run_id: str
     status: str
     created_at: float
     updated_at: float
+    agent: str | None = None
+    parent_run_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,12 +19,13 @@ from toolvisor.durable._records import (
     Wait,
 )
 
-RUN_COLUMNS = "run_id, status, created_at, updated_at"
+RUN_COLUMNS = "run_id, status, created_at, updated_at, agent, parent_run_id"
 
 
 def run_from_row(row: Sequence[Any]) -> RunRecord:
     """The run of a ``runs`` row of :data:`RUN_COLUMNS`."""
-    return RunRecord(run_id=row[0], status=row[1], created_at=row[2], updated_at=row[3])
+    return RunRecord(run_id=row[0], status=row[1], created_at=row[2], updated_at=row[3],
+                     agent=row[4], parent_run_id=row[5])
 
 
 CHECKPOINT_COLUMNS = "seq, run_id, effect_id, data, saved_at, signature"

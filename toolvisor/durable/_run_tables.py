@@ -57,18 +57,24 @@ class RunTables:
         self._db = db
         self._clock = clock
 
-    def create_run(self, run_id: str | None = None, *, status: str = "running") -> RunRecord:
+    def create_run(self, run_id: str | None = None, *, status: str = "running",
+                   agent: str | None = None, parent_run_id: str | None = None) -> RunRecord:
         run_id = uuid.uuid4().hex if run_id is None else require_id(run_id, "run_id")
         require_id(status, "status")
+        if agent is not None:
+            require_id(agent, "agent")
+        if parent_run_id is not None:
+            require_id(parent_run_id, "parent_run_id")
         now = self._clock()
         with self._db.write() as tx:
             added = tx.execute(
-                f"INSERT INTO runs ({RUN_COLUMNS}) VALUES (?,?,?,?) ON CONFLICT DO NOTHING",
-                (run_id, status, now, now),
+                f"INSERT INTO runs ({RUN_COLUMNS}) VALUES (?,?,?,?,?,?) ON CONFLICT DO NOTHING",
+                (run_id, status, now, now, agent, parent_run_id),
             ).rowcount
         if not added:
             raise ValueError(f"run {run_id!r} already exists; use get_run to read it")
-        return RunRecord(run_id=run_id, status=status, created_at=now, updated_at=now)
+        return RunRecord(run_id=run_id, status=status, created_at=now, updated_at=now,
+                         agent=agent, parent_run_id=parent_run_id)
 
     def get_run(self, run_id: str) -> RunRecord | None:
         with self._db.read() as tx:

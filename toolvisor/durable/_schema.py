@@ -1,5 +1,5 @@
-"""The store's schema, version 3 (signed checkpoints, fenced leases), written once for both
-backends.
+"""The store's schema, version 4 (signed checkpoints, fenced leases, each run's agent and
+parent run), written once for both backends.
 
 Every value column holds JSON text written by the store itself. ``keys`` holds one row per
 issued completion key together with its (first and only) resolution, so a resolution that
@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 from toolvisor.durable._sql import Dialect
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 _SCHEMA = """
 CREATE TABLE meta (
@@ -92,6 +92,13 @@ ALTER TABLE runs ADD COLUMN fence INTEGER NOT NULL DEFAULT 0
 """
 """Version 3: each lease's fencing token, and each run's last one handed out."""
 
+_RUN_TREE = """
+ALTER TABLE runs ADD COLUMN agent TEXT;
+ALTER TABLE runs ADD COLUMN parent_run_id TEXT
+"""
+"""Version 4: the name of the agent each run was started on, and the run whose call started
+it (a child session's parent); both empty in runs an earlier version recorded."""
+
 
 def _statements(template: str, dialect: Dialect) -> list[str]:
     text = template.format(real=dialect.real, serial=dialect.serial,
@@ -102,7 +109,8 @@ def _statements(template: str, dialect: Dialect) -> list[str]:
 def _migrations(dialect: Dialect) -> dict[int, tuple[int, list[str]]]:
     """From each version a store can have: the version its migration ends at, and the
     statements of that migration (version ``0``: a new store)."""
-    return {0: (2, _statements(_SCHEMA, dialect)), 2: (3, _statements(_FENCING, dialect))}
+    return {0: (2, _statements(_SCHEMA, dialect)), 2: (3, _statements(_FENCING, dialect)),
+            3: (4, _statements(_RUN_TREE, dialect))}
 
 
 def migrate(store: str, version: int, dialect: Dialect, execute: Callable[[str], object]) -> int:

@@ -110,8 +110,10 @@ class SqlSessionStore(SessionStore):
 
     # -- runs, checkpoints, journal, process events ----------------------------------------------
 
-    def create_run(self, run_id: str | None = None, *, status: str = "running") -> RunRecord:
-        return self._runs.create_run(run_id, status=status)
+    def create_run(self, run_id: str | None = None, *, status: str = "running",
+                   agent: str | None = None, parent_run_id: str | None = None) -> RunRecord:
+        return self._runs.create_run(run_id, status=status, agent=agent,
+                                     parent_run_id=parent_run_id)
 
     def get_run(self, run_id: str) -> RunRecord | None:
         return self._runs.get_run(run_id)

@@ -53,8 +53,11 @@ class SessionStore(Protocol):
         """The store's clock (seconds since the epoch unless injected)."""
         ...
 
-    def create_run(self, run_id: str | None = None, *, status: str = "running") -> RunRecord:
-        """Record a new run (a fresh uuid4 hex id unless given); a duplicate id is refused."""
+    def create_run(self, run_id: str | None = None, *, status: str = "running",
+                   agent: str | None = None, parent_run_id: str | None = None) -> RunRecord:
+        """Record a new run (a fresh uuid4 hex id unless given); a duplicate id is refused.
+        ``agent`` names the agent it is started on; ``parent_run_id`` is the run whose call
+        started it, for a child session (``toolvisor.cli runs`` shows the tree)."""
         ...
 
     def get_run(self, run_id: str) -> RunRecord | None:

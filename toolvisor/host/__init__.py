@@ -29,6 +29,7 @@ from toolvisor.host._orchestrator import OrchestratorActor
 from toolvisor.host._process_views import CallProcesses, HostProcesses
 from toolvisor.host._processes import Processes
 from toolvisor.host._resumed import ResumedSuspensions
+from toolvisor.host._run_tree import refuse_child
 from toolvisor.host._session_host import AgentSessionHost, SessionLimits
 from toolvisor.host._tracing import SEMCONV_VERSION, Tracing, tracing_for
 from toolvisor.host._tree import AgentTree
@@ -65,6 +66,7 @@ __all__ = [
     "agent_tool",
     "durable_call_id",
     "model_info",
+    "refuse_child",
     "reply_future",
     "tracing_for",
 ]

@@ -191,7 +191,6 @@ class CallStarter:
     def _start(self, run: HostedRun, planned: CallToRun, reemitted: bool) -> None:
         """Give one call its context and start it (or answer it at once if it cannot run)."""
         settings, waits = self._settings, self._waits
-        registry = settings.registry
         view = StateView(planned.state)
         keys = durable = None
         token: threading.Event | None = None  # only made where someone reads it
@@ -206,8 +205,8 @@ class CallStarter:
             durable_call_id(planned.turn, planned.attempt, planned.call.id), token, planned.turn)
         sessions = None if settings.sessions is None else CallSessions(
             run_id=run.run_id, call_id=planned.call.id, host=settings.sessions,
-            registry=registry, durable=durable, keys=keys)
-        tool = registry.resolve(planned.call.name, CallContext(tool_call=planned.call))
+            catalog=run.catalog, durable=durable, keys=keys)
+        tool = run.catalog.resolve(planned.call.name, CallContext(tool_call=planned.call))
         # (not_found: the handler never runs; the context only names the call in that error)
         if not isinstance(tool, Err) and reemitted and waits is not None \
                 and not waits.may_run_again(run.run_id, tool, planned):
@@ -242,7 +241,7 @@ class CallStarter:
                 None if durable is None else durable.fence),
         )
         reply = CallTarget(self._finished, self._me, run.run_id, view, ctx, token, ticket, span,
-                           window)
+                           window, None if sessions is None else sessions.take_membership)
         if isinstance(tool, Err):
             answer(reply, planned.call, planned.call.name, tool)
             return

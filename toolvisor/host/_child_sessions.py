@@ -1,12 +1,14 @@
 """Child sessions: runs started by a call, linked to it as an OTP process to its parent.
 
-``CallSessions`` is one call's ``ctx.sessions``: the run's own view (model, snapshot, catalog)
-and the children this call started. The ``CallStarter`` that built it owns its end: when the
-call's reply is taken (a result, a timeout, a cancellation) or its run is released, it calls
-:meth:`CallSessions.end`, which refuses any later child and cancels each live one; a child's
-own calls end the same way when its run is cancelled, so the cascade reaches every level.
-State here is read and written by the handler's threads and by the orchestrator's thread
-(``end``), under the object's lock; no lock is held while waiting for a child.
+``CallSessions`` is one call's ``ctx.sessions``: the run's own view (model, snapshot, its own
+catalog, a ``RunCatalog``) and the children this call started. The ``CallStarter`` that built
+it owns its end: when the call's reply is taken (a result, a timeout, a cancellation) or its
+run is released, it calls :meth:`CallSessions.end`, which refuses any later child and cancels
+each live one; a child's own calls end the same way when its run is cancelled, so the cascade
+reaches every level. The catalog edits the call made are taken with its reply
+(``take_membership``, on the call's thread), for its outcome. State here is read and written by
+the handler's threads and by the orchestrator's thread (``end``), under the object's lock; no
+lock is held while waiting for a child.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from toolvisor.contract import (
     trace_headers,
 )
 from toolvisor.host._relays import Relay, relayed_question, waits_on_one_key
+from toolvisor.host._run_catalog import RunCatalog
 from toolvisor.host._session_host import AgentSessionHost, ChildLink
 from toolvisor.host._stored_relays import CHILD_STEP, follow_child, journal_relay, relay_key_of
 from toolvisor.registry import ToolRegistry
@@ -69,12 +72,14 @@ class CallSessions:
     """``ctx.sessions`` for one call of run ``run_id`` (see the module's docstring)."""
 
     def __init__(self, *, run_id: str, call_id: str, host: AgentSessionHost,
-                 registry: ToolRegistry, durable: DurableEffectsAccess | None,
+                 catalog: RunCatalog, durable: DurableEffectsAccess | None,
                  keys: CompletionKeys | None) -> None:
         self._run_id = run_id
         self._call_id = call_id
         self._host = host
-        self._registry = registry
+        self._catalog = catalog
+        self._membership: dict[str, bool] | None = {}  # this call's catalog edits; None once
+        # its reply took them
         self._durable = durable
         self._keys = keys
         link = host.link_of(run_id)
@@ -112,21 +117,37 @@ class CallSessions:
         return host.snapshot(run_id)
 
     def tool_catalog(self) -> tuple[CatalogEntry, ...]:
-        """Every tool the agent's sources provide, with its spec and whether it is offered."""
-        members = self._registry.members()
-        return tuple(CatalogEntry(spec=m.spec, present=m.name in members)
-                     for m in self._registry.available())
+        """Every tool the agent's sources provide, with its spec and whether it is in this
+        run's catalog (offered to its model)."""
+        return self._catalog.entries()
 
     def set_tool_membership(self, names: Iterable[str], present: bool) -> frozenset[str]:
-        """Put ``names`` in the catalog (``present=True``) or take them out; returns the names
-        whose membership changed. A name no source provides is a ``LookupError``."""
+        """Put ``names`` in the run's own catalog (``present=True``) or take them out; returns
+        the names whose membership changed. Other runs, and the agent's registry, are not
+        touched. A name no source provides is a ``LookupError``."""
         if isinstance(names, str):
             raise TypeError(f"names must be a collection of tool names, got the str {names!r}; "
                             f"pass [{names!r}]")
         if not isinstance(present, bool):
             raise TypeError(f"present must be a bool, got {present!r}")
-        edit = self._registry.add_member if present else self._registry.remove_member
-        return frozenset(name for name in list(names) if edit(name))
+        names = list(names)
+        if not all(isinstance(name, str) for name in names):
+            raise TypeError(f"names must be tool names (str), got {names!r}")
+        with self._lock:
+            if self._membership is None:
+                raise CapabilityError(
+                    "call_finished", f"call {self._call_id!r} has ended: its run took its "
+                    "catalog edits with its result; edit the catalog while the call runs")
+            changed = self._catalog.set(names, present)
+            self._membership.update(dict.fromkeys(names, present))
+        return changed
+
+    def take_membership(self) -> dict[str, bool]:
+        """The catalog edits this call made, for its outcome (on the thread that gives its
+        reply); later edits are refused: its run would not keep them."""
+        with self._lock:
+            edits, self._membership = self._membership or {}, None
+        return edits
 
     # --- child sessions ---------------------------------------------------------------------
 

@@ -259,8 +259,8 @@ class DurableWaits:
         for key, entry in self.parked(run).items():
             if key not in keys:
                 continue
-            tool = self._registry.resolve(entry.call.name)
-            hook = None if isinstance(tool, Err) else tool.on_cancel
+            tool = self._registry.offered_tool(entry.call.name)  # member or not: a run's own
+            hook = None if tool is None else tool.on_cancel  # catalog may have put it in
             if hook is None:
                 self._log.warning("cancel_hook_missing", tool=entry.call.name,
                                   call_id=entry.call.id)

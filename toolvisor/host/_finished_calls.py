@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,9 +21,9 @@ from toolvisor.actors import CallReply
 from toolvisor.call import OutputProjection, ProjectionPoint
 from toolvisor.contract import CallContext, Err, OutputWindow
 from toolvisor.host._direct_completions import NO_USAGE, CallCompletions
+from toolvisor.host._run_catalog import RunCatalog
 from toolvisor.host._tracing import ToolSpan
 from toolvisor.machine import CallOutcome, Effect, StateView, ToolResults, TurnMachine
-from toolvisor.registry import ToolRegistry
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +59,8 @@ class CallTarget:
     span: ToolSpan | None = None  # the call's trace span, when the agent traces
     window: OutputWindow = "head"  # which end of its text the output budget keeps: its
     # tool's, resolved once when the call started (``head`` for a call of no tool)
+    membership: Callable[[], dict[str, bool]] | None = None  # takes the catalog edits the
+    # call made (its ctx.sessions'), for its outcome
 
     def __call__(self, reply: CallReply) -> None:
         self.finished.on_reply(self, reply)
@@ -69,9 +72,9 @@ def tell(me: ActorRef[Any], message: Any) -> None:
         me.tell(message)
 
 
-def output_window(registry: ToolRegistry, tool_name: str) -> Any:
+def output_window(catalog: RunCatalog, tool_name: str) -> Any:
     """Which end of a tool's text the output budget keeps (``head`` for a tool gone)."""
-    tool = registry.resolve(tool_name)
+    tool = catalog.resolve(tool_name)
     return "head" if isinstance(tool, Err) else tool.output_window
 
 
@@ -118,8 +121,10 @@ class FinishedCalls:
             text = projection.project(point, text,
                                       window=target.window,
                                       is_error=reply.is_error)
+        membership = {} if target.membership is None else target.membership()  # its catalog
+        # edits go to the run's machine with it
         done = CallOutcome(reply.tool_call_id, reply.result, text, writes=target.view.writes,
-                           usage=usage)
+                           usage=usage, membership=membership)
         keys = target.ctx.completion_keys
         if self.add(CallDone(target.run_id, done,
                              None if keys is None else keys.issued, target.ticket)):

@@ -20,6 +20,7 @@ from toolvisor.host._effect_messages import ModelAnswered, ModelProgress, ModelR
 from toolvisor.host._model_notices import WaitingModels
 from toolvisor.host._model_request import request_for_model
 from toolvisor.host._observing import RunObserver
+from toolvisor.host._run_catalog import RunCatalog
 from toolvisor.machine import LlmCall
 
 
@@ -36,10 +37,11 @@ class ModelsInFlight:
             get_event_log("orchestrator"), timer, after, settings.models.timeout)
         self._calls: dict[str, tuple[int, CallHandle]] = {}  # run id -> (LlmCall id, its call)
 
-    def start(self, run_id: str, effect: LlmCall) -> None:
-        """Ask the model what ``effect`` asks; its answer comes back as ``ModelAnswered``."""
+    def start(self, run_id: str, effect: LlmCall, catalog: RunCatalog) -> None:
+        """Ask the model what ``effect`` asks, offering the tools of the run's ``catalog``; its
+        answer comes back as ``ModelAnswered``."""
         settings = self._settings
-        request = request_for_model(settings.registry, settings.projection, effect.request,
+        request = request_for_model(catalog, settings.projection, effect.request,
                                     settings.gates.hidden())
         self._observe.model_started(run_id, effect)
         replies = ModelReplies(self._me, run_id, effect)  # refers to neither the handle nor

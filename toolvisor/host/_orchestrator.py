@@ -55,7 +55,8 @@ from toolvisor.host._observing import RunObserver
 from toolvisor.host._question_timer import QuestionsDue
 from toolvisor.host._questions import Questions, suspended_now
 from toolvisor.host._restore import rehosted
-from toolvisor.host._run import HostedRun, RunMessage, watched
+from toolvisor.host._run import HostedRun, RunMessage, hosted, watched
+from toolvisor.host._run_tree import record_run
 from toolvisor.host._session_host import SnapshotRun, answer_snapshot
 from toolvisor.host._tool_progress import ToolProgressed
 from toolvisor.machine import (
@@ -85,7 +86,7 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
     def __init__(self, settings: OrchestratorSettings) -> None:
         super().__init__()
         self._settings = settings
-        self._store = settings.store
+        self._store, self._registry = settings.store, settings.registry
         self._runs: dict[str, HostedRun] = {}
         self._finished = FinishedCalls(settings.projection)
         me: ActorRef[Any] = self.actor_ref
@@ -136,9 +137,9 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
                     reply.set_exception(ValueError(f"run {run_id} is already going on here; "
                                                    "a Suspended is resumed once at a time"))
                     return
-                started = self._runs[run_id] = HostedRun(run_id, machine, [reply])
+                started = self._runs[run_id] = hosted(run_id, machine, reply, self._registry)
                 if self._store is not None and self._store.get_run(run_id) is None:
-                    self._store.create_run(run_id)
+                    record_run(self._store, self._settings.sessions, run_id)
                 if self._leases is not None:
                     self._leases.take(run_id)
                 self._log.info("run_started", run_id=run_id)
@@ -225,7 +226,8 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
 
     def _adopt(self, run_id: str, reply: Future[Any]) -> HostedRun | None:
         """Host the run from the store's latest checkpoint; ``None`` (reply failed) if we can't."""
-        run = rehosted(self._store, self._settings.config, self._leases, run_id, reply)
+        run = rehosted(self._store, self._settings.config, self._leases, run_id, reply,
+                       self._registry)
         if run is not None:
             self._runs[run_id] = run
             self._log.info("run_restored", run_id=run_id, effect_id=run.machine.last_effect_id)
@@ -368,7 +370,7 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
                 continue
             match effect:
                 case LlmCall():
-                    self._models.start(run_id, effect)
+                    self._models.start(run_id, effect, run.catalog)
                 case ToolCalls():
                     self._calls.start(run, effect)
                 case Sleep(id=effect_id, seconds=seconds):

@@ -7,8 +7,9 @@ from typing import Any
 
 from toolvisor.durable import SavedCheckpoint, SessionStore, UnknownRunError
 from toolvisor.host._leases import RunLeases
-from toolvisor.host._run import HostedRun
+from toolvisor.host._run import HostedRun, hosted
 from toolvisor.machine import MachineConfig, TurnMachine
+from toolvisor.registry import ToolRegistry
 
 
 def restore(store: SessionStore | None, config: MachineConfig | None,
@@ -37,14 +38,16 @@ def restore(store: SessionStore | None, config: MachineConfig | None,
 
 
 def rehosted(store: SessionStore | None, config: MachineConfig | None,
-             leases: RunLeases | None, run_id: str, reply: Future[Any]) -> HostedRun | None:
-    """The run restored (``restore``) to be hosted, ``reply`` its watcher and the effect it
-    re-emits noted; ``None`` if it cannot be (``reply`` is failed with why)."""
+             leases: RunLeases | None, run_id: str, reply: Future[Any],
+             registry: ToolRegistry) -> HostedRun | None:
+    """The run restored (``restore``) to be hosted, ``reply`` its watcher, the effect it
+    re-emits noted and its catalog the agent's ``registry`` with its checkpoint's edits;
+    ``None`` if it cannot be (``reply`` is failed with why)."""
     try:
         machine, _ = restore(store, config, leases, run_id)
     except Exception as exc:
         reply.set_exception(exc)
         return None
     outstanding = machine.outstanding
-    return HostedRun(run_id, machine, [reply],
-                     reemitted=None if outstanding is None else outstanding.id)
+    return hosted(run_id, machine, reply, registry,
+                  None if outstanding is None else outstanding.id)

@@ -14,7 +14,9 @@ from typing import Any
 from toolvisor.durable import StoreError
 from toolvisor.executor import Deadline
 from toolvisor.host._loop_reply import Reply
+from toolvisor.host._run_catalog import RunCatalog
 from toolvisor.machine import Done, Failed, TurnMachine
+from toolvisor.registry import ToolRegistry
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,11 +29,14 @@ class RunMessage:
 
 @dataclass(eq=False)
 class HostedRun:
-    """A run's machine, who waits for its next outcome, and its ``Sleep`` timers."""
+    """A run's machine, who waits for its next outcome, its own catalog, and its ``Sleep``
+    timers."""
 
     run_id: str
     machine: TurnMachine
     watchers: list[Reply]  # answered with the run's next outcome
+    catalog: RunCatalog  # the run's own catalog edits over the agent's registry (from its
+    # machine's state when hosted; its calls edit it, their outcomes tell the machine)
     reemitted: int | None = None  # the waiting effect a restored run re-emits: the calls of
     # a ToolCalls may have run before the crash (only retryable or journaled ones run again),
     # and a Sleep or a backoff waits only what is left of it
@@ -85,3 +90,11 @@ def watched(run: HostedRun | None, error: Exception, reply: Reply | None) -> Hos
     elif reply is not None and reply not in run.watchers:
         run.watchers.append(reply)
     return run
+
+
+def hosted(run_id: str, machine: TurnMachine, reply: Reply, registry: ToolRegistry,
+           reemitted: int | None = None) -> HostedRun:
+    """Run ``run_id`` as its host takes it: its own catalog is the agent's registry with the
+    edits its machine keeps (none for a new run, the checkpoint's for a restored one)."""
+    return HostedRun(run_id, machine, [reply],
+                     RunCatalog(run_id, registry, machine.membership), reemitted)

@@ -48,7 +48,9 @@ CHECKPOINT_VERSION: Literal[4] = 4
 model call its attempt; a run that failed on its model, the model error. 3: tool calls keep the
 model's raw arguments text, runs and outcomes their token usage, ``Completed`` the finish
 reason. 4: a tool call's retry is a call of a ``ToolCalls`` effect with its own ``backoff``,
-never a ``Sleep`` (which is only the model's). Older versions read as 4 (``_upgrade``)."""
+never a ``Sleep`` (which is only the model's); later in 4, a run's own catalog edits
+(``membership``), written only when it has some, so a run that never edits its catalog writes
+what earlier toolvisors read. Older versions read as 4 (``_upgrade``)."""
 
 _READABLE_VERSIONS = (2, 3, CHECKPOINT_VERSION)
 
@@ -149,6 +151,10 @@ def _final_without_run_id(final: Completed | Halted | Failed | None,
     return None if final is None else final.model_dump(mode=info.mode, exclude={"run_id"})
 
 
+def _empty(value: dict[str, bool]) -> bool:
+    return not value
+
+
 @dataclass(slots=True, kw_only=True)
 class RunState:
     """Everything a ``TurnMachine`` knows; a checkpoint is a deep copy of it.
@@ -179,6 +185,10 @@ class RunState:
     done_effect_id: EffectId | None = None
     final: Annotated[Completed | Halted | Failed | None, Field(discriminator="kind"),
                      PlainSerializer(_final_without_run_id)] = None
+    # The run's own catalog edits (tool name -> present) over the agent's, as its calls made
+    # them through ctx.sessions.set_tool_membership; left out of the JSON while empty.
+    membership: Annotated[dict[str, bool], Field(exclude_if=_empty)] = field(
+        default_factory=dict)
 
 
 class CheckpointError(ToolvisorError, ValueError):

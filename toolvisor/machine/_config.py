@@ -46,7 +46,9 @@ class MachineConfig:
     ``catalog`` looks up tools beyond ``tools`` that come and go at run time (e.g. a
     ``ToolRegistry``'s members); it must be a pure lookup, and the host still gates execution.
     ``catalog_names`` lists the catalog's names now, so a call naming an unknown tool is told
-    what there is (else only ``tools`` are named).
+    what there is (else only ``tools`` are named). ``catalog_available`` looks up any tool the
+    catalog's sources provide, member or not: a run whose own catalog edits put a tool in
+    (``ctx.sessions.set_tool_membership``) may call it (without it, ``catalog`` is asked).
     """
 
     tools: Sequence[Tool] = ()
@@ -61,6 +63,7 @@ class MachineConfig:
     max_model_attempts: int = 10
     catalog: Callable[[str], Tool | None] | None = None
     catalog_names: Callable[[], Iterable[str]] | None = None
+    catalog_available: Callable[[str], Tool | None] | None = None
     _by_name: dict[str, Tool] = field(init=False, repr=False, compare=False, default_factory=dict)
     _specs: tuple[ToolSpec, ...] = field(init=False, repr=False, compare=False, default=())
 
@@ -84,6 +87,9 @@ class MachineConfig:
             raise TypeError("MachineConfig.catalog must be a function name -> Tool | None")
         if self.catalog_names is not None and not callable(self.catalog_names):
             raise TypeError("MachineConfig.catalog_names must be a function () -> names")
+        if self.catalog_available is not None and not callable(self.catalog_available):
+            raise TypeError("MachineConfig.catalog_available must be a function "
+                            "name -> Tool | None")
         if self.system_prompt is not None and not isinstance(self.system_prompt, str):
             raise TypeError("MachineConfig.system_prompt must be a str or None")
         check_policy(self.on_tool_error, "MachineConfig.on_tool_error")
@@ -105,17 +111,38 @@ class MachineConfig:
         if isinstance(self.seed, bool) or not isinstance(self.seed, int):
             raise TypeError(f"MachineConfig.seed must be an int, got {self.seed!r}")
 
-    def known_tool_names(self) -> list[str]:
-        """The names of ``tools`` and of the catalog now (with ``catalog_names``), sorted."""
+    def known_tool_names(self, membership: Mapping[str, bool] | None = None) -> list[str]:
+        """The names of ``tools`` and of the catalog now (with ``catalog_names``), sorted.
+
+        Args:
+            membership: A run's own catalog edits (tool name -> present): the names it put in
+                are known, the names it took out are not.
+        """
         names = {item.name for item in self.tools}
         if self.catalog_names is not None:
             names.update(self.catalog_names())
+        for name, present in (membership or {}).items():
+            if not present:
+                names.discard(name)
+            elif self.tool_named(name, membership) is not None:
+                names.add(name)
         return sorted(names)
 
-    def tool_named(self, name: str) -> Tool | None:
-        """The tool called ``name``, or ``None`` when neither ``tools`` nor ``catalog`` has it."""
+    def tool_named(self, name: str, membership: Mapping[str, bool] | None = None) -> Tool | None:
+        """The tool called ``name``, or ``None`` when neither ``tools`` nor ``catalog`` has it.
+
+        Args:
+            name: The tool's name.
+            membership: A run's own catalog edits (tool name -> present): a name it took out
+                is ``None``; a name it put in is looked up with ``catalog_available``.
+        """
+        present = None if not membership else membership.get(name)
+        if present is False:
+            return None
         found = self._by_name.get(name)
-        if found is None and self.catalog is not None:
+        if found is None and present and self.catalog_available is not None:
+            found = self.catalog_available(name)
+        elif found is None and self.catalog is not None:
             found = self.catalog(name)
         return found
 

@@ -161,6 +161,7 @@ class TurnMachine(MachineReadSide):
             run.usage = spent(run.usage, response.outcomes)
             running = self._running()
             for record, outcome, writes in prepared:
+                run.membership.update(outcome.membership)
                 self._on_call_outcome(record, outcome, writes)
                 if record.status != "running":
                     del running[record.call.id]
@@ -290,7 +291,7 @@ class TurnMachine(MachineReadSide):
         plan_batch(run, self._config, response)
         for record in run.calls:
             if record.step < 0 and record.status == "queued":  # it cannot run
-                error = refusal(record, self._config)
+                error = refusal(record, self._config, run.membership)
                 self._settle(record, Err(error), encode(Err(error)), answered=False)
         self._advance()
 

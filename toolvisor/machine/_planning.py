@@ -40,7 +40,7 @@ def plan_batch(run: RunState, config: MachineConfig, response: ModelResponse) ->
     tools: dict[str, Tool | None] = {}  # each tool looked up once per batch, not once per call
     for call in response.tool_calls:
         if (name := call.name) not in tools:
-            tools[name] = config.tool_named(name)
+            tools[name] = config.tool_named(name, run.membership)
         tool = tools[name]
         records.append(CallRecord(call=call, step=-1, known=tool is not None,
                                   retryable=tool is not None and tool.retryable))
@@ -80,9 +80,9 @@ def hand_to_caller(run: RunState, config: MachineConfig,
     invalid: list[tuple[CallRecord, Err]] = []
     for record in records:
         call = record.call
-        tool = config.tool_named(call.name)
+        tool = config.tool_named(call.name, run.membership)
         checked = prepare_arguments(tool, call.arguments) if tool is not None else Err(
-            not_found(call, config))
+            not_found(call, config, run.membership))
         if isinstance(checked, Err):
             invalid.append((record, checked))
             continue

@@ -107,6 +107,12 @@ class MachineReadSide:
         return copy.deepcopy(self._run.state)
 
     @property
+    def membership(self) -> dict[str, bool]:
+        """A copy of the run's own catalog edits (tool name -> present) over the catalog's
+        membership: what its calls set with ``ctx.sessions.set_tool_membership``."""
+        return dict(self._run.membership)
+
+    @property
     def outstanding(self) -> Effect | None:
         """The effect waiting for a response, or the ``Done`` effect; ``None`` before ``start``.
 

@@ -128,6 +128,11 @@ def check_outcomes(response: ToolResults, running: Mapping[str, CallRecord]) -> 
                 raise ResponseRefused(str(exc)) from exc
         else:
             writes = {}
+        membership = outcome.membership
+        if not isinstance(membership, Mapping) or not all(
+                isinstance(k, str) and isinstance(v, bool) for k, v in membership.items()):
+            raise ResponseRefused(f"the membership edits of call {outcome.call_id!r} must map "
+                                  f"tool names to bools, got {membership!r}")
         prepared.append((record, outcome, writes))
     return prepared
 

@@ -30,6 +30,9 @@ class CallOutcome:
     already ``Err(ToolError("encoding_failed"))``), ``text`` the model text ``encode_checked``
     made (``None``: the machine encodes it) and ``writes`` the call's ``StateView.writes``.
     ``usage`` is what the call's direct completions spent, added to the run's usage.
+    ``membership`` is the catalog edits the call made for its run (tool name -> present, as
+    ``ctx.sessions.set_tool_membership`` made them), kept in the run's state: what the run
+    offers and may run from then on, in this process or after a restore.
     """
 
     call_id: str
@@ -37,6 +40,7 @@ class CallOutcome:
     text: str | None = None
     writes: Mapping[str, Any] = field(default_factory=dict)
     usage: Usage = field(default_factory=Usage)
+    membership: Mapping[str, bool] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

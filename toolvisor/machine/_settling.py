@@ -7,7 +7,7 @@ the errors a call gets for naming an unknown tool or a reserved halt reason).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from pydantic_core import to_jsonable_python
@@ -110,21 +110,24 @@ def expiry_result(call: ToolCall, question: Question) -> Ok | Err:
         code=QUESTION_EXPIRED_CODE))
 
 
-def refusal(record: CallRecord, config: MachineConfig) -> ToolError | InvalidArguments:
-    """Why a call the model asked for cannot run: its tool is not in the catalog, or its
-    arguments are no JSON object (the handler could never get them)."""
+def refusal(record: CallRecord, config: MachineConfig,
+            membership: Mapping[str, bool]) -> ToolError | InvalidArguments:
+    """Why a call the model asked for cannot run: its tool is not in the catalog (as the run
+    with its own ``membership`` edits sees it), or its arguments are no JSON object (the
+    handler could never get them)."""
     violation = record.call.arguments_violation()
     if not record.known or violation is None:
-        return not_found(record.call, config)
+        return not_found(record.call, config, membership)
     return InvalidArguments(record.call.name, [violation])
 
 
-def not_found(call: ToolCall, config: MachineConfig) -> ToolError:
+def not_found(call: ToolCall, config: MachineConfig,
+              membership: Mapping[str, bool]) -> ToolError:
     """The error of a call that names a tool the catalog does not have."""
     return ToolError(
         "not_found",
         f"tool error ({call.name}): not_found: the model named tool {call.name!r}, which is "
-        f"not in the catalog; known tools: {shown(config.known_tool_names())}",
+        f"not in the catalog; known tools: {shown(config.known_tool_names(membership))}",
         tool_name=call.name, tool_call_id=call.id)
 
 

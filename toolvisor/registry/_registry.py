@@ -187,9 +187,15 @@ class ToolRegistry:
             self._log.info("catalog_member_removed", tool=name, generation=book.generation)
             return True
 
-    def members(self) -> frozenset[str]:
-        """The names in the catalog."""
-        return self._current().members
+    def members(self, membership: Mapping[str, bool] | None = None) -> frozenset[str]:
+        """The names in the catalog.
+
+        Args:
+            membership: One run's own edits over the catalog (tool name -> present), as
+                ``ctx.sessions.set_tool_membership`` makes them: the catalog as that run sees
+                it. A name no live source provides (or an internal one) is never a member.
+        """
+        return _members(self._current(), membership)
 
     def process_tools(self) -> list[str]:
         """The members whose handlers run in worker processes (``isolation='process'``):
@@ -214,9 +220,17 @@ class ToolRegistry:
         """The members' manifests, in source order then each provider's order."""
         return self._current().catalog
 
-    def specs(self) -> tuple[ToolSpec, ...]:
-        """What the model is offered: the members' specs, in :meth:`catalog` order."""
-        return tuple(m.spec for m in self._current().catalog)
+    def specs(self, membership: Mapping[str, bool] | None = None) -> tuple[ToolSpec, ...]:
+        """What the model is offered: the members' specs, in :meth:`catalog` order.
+
+        Args:
+            membership: One run's own edits over the catalog, as for :meth:`members`.
+        """
+        view = self._current()
+        if not membership:
+            return tuple(m.spec for m in view.catalog)
+        members = _members(view, membership)
+        return tuple(m.spec for m in view.manifests.values() if m.name in members)
 
     def available(self) -> tuple[ToolManifest, ...]:
         """Every tool the live sources provide (internal ones excepted), members or not, in
@@ -224,16 +238,30 @@ class ToolRegistry:
         view = self._current()
         return tuple(m for m in view.manifests.values() if not m.internal)
 
+    def offered_tool(self, name: str) -> Tool | None:
+        """The tool ``name`` a live source offers, member or not (``None`` if none does, or it
+        is internal): what a run's own catalog edits may put in."""
+        found = self.resolve(name, membership={name: True})
+        return found if isinstance(found, Tool) else None
+
     def orphans(self) -> dict[str, tuple[str, ...]]:
         """Missing sources a restored snapshot waits for, with their member tools."""
         return {name: known.members for name, known in self._current().state.orphans.items()}
 
     # -- calls -----------------------------------------------------------------------------
 
-    def resolve(self, name: str, ctx: CallContext | None = None) -> Tool | Err:
-        """The tool a model call names, or ``Err(ToolError("not_found"))`` unless a member."""
+    def resolve(self, name: str, ctx: CallContext | None = None, *,
+                membership: Mapping[str, bool] | None = None) -> Tool | Err:
+        """The tool a model call names, or ``Err(ToolError("not_found"))`` unless a member.
+
+        Args:
+            name: The tool's name.
+            ctx: The call's context, named in the ``not_found`` error.
+            membership: One run's own edits over the catalog, as for :meth:`members`: the
+                gate of that run's calls.
+        """
         ctx = ctx or CallContext()
-        provider = self._admit(name, ctx, internal=False)
+        provider = self._admit(name, ctx, internal=False, membership=membership)
         if isinstance(provider, Err):
             return provider
         found = provider.resolve(name)
@@ -268,17 +296,19 @@ class ToolRegistry:
         provider, call = prepared
         return provider.execute(call)
 
-    def _admit(self, name: str, ctx: CallContext, *, internal: bool) -> ToolProvider | Err:
+    def _admit(self, name: str, ctx: CallContext, *, internal: bool,
+               membership: Mapping[str, bool] | None = None) -> ToolProvider | Err:
         """The gate: the provider of a member (or, for the host, of an internal tool)."""
         view = self._current()
         if internal:
             manifest = view.manifests.get(name)
             if manifest is None or not manifest.internal:
                 return tool_not_found(name, ctx, f"no internal tool named {name!r}")
-        elif name not in view.members:
+        elif not _is_member(view, name, membership):
             self._log.debug("tool_not_in_catalog", tool=name, tool_call_id=ctx.tool_call_id)
             return tool_not_found(name, ctx, f"tool {name!r} is not in the catalog; the tools "
-                                             f"on offer are: {_shown(view.members)}")
+                                             f"on offer are: "
+                                             f"{_shown(_members(view, membership))}")
         return view.providers[view.owners[name]]
 
     def _prepare(self, name: str, arguments: Any, ctx: CallContext, *, internal: bool
@@ -389,6 +419,23 @@ class ToolRegistry:
         view = self._view
         return (f"ToolRegistry(sources={list(view.providers)}, members={sorted(view.members)}, "
                 f"generation={view.state.generation})")
+
+
+def _is_member(view: View, name: str, membership: Mapping[str, bool] | None) -> bool:
+    """Whether ``name`` is in the catalog of ``view`` as a run with ``membership`` sees it."""
+    present = None if not membership else membership.get(name)
+    if present is None:
+        return name in view.members
+    manifest = view.manifests.get(name)
+    return present and manifest is not None and not manifest.internal
+
+
+def _members(view: View, membership: Mapping[str, bool] | None) -> frozenset[str]:
+    """The names in the catalog of ``view`` as a run with ``membership`` sees it."""
+    if not membership:
+        return view.members
+    return frozenset(name for name in {*view.members, *membership}
+                     if _is_member(view, name, membership))
 
 
 def _check_provider(provider: object) -> None:
