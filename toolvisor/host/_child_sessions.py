@@ -40,7 +40,6 @@ from toolvisor.host._relays import Relay, relayed_question, waits_on_one_key
 from toolvisor.host._run_catalog import RunCatalog
 from toolvisor.host._session_host import AgentSessionHost, ChildLink
 from toolvisor.host._stored_relays import CHILD_STEP, follow_child, journal_relay, relay_key_of
-from toolvisor.registry import ToolRegistry
 
 _log = get_event_log("sessions")
 

@@ -227,7 +227,7 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
     def _adopt(self, run_id: str, reply: Future[Any]) -> HostedRun | None:
         """Host the run from the store's latest checkpoint; ``None`` (reply failed) if we can't."""
         run = rehosted(self._store, self._settings.config, self._leases, run_id, reply,
-                       self._registry)
+                       registry=self._registry)
         if run is not None:
             self._runs[run_id] = run
             self._log.info("run_restored", run_id=run_id, effect_id=run.machine.last_effect_id)

@@ -38,7 +38,7 @@ def restore(store: SessionStore | None, config: MachineConfig | None,
 
 
 def rehosted(store: SessionStore | None, config: MachineConfig | None,
-             leases: RunLeases | None, run_id: str, reply: Future[Any],
+             leases: RunLeases | None, run_id: str, reply: Future[Any], *,
              registry: ToolRegistry) -> HostedRun | None:
     """The run restored (``restore``) to be hosted, ``reply`` its watcher, the effect it
     re-emits noted and its catalog the agent's ``registry`` with its checkpoint's edits;
