@@ -222,7 +222,7 @@ def test_a_read_only_postgres_store_is_read_by_runs_and_named_by_the_agent(
     standby = f"{url}%20-cdefault_transaction_read_only%3Don"  # writes refused, as a standby's
     [listed] = clis(["runs", "--store", standby])
     assert listed.returncode == 0, listed.stderr
-    assert listed.stdout.splitlines()[1].split()[:2] == ["r1", "completed"]
+    assert listed.stdout.splitlines()[1].split()[:3] == ["r1", "-", "completed"]
     with pytest.raises(StoreError) as refused:
         Agent(FunctionModel(respond), [], store=standby)
     assert refused.value.problem == "read_only"
@@ -273,7 +273,7 @@ def test_a_read_only_store_is_read_by_runs_and_waits_and_named_by_what_writes(
     listed, waits, worker = clis(["runs", "--store", path], ["waits", "--store", path],
                                  ["worker", "--store", path, WORKER_APP])
     assert listed.returncode == 0, listed.stderr
-    assert listed.stdout.splitlines()[1].split()[:2] == ["r1", "suspended"]
+    assert listed.stdout.splitlines()[1].split()[:3] == ["r1", "-", "suspended"]
     assert listed.stdout.splitlines()[1].split()[-1] == "c1"
     assert waits.returncode == 0, waits.stderr
     assert '"call_id": "c1"' in waits.stdout
@@ -290,12 +290,14 @@ def test_a_read_only_open_of_an_older_store_is_refused_and_leaves_it_unchanged(
         store_target: str) -> None:
     with open_store(store_target) as store:
         store.create_run("r")
-    for statement in ("ALTER TABLE leases DROP COLUMN token", "ALTER TABLE runs DROP COLUMN fence"):
+    for statement in ("ALTER TABLE leases DROP COLUMN token", "ALTER TABLE runs DROP COLUMN fence",
+                      "ALTER TABLE runs DROP COLUMN agent",
+                      "ALTER TABLE runs DROP COLUMN parent_run_id"):
         behind_the_store(store_target, statement)
     set_version(store_target, 2)  # as toolvisor before fencing left it
     for _ in range(2):  # the first refusal migrated nothing: the second sees version 2 too
         with pytest.raises(ValueError, match="has schema version 2; this toolvisor reads "
-                                             "version 3"):
+                                             "version 4"):
             open_store(store_target, read_only=True)
     with open_store(store_target) as store:  # an open that may write migrates it
         assert [run.run_id for run in store.runs()] == ["r"]
