@@ -4,6 +4,7 @@ they have in process. Every test runs under both isolations."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -213,15 +214,19 @@ def test_a_deadline_ends_an_await_the_agent_serves_for_a_worker(
         tmp_path: Path) -> None:
     fifo = tmp_path / "keys"
     os.mkfifo(fifo)
-    reader = threading.Thread(target=fifo.read_text)
+    keys: list[str] = []
+    reader = threading.Thread(target=lambda: keys.append(fifo.read_text()))
     reader.start()
     over = threading.Event()  # set when the call is over, as the host does: the await ends
     ctx = CallContext(session_id="run-1", tool_call=ToolCall(id="c6", name="remote"),
                       durable=DurableEffects(store, "run-1", "c6", cancelled=over))
-    result = runner.run(in_worker(rh.awaits_event, timeout=0.5), {"fifo": str(fifo)}, ctx)
+    result = runner.run(in_worker(rh.awaits_event, timeout=1.5), {"fifo": str(fifo)}, ctx)
     over.set()
+    with contextlib.suppress(OSError):  # a handler that never opened the FIFO (a worker too
+        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))  # slow to start): free the reader
     reader.join()
     assert result.reason.reason == "timeout"  # type: ignore[union-attr]
+    assert keys and keys[0], "the handler did not reach its await before the deadline"
 
 
 def traced_run(tool: Tool) -> tuple[Any, dict[str, ReadableSpan]]:
