@@ -5,6 +5,7 @@ LangGraph's channels, and no call run twice when LangGraph re-runs an interrupte
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,9 +17,10 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.prebuilt import tools_condition
-from langgraph.types import Command
+from langgraph.types import Command, Send
 
 from tests._adapter_tools import tools
+from toolvisor import AskUser, function_tool
 from toolvisor.adapters.langgraph import SupervisedTools, ToolHalted
 from toolvisor.durable import SqliteSessionStore
 from toolvisor.testing import capture_events
@@ -26,11 +28,12 @@ from toolvisor.testing import capture_events
 CONFIG: Any = {"configurable": {"thread_id": "thread-1"}}
 
 
-def graph(supervised: SupervisedTools, *calls: tuple[str, dict[str, Any]]
+def graph(supervised: SupervisedTools, *calls: tuple[str, dict[str, Any]], ids: str = "call"
           ) -> CompiledStateGraph[Any, Any, Any, Any]:
-    """A model node (asking for ``calls`` at once, then answering) -> tools -> model."""
+    """A model node (asking for ``calls`` at once, ids ``{ids}_0``, ..., then answering) ->
+    tools -> model."""
     model = GenericFakeChatModel(messages=iter([
-        AIMessage("", tool_calls=[{"name": name, "args": args, "id": f"call_{n}",
+        AIMessage("", tool_calls=[{"name": name, "args": args, "id": f"{ids}_{n}",
                                    "type": "tool_call"} for n, (name, args) in enumerate(calls)]),
         AIMessage("done")]))
 
@@ -170,3 +173,120 @@ def test_the_langchain_tools_carry_the_schema_and_run_supervised(
     add = next(t for t in supervised.langchain_tools if t.name == "add")
     assert add.args == {"a": {"type": "integer"}, "b": {"type": "integer"}}
     assert add.invoke({"a": 4, "b": 5}) == "9"
+
+
+
+
+_asked: dict[str, threading.Event] = {}
+_confirmed: list[str] = []
+
+
+@function_tool
+def confirm(target: str, after: str = "") -> AskUser:
+    """Asks before deploying to ``target``, once the call about ``after`` (if any) has asked:
+    a first call slower than the second, which on main reached ``interrupt()`` first."""
+    if after:
+        _asked[after].wait(timeout=5)
+    _confirmed.append(target)
+    _asked[target].set()
+    return AskUser(f"Deploy to {target}?", options=("yes", "no"))
+
+
+@pytest.mark.parametrize("stored", [False, True], ids=["no store", "store"])
+@pytest.mark.parametrize("keyed", [False, True], ids=["plain", "keyed"])
+@pytest.mark.parametrize("invoke", ["invoke", "ainvoke"])
+def test_two_questions_of_one_node_each_get_their_own_answer(
+        tmp_path: Path, invoke: str, keyed: bool, stored: bool) -> None:
+    """A ``ToolNode`` runs its calls in parallel and LangGraph hands a task's resume values
+    to its ``interrupt()``s in the order they are reached: the node's questions are asked one
+    at a time in tool-call order, so ``yes`` then ``no`` answer the first call then the
+    second on every run, whichever call's tool finishes first (plain or keyed by interrupt
+    id), and a wrong answer to the first is asked again before the second is asked; with a
+    store a replayed call takes back the resume values it took (the wrong one included), and
+    under ``invoke`` (whose node waits for all its calls) each tool runs once over the node's
+    four runs."""
+    _confirmed.clear()
+    with SqliteSessionStore(tmp_path / "s.db") as store, \
+            SupervisedTools([confirm], tool_timeout=10, **({"store": store, "run_id": "run"}
+                                                           if stored else {})) as supervised:
+        for run in range(20):
+            prod, staging = f"prod-{run}", f"staging-{run}"
+            _asked.update({prod: threading.Event(), staging: threading.Event()})
+            app = graph(supervised, ("confirm", {"target": prod, "after": staging}),
+                        ("confirm", {"target": staging}), ids=f"r{run}")
+            config: Any = {"configurable": {"thread_id": f"thread-{run}"}}
+
+            def resume(given: Any, config: Any = config, app: Any = app) -> dict[str, Any]:
+                if invoke == "ainvoke":
+                    return dict(asyncio.run(app.ainvoke(given, config)))
+                return dict(app.invoke(given, config))
+
+            (first,) = resume(PROMPT)["__interrupt__"]
+            assert first.value["question"] == f"Deploy to {prod}?", run
+            (again,) = resume(Command(resume={first.id: "maybe"} if keyed else "maybe"))[
+                "__interrupt__"]
+            assert again.value == {**first.value, "refused": again.value["refused"]}, run
+            (second,) = resume(Command(resume={again.id: "yes"} if keyed else "yes"))[
+                "__interrupt__"]
+            assert second.value["question"] == f"Deploy to {staging}?", run
+            done = resume(Command(resume={second.id: "no"} if keyed else "no"))
+            assert "__interrupt__" not in done, run
+            assert [(m.tool_call_id, m.content) for m in tool_messages(done)] == [
+                (f"r{run}_0", "yes"), (f"r{run}_1", "no")], run
+            if stored and invoke == "invoke":  # ainvoke's interrupted node leaves (cancels)
+                assert sorted(_confirmed) == [prod, staging], run  # its other calls
+            _confirmed.clear()
+
+
+@pytest.mark.parametrize("invoke", ["invoke", "ainvoke"])
+def test_a_pending_call_and_a_question_of_one_node_take_their_own_resumes(
+        tmp_path: Path, invoke: str) -> None:
+    """A pending call takes every resume the thread gives it while its key is unresolved,
+    and replays take as many again: the question after it in the node gets only the answers
+    given to it (a wrong one included), never the pending call's ``True``s."""
+    with SqliteSessionStore(tmp_path / "s.db") as store, \
+            SupervisedTools(tools, store=store, run_id="thread-1") as supervised:
+        app = graph(supervised, ("review", {"doc": "plan.md"}), ("deploy", {"target": "prod"}))
+
+        def resume(given: Any) -> dict[str, Any]:
+            if invoke == "ainvoke":
+                return dict(asyncio.run(app.ainvoke(given, CONFIG)))
+            return dict(app.invoke(given, CONFIG))
+
+        (waiting,) = resume(PROMPT)["__interrupt__"]
+        assert waiting.value["toolvisor"] == "pending"
+        (still,) = resume(Command(resume=True))["__interrupt__"]
+        assert still.value == waiting.value and still.id != waiting.id
+        assert store.resolve(waiting.value["completion_key"], ok={"approved": True}) \
+            == "accepted"
+        (asked,) = resume(Command(resume=True))["__interrupt__"]
+        assert asked.value == {"toolvisor": "ask_user", "tool_call_id": "call_1",
+                               "tool_name": "deploy", "question": "Deploy to prod?",
+                               "options": ["yes", "no"]}
+        (again,) = resume(Command(resume="maybe"))["__interrupt__"]
+        assert again.value["refused"].endswith("got 'maybe'")
+        reviewed, deployed = tool_messages(resume(Command(resume={again.id: "no"})))
+    assert (reviewed.content, deployed.content) == ('{"approved":true}', "no")
+
+
+def test_calls_sent_to_their_own_tasks_ask_at_once(supervised: SupervisedTools) -> None:
+    """A ``Send`` makes a task per call, each with its own resume values: their questions
+    are not made to wait on each other (neither could see the other's call), and both are
+    answered by interrupt id."""
+    asked = AIMessage("", tool_calls=[
+        {"name": "deploy", "args": {"target": target}, "id": f"call_{n}", "type": "tool_call"}
+        for n, target in enumerate(["prod", "staging"])])
+    builder = StateGraph(MessagesState)
+    builder.add_node("model", lambda state: {"messages": [asked]})
+    builder.add_node("tools", supervised.node())
+    builder.add_edge(START, "model")
+    builder.add_conditional_edges("model", lambda state: [
+        Send("tools", [call]) for call in state["messages"][-1].tool_calls])
+    app = builder.compile(checkpointer=InMemorySaver())
+    interrupts = app.invoke(PROMPT, CONFIG)["__interrupt__"]
+    by_question = {i.value["question"]: i.id for i in interrupts}
+    assert sorted(by_question) == ["Deploy to prod?", "Deploy to staging?"]
+    done = app.invoke(Command(resume={by_question["Deploy to prod?"]: "yes",
+                                      by_question["Deploy to staging?"]: "no"}), CONFIG)
+    assert sorted((m.tool_call_id, m.content) for m in tool_messages(done)) == [
+        ("call_0", "yes"), ("call_1", "no")]

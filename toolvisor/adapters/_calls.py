@@ -58,7 +58,8 @@ class Finished:
     ``result`` is the handler's result (a crash, a timeout or a refusal is an
     ``Err(ToolError)``), ``text`` its encoding for the model, ``completion_key`` the key a
     ``Pending`` call took (parked in the store), ``replayed`` whether it came from the
-    journal instead of running.
+    journal instead of running, ``resumes`` how many of the framework's resume values the
+    call took before it finished (recorded with it, with a store).
     """
 
     tool_call_id: str
@@ -67,6 +68,7 @@ class Finished:
     text: str
     completion_key: str | None = None
     replayed: bool = False
+    resumes: int = 0
 
 
 class SupervisedCalls:
@@ -154,28 +156,34 @@ class SupervisedCalls:
                 actor.stop(block=False)
             raise
 
-    def answer(self, tool_name: str, tool_call_id: str, answer: Ok | Err) -> Finished:
+    def answer(self, tool_name: str, tool_call_id: str, answer: Ok | Err, *,
+               resumes: int = 0) -> Finished:
         """The result of a call that asked a question, given its ``answer`` (recorded for
-        replay, with a store)."""
+        replay, with a store); ``resumes``: how many resume values the framework gave the
+        question, this one included (LangGraph's, whose replay takes as many)."""
         checked, text = encode_checked(answer, tool_name=tool_name, tool_call_id=tool_call_id)
         if self._journal is not None:
-            self._journal.record(tool_call_id, tool_name, {"answer": True}, checked, text)
-        return Finished(tool_call_id, tool_name, checked, text)
+            self._journal.record(tool_call_id, tool_name, {"answer": True}, checked, text,
+                                 resumes=resumes)
+        return Finished(tool_call_id, tool_name, checked, text, resumes=resumes)
 
-    def settle(self, tool_name: str, tool_call_id: str, key: str) -> Finished | None:
+    def settle(self, tool_name: str, tool_call_id: str, key: str, *,
+               resumes: int = 0) -> Finished | None:
         """The result of a ``Pending`` call once its completion key is resolved (recorded
-        for replay), or ``None`` while it waits; past its deadline, ``timeout``."""
+        for replay, with the ``resumes`` it waited through), or ``None`` while it waits; past
+        its deadline, ``timeout``."""
         journal = self._require_journal("settle a pending call")
         replayed = journal.replay(tool_call_id)
         if replayed is not None and isinstance(replayed.result, Ok | Err):
             return Finished(tool_call_id, tool_name, replayed.result, replayed.text,
-                            replayed=True)
+                            replayed=True, resumes=replayed.resumes)
         result = journal.settled(tool_call_id, key)
         if result is None:
             return None
         checked, text = encode_checked(result, tool_name=tool_name, tool_call_id=tool_call_id)
-        journal.record(tool_call_id, tool_name, {"completion_key": key}, checked, text)
-        return Finished(tool_call_id, tool_name, checked, text)
+        journal.record(tool_call_id, tool_name, {"completion_key": key}, checked, text,
+                       resumes=resumes)
+        return Finished(tool_call_id, tool_name, checked, text, resumes=resumes)
 
     def close(self) -> None:
         """Stop the calls' supervisor, then the actors' threads, the runner and the gates.
@@ -214,7 +222,8 @@ class SupervisedCalls:
                 _log.info("call_replayed", tool_name=tool_name, tool_call_id=tool_call_id,
                           run_id=self._journal.run_id)
                 return Finished(tool_call_id, tool_name, recorded.result, recorded.text,
-                                completion_key=recorded.completion_key, replayed=True)
+                                completion_key=recorded.completion_key, replayed=True,
+                                resumes=recorded.resumes)
         if isinstance(arguments, str):
             call = ToolCall(id=tool_call_id, name=tool_name, raw_arguments=arguments)
             violation = call.arguments_violation()

@@ -24,11 +24,14 @@ WAITING_STEP = "toolvisor.adapter.waiting"
 
 @dataclass(frozen=True, slots=True)
 class Recorded:
-    """A call as the journal holds it: finished, or waiting (with its completion key)."""
+    """A call as the journal holds it: finished, or waiting (with its completion key).
+    ``resumes``: how many of the framework's resume values a finished call took (its answers,
+    wrong ones included, or the resumes it waited through), for a replay to take as many."""
 
     result: HandlerResult
     text: str
     completion_key: str | None = None
+    resumes: int = 0
 
 
 class CallJournal:
@@ -62,7 +65,7 @@ class CallJournal:
             key = value.pop("completion_key")
             return Recorded(Pending(**value), data["text"], key)
         return Recorded(Ok(value) if kind == "ok" else Err(_error_from_json(value)),
-                        data["text"])
+                        data["text"], resumes=data.get("resumes", 0))
 
     def record_waiting(self, tool_call_id: str, tool_name: str, arguments: Any,
                        result: AskUser | Pending, text: str, *, key: str | None = None
@@ -84,15 +87,17 @@ class CallJournal:
                                json.dumps({"kind": kind, "value": value, "text": text}))
 
     def record(self, tool_call_id: str, tool_name: str, arguments: Any,
-               result: HandlerResult, text: str) -> bool:
-        """Record a finished call; ``False`` (nothing recorded) if its result is no JSON or
-        the call has not finished (``AskUser``, ``Pending``, ``Halt``)."""
+               result: HandlerResult, text: str, *, resumes: int = 0) -> bool:
+        """Record a finished call, which took ``resumes`` resume values; ``False`` (nothing
+        recorded) if its result is no JSON or the call has not finished (``AskUser``,
+        ``Pending``, ``Halt``)."""
         if not isinstance(result, Ok | Err):
             return False
         kind, value = ("ok", result.value) if isinstance(result, Ok) \
             else ("err", _error_to_json(result.reason))
         try:
-            output = json.dumps({"kind": kind, "value": value, "text": text}, sort_keys=True)
+            output = json.dumps({"kind": kind, "value": value, "text": text}
+                                | ({"resumes": resumes} if resumes else {}), sort_keys=True)
             given = json.dumps({"tool": tool_name, "arguments": arguments}, sort_keys=True)
         except (TypeError, ValueError):
             return False
