@@ -38,7 +38,13 @@ from toolvisor.durable._signing import (
 )
 from toolvisor.durable._sql_store import POLL_INTERVAL
 from toolvisor.durable._sqlite import SqliteSessionStore
-from toolvisor.durable._store import UNSET, SessionStore, StaleLeaseError, UnknownRunError
+from toolvisor.durable._store import (
+    UNSET,
+    SessionStore,
+    StaleLeaseError,
+    StoreUnavailableError,
+    UnknownRunError,
+)
 
 __all__ = [
     "DURABLE_ERROR_CODES",
@@ -67,6 +73,7 @@ __all__ = [
     "Signer",
     "SqliteSessionStore",
     "StaleLeaseError",
+    "StoreUnavailableError",
     "UnknownRunError",
     "Wait",
     "holder_gone",

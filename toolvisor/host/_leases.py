@@ -8,7 +8,9 @@ this machine (gone, or a zombie its parent has not reaped yet) is taken over at 
 another machine only when it expires. Each lease carries the fencing token the store gave it,
 and every write the host makes for the run carries that token (:meth:`RunLeases.token`): a
 host that paused past its lease (a GC pause, a frozen VM) is refused its next write with
-``StaleLeaseError`` once another host has taken the run over. State (the held run ids and
+``StaleLeaseError`` once another host has taken the run over. While the store cannot be reached
+(``StoreUnavailableError``) a renewal is tried again a third of the ttl later, and a release is
+left to the lease's expiry. State (the held run ids and
 their tokens, the renewal timer) belongs to the orchestrator's thread; the timer thread only
 tells the orchestrator it is time to renew.
 """
@@ -21,8 +23,9 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
+from toolvisor._logging import get_event_log
 from toolvisor.contract import ToolvisorError
-from toolvisor.durable import SessionStore, holder_gone, new_holder
+from toolvisor.durable import SessionStore, StoreUnavailableError, holder_gone, new_holder
 from toolvisor.host._commands import AttachRun, reply_future
 
 
@@ -46,6 +49,7 @@ class RunLeases:
         self._tell = tell
         self._held: dict[str, int] = {}  # run id -> the fencing token of our lease on it
         self._timer: threading.Timer | None = None
+        self._log = get_event_log("orchestrator")
 
     def take(self, run_id: str) -> None:
         """Hold ``run_id``'s lease, or raise ``RunLeasedError`` naming its holder."""
@@ -87,18 +91,26 @@ class RunLeases:
     def release(self, run_id: str, waiting_on: list[str] | None = None) -> None:
         """Give ``run_id``'s lease up (the run ended or left this host); ``waiting_on``: the
         run waits on these keys (``[]``: on answers) and is let go until they wake it."""
-        if self._held.pop(run_id, None) is not None:
+        if self._held.pop(run_id, None) is None:
+            return
+        try:
             if waiting_on is None:
                 self._store.release_lease(run_id, self.holder)
             else:
                 self._store.let_go(run_id, self.holder, waiting_on)
+        except StoreUnavailableError as exc:  # the lease expires instead: the run is claimed
+            self._log.warning("lease_release_failed", run_id=run_id, error=str(exc))
 
     def renew(self) -> list[str]:
         """Extend every held lease; the run ids whose lease another host took meanwhile."""
         timer, self._timer = self._timer, None
         if timer is not None:
             timer.join()  # it has told us; its thread is ending
-        lost = self._store.renew_leases(self.holder, sorted(self._held), self._ttl)
+        try:
+            lost = self._store.renew_leases(self.holder, sorted(self._held), self._ttl)
+        except StoreUnavailableError as exc:  # try again in a third of the ttl
+            self._log.warning("lease_renewal_failed", error=str(exc))
+            lost = []
         for run_id in lost:
             del self._held[run_id]
         self._arm()

@@ -30,7 +30,7 @@ from pykka import ActorRef
 
 from toolvisor._logging import get_event_log
 from toolvisor.contract import ModelError
-from toolvisor.durable import StaleLeaseError
+from toolvisor.durable import StaleLeaseError, StoreUnavailableError
 from toolvisor.executor import DeadlineTimer
 from toolvisor.host._call_starter import CallStarter
 from toolvisor.host._commands import (
@@ -170,8 +170,9 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
 
     def _crash(self, run_id: str, exc: Exception, reply: Reply | None = None) -> None:
         """End run ``run_id`` alone, ``Failed`` with what went wrong (logged with its traceback):
-        whatever one run's input or callbacks do, the other runs go on. Fenced off: let go."""
-        if isinstance(exc, StaleLeaseError):
+        whatever one run's input or callbacks do, the other runs go on. Fenced off, or the store
+        unreachable: let go (from its last checkpoint, once its lease expires, any host goes on)."""
+        if isinstance(exc, StaleLeaseError | StoreUnavailableError):
             self._let_go(run_id, exc, reply)
             return
         error = (f"the host could not go on with the run: {type(exc).__name__}: {exc}; the run "
