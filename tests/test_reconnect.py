@@ -20,6 +20,7 @@ from tests._worker_app import make_agent
 from tests._workers import WAIT, WorkerProcess, until
 from toolvisor.durable import (
     QUEUED,
+    DurableEffects,
     PostgresSessionStore,
     StaleLeaseError,
     StoreUnavailableError,
@@ -181,3 +182,25 @@ def test_the_backoff_doubles_up_to_its_cap_each_delay_jittered() -> None:
     assert backoff.wait() == 0
     backoff.succeeded()
     assert backoff.failed() == pytest.approx(0.05)  # from the first delay again
+
+
+def test_a_journaled_step_is_recorded_once_the_server_is_back(
+        restartable: PostgresServer) -> None:
+    """Its side effect happened while the server went away: the record waits for it, so a
+    resumed run replays the step instead of running it again."""
+    with open_store(restartable.fresh_url()) as store:
+        store.create_run("r")
+        lease = store.acquire_lease("r", "host-a", 60)
+        effects = DurableEffects(store, "r", "c1", fence=lease.token)
+        restarting: list[threading.Thread] = []
+
+        def pay(amount: int) -> str:
+            restartable.stop()
+            restarting.append(threading.Thread(target=restartable.start))
+            restarting[0].start()
+            return f"paid {amount}"
+
+        assert effects.run_json("pay", 5, pay) == "paid 5"
+        restarting[0].join()
+        again = DurableEffects(store, "r", "c1", fence=lease.token)
+        assert again.run_json("pay", 5, lambda _: "paid twice") == "paid 5"
