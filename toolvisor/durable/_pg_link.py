@@ -123,10 +123,6 @@ class PgLink:
         self._log.info("store_reconnected")
         return self._conn
 
-    def execute(self, sql: str, /) -> Any:
-        """``sql`` on a live connection, outside any transaction (``Guarded``'s protocol)."""
-        return self._live().execute(sql)
-
     def close(self) -> None:
         """Close the connection, if there is one."""
         if self._conn is not None:

@@ -99,9 +99,13 @@ class PostgresConnection:
         def connect() -> psycopg.Connection[Any]:
             connection: psycopg.Connection[Any] = driver.connect(
                 url, autocommit=True, connect_timeout=max(1, round(connect_timeout)))
-            # a write waits at most busy_timeout for another connection's row lock, as
-            # SQLite's for its write lock
-            connection.execute(f"SET lock_timeout = {max(1, round(busy_timeout * 1000))}")
+            try:
+                # a write waits at most busy_timeout for another connection's row lock, as
+                # SQLite's for its write lock
+                connection.execute(f"SET lock_timeout = {max(1, round(busy_timeout * 1000))}")
+            except BaseException:
+                connection.close()
+                raise
             return connection
 
         try:
