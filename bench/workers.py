@@ -165,8 +165,9 @@ def soak(url: str, server: Any, runs: int, kills: int, every: float, ttl: float,
     env = {"BENCH_LEASE_TTL": str(ttl), "BENCH_LOG": str(log)}
     live = [Worker(url, concurrency=8, env=env, poll=0.1).ready() for _ in range(3)]
     dead: list[Worker] = []
-    # the server restarts after these kills (spread over the soak)
-    restart_after = {round((n + 1) * kills / (restarts + 1)) for n in range(restarts)}
+    # the server restarts after these kills, in the soak's first half (while runs are left)
+    restart_after = {max(1, round((n + 1) * kills / (2 * restarts + 1)))
+                     for n in range(restarts)}
     outages: list[dict[str, Any]] = []
     with open_store(url) as store, make_agent(store) as agent:
         ids = [agent.submit(f"soak s{n}") for n in range(runs)]
@@ -238,6 +239,8 @@ def recovery(outage: dict[str, Any], workers: list[Worker], store: Any) -> dict[
     live = [w for w in workers[:outage["workers"]] if w.ended > back]  # when it came back
     claims = [min((at for at, _ in w.said("claimed") if at >= back), default=w.ended)
               for w in live]  # one killed before its first claim counts as it dies
+    if not any(at >= back for at in finishes):
+        return {"down_s": round(back - stopped, 2), "every_run_done_before": True}
     full = next((end - back for end in (back + 0.1 * n for n in range(10, 6000))
                  if sum(end - 1 <= at < end for at in finishes) >= 0.8 * rate), None)
     mid_call = [store.get_run(run_id).updated_at for run_id in outage["leased"]]
