@@ -16,8 +16,9 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from tests._postgres import PostgresServer
-from tests._worker_app import make_agent
+from tests._worker_app import make_agent, respond
 from tests._workers import WAIT, WorkerProcess, until
+from toolvisor import Agent, Durability, Ok, Tool
 from toolvisor.durable import (
     QUEUED,
     DurableEffects,
@@ -27,6 +28,7 @@ from toolvisor.durable import (
     open_store,
 )
 from toolvisor.durable._backoff import Backoff
+from toolvisor.testing import FunctionModel
 
 UNREACHABLE = r"the PostgreSQL session store 'postgresql://[^']*' is unreachable \("
 
@@ -204,3 +206,27 @@ def test_a_journaled_step_is_recorded_once_the_server_is_back(
         restarting[0].join()
         again = DurableEffects(store, "r", "c1", fence=lease.token)
         assert again.run_json("pay", 5, lambda _: "paid twice") == "paid 5"
+
+
+def test_a_run_whose_store_goes_away_mid_call_is_let_go_then_resumed_once_back(
+        restartable: PostgresServer) -> None:
+    """The host writes nothing more for the run and stays up; the run resumes from its last
+    checkpoint, where the call that was running is not run again (it is not retryable)."""
+    paid: list[str] = []
+
+    def pay(arguments: dict[str, object]) -> Ok:
+        paid.append("paid")
+        restartable.stop()  # the server goes while the call runs
+        return Ok("paid")
+
+    with open_store(restartable.fresh_url()) as store, \
+            Agent(FunctionModel(respond), [Tool("pay", handler=pay)],
+                  durability=Durability(store=store, lease_ttl=30)) as agent:
+        with pytest.raises(StoreUnavailableError, match=UNREACHABLE):
+            agent.run("pay")
+        restartable.start()
+        (run,) = eventually(store.runs)  # type: ignore[misc]
+        outcome = agent.resume_run(run.run_id)
+        assert outcome.status == "completed"
+        assert "interrupted" in outcome.text
+        assert paid == ["paid"]
