@@ -79,7 +79,7 @@ soak: $(STAMP)
 
 # workers on one PostgreSQL store (a server of their own): kill -9 soak; throughput, failover
 soak-workers: $(STAMP)
-	$(BIN)/python -m bench.workers --only soak --soak-runs 1500 --kills 10
+	$(BIN)/python -m bench.workers --only soak --soak-runs 1500 --kills 10 --restarts 2
 
 bench-workers: $(STAMP)
 	$(BIN)/python -m bench.workers

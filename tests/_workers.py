@@ -34,12 +34,13 @@ class WorkerProcess:
 
     def __init__(self, store: str, *, ttl: float = 30.0, block: bool = False,
                  concurrency: int = 4, grace: float = 30.0, poll: float = 0.05,
-                 factory: str = FACTORY) -> None:
+                 factory: str = FACTORY, reconnect_for: float = 60.0) -> None:
         env = dict(os.environ, TOOLVISOR_TEST_LEASE_TTL=str(ttl),
                    TOOLVISOR_TEST_BLOCK="1" if block else "0", PYTHONPATH=str(ROOT))
         self.process = subprocess.Popen(
             [sys.executable, "-m", "toolvisor.cli", "worker", "--store", store, factory,
-             "--concurrency", str(concurrency), "--poll", str(poll), "--grace", str(grace)],
+             "--concurrency", str(concurrency), "--poll", str(poll), "--grace", str(grace),
+             "--reconnect-for", str(reconnect_for)],
             cwd=ROOT, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         self.pid = self.process.pid
         self.lines: list[str] = []

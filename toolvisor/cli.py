@@ -14,7 +14,8 @@ it. ``toolvisor waits --store runs.sqlite`` lists the open waits.
 for streamable HTTP), each call supervised. ``toolvisor worker --store
 runs.sqlite app:make_agent`` claims the store's runnable runs and drives them until
 ``SIGTERM`` (one line per run: ``claimed``, ``finished``, ``waiting``, ``released``,
-``lost``). ``--store`` is a SQLite file's path or a ``postgresql://`` URL. A command that only
+``lost``); it exits 1 once its store stayed unreachable for ``--reconnect-for`` seconds
+(60). ``--store`` is a SQLite file's path or a ``postgresql://`` URL. A command that only
 reads a store never creates one, and writes nothing to it (it reads a read-only store). A store
 that cannot be used (full, read-only, damaged) is named in one line on stderr, exit 2.
 """
@@ -45,7 +46,7 @@ from toolvisor.durable import (
     process_records,
 )
 from toolvisor.mcp import serve
-from toolvisor.worker import POLL, Worker, agent_factory
+from toolvisor.worker import POLL, RECONNECT_FOR, Worker, agent_factory
 
 EXIT_ACCEPTED = 0
 EXIT_NOT_ACCEPTED = 1  # already resolved, or unknown / revoked / tampered
@@ -100,6 +101,10 @@ def _parser() -> argparse.ArgumentParser:
     worker.add_argument("--grace", type=float, default=30.0,
                         help="seconds SIGTERM gives the runs in flight to finish or wait, "
                              "before their leases are released (default 30)")
+    worker.add_argument("--reconnect-for", type=float, default=RECONNECT_FOR,
+                        help="seconds the store may stay unreachable (every claim failing) "
+                             "before the worker exits 1, for its supervisor to restart it "
+                             f"(default {RECONNECT_FOR:g})")
     mcp = commands.add_parser("mcp", help="serve tools over MCP").add_subparsers(
         dest="mcp_command", required=True).add_parser(
         "serve", help="serve tools to any MCP client, each call supervised")
@@ -147,7 +152,8 @@ def _work(args: argparse.Namespace) -> int:
             try:
                 agent = make_agent(store)
                 worker = Worker(agent, concurrency=args.concurrency, poll_interval=args.poll,
-                                grace=args.grace, on_event=_print_event)
+                                grace=args.grace, reconnect_for=args.reconnect_for,
+                                on_event=_print_event)
             except (TypeError, ValueError) as exc:
                 print(f"error: {exc}", file=sys.stderr)
                 return EXIT_USAGE

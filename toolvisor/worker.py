@@ -7,7 +7,8 @@ waits on keys or answers (its outcome then is ``Suspended``), so that a resoluti
 anywhere wakes it on whichever worker claims it next. ``toolvisor worker`` runs
 one until ``SIGTERM``.
 
-State: the runs being driven (``_driving``: run id to the future of its next outcome) belong to
+State: the runs being driven (``_driving``: run id to the future of its next outcome) and when
+claims started failing (``_failing_since``) belong to
 the thread that calls :meth:`Worker.run`; other threads (the orchestrator settling a future,
 the store hearing of a runnable run, a signal handler calling :meth:`Worker.stop`) only set
 the ``_wake`` event.
@@ -23,10 +24,11 @@ from concurrent.futures import Future
 from typing import Any, Final
 
 from toolvisor.agent import Agent, RunOutcome
-from toolvisor.contract import check_seconds
+from toolvisor.contract import ToolvisorError, check_seconds
 from toolvisor.machine import Suspended
 
-__all__ = ["POLL", "Worker", "WorkerEvent", "agent_factory"]
+__all__ = ["POLL", "RECONNECT_FOR", "ClaimsFailingError", "Worker", "WorkerEvent",
+           "agent_factory"]
 
 WorkerEvent = Callable[[str, str, str], None]
 """``(what, run_id, detail)``: ``claimed``, ``finished`` (detail: the status), ``waiting`` (let
@@ -35,6 +37,16 @@ go until woken), ``released`` (let go at shutdown), ``lost`` (detail: the error)
 
 POLL: Final = 0.5
 """How often (seconds) a worker looks for runnable runs when the store cannot tell it."""
+RECONNECT_FOR: Final = 60.0
+"""How long (seconds) a worker's claims may fail in a row (its store unreachable) before it
+gives up: :meth:`Worker.run` raises :class:`ClaimsFailingError`, the ``worker`` command exits
+1, and its supervisor restarts it."""
+
+
+class ClaimsFailingError(ToolvisorError, RuntimeError):
+    """Every claim of a worker failed for its ``reconnect_for`` seconds (the store cannot be
+    reached, or refuses it): it stopped, so that whatever supervises it sees it and restarts
+    it, rather than running on without work. The message names the last error."""
 
 
 class Worker:
@@ -44,11 +56,15 @@ class Worker:
     SQLite, for other processes' changes; on PostgreSQL ``LISTEN`` wakes it at once).
     ``grace`` is how long :meth:`run`, once stopped, lets the runs it drives finish or come to
     a wait; the agent's ``close`` then releases the others' leases, and any worker claims them
-    at once. ``on_event`` hears what happens to each run.
+    at once. ``on_event`` hears what happens to each run. While the store cannot be reached
+    each claim fails (``claim_failed``) and the store reconnects by itself once it is back;
+    after ``reconnect_for`` seconds of nothing but failed claims :meth:`run` raises
+    :class:`ClaimsFailingError`.
     """
 
     def __init__(self, agent: Agent, *, concurrency: int = 16, poll_interval: float = POLL,
-                 grace: float = 30.0, on_event: WorkerEvent | None = None) -> None:
+                 grace: float = 30.0, reconnect_for: float = RECONNECT_FOR,
+                 on_event: WorkerEvent | None = None) -> None:
         if not isinstance(agent, Agent):
             raise TypeError(f"a Worker drives an Agent, got {type(agent).__name__}")
         if agent.store is None:
@@ -59,11 +75,14 @@ class Worker:
             raise ValueError(f"concurrency must be a positive int, got {concurrency!r}")
         check_seconds("poll_interval", poll_interval, positive=True)
         check_seconds("grace", grace)
+        check_seconds("reconnect_for", reconnect_for, positive=True)
         self._agent = agent
         self._store = agent.store
         self._concurrency = concurrency
         self._poll = poll_interval
         self._grace = grace
+        self._reconnect_for = reconnect_for
+        self._failing_since: float | None = None  # monotonic time of the first failed claim
         self._on_event = on_event or (lambda what, run_id, detail: None)
         self.ready = threading.Event()
         """Set once :meth:`run` listens to the store and has made its first claim (or ended)."""
@@ -98,11 +117,7 @@ class Worker:
                 self._settle()
                 room = self._concurrency - len(self._driving)
                 if room > 0:
-                    try:
-                        claimed = self._agent.claim_runs(room)
-                    except Exception as exc:  # the store failed (down, busy): look again later
-                        self._on_event("claim_failed", "-", f"{type(exc).__name__}: {exc}")
-                        claimed = {}
+                    claimed = self._claim(room)
                     for run_id, future in claimed.items():
                         self._drive(run_id, future)
                         self._on_event("claimed", run_id, "")
@@ -113,6 +128,26 @@ class Worker:
             return self._wind_down()
         finally:
             stop_listening()
+
+    def _claim(self, room: int) -> dict[str, Future[RunOutcome]]:
+        """Claim up to ``room`` runs; none if the store failed (down, busy: look again later),
+        :class:`ClaimsFailingError` once every claim failed for ``reconnect_for``."""
+        try:
+            claimed = self._agent.claim_runs(room)
+        except Exception as exc:
+            error = f"{type(exc).__name__}: {exc}"
+            self._on_event("claim_failed", "-", error)
+            now = time.monotonic()
+            if self._failing_since is None:
+                self._failing_since = now
+            elif now - self._failing_since >= self._reconnect_for:
+                raise ClaimsFailingError(
+                    f"every claim failed for {self._reconnect_for:g} s (reconnect_for), the "
+                    f"last with {error}; the worker stops so that its supervisor restarts "
+                    "it") from exc
+            return {}
+        self._failing_since = None
+        return claimed
 
     def _wind_down(self) -> list[str]:
         deadline = time.monotonic() + self._grace

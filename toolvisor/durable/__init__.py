@@ -39,7 +39,13 @@ from toolvisor.durable._signing import (
 )
 from toolvisor.durable._sql_store import POLL_INTERVAL
 from toolvisor.durable._sqlite import SqliteSessionStore
-from toolvisor.durable._store import UNSET, SessionStore, StaleLeaseError, UnknownRunError
+from toolvisor.durable._store import (
+    UNSET,
+    SessionStore,
+    StaleLeaseError,
+    StoreUnavailableError,
+    UnknownRunError,
+)
 
 __all__ = [
     "DURABLE_ERROR_CODES",
@@ -70,6 +76,7 @@ __all__ = [
     "StaleLeaseError",
     "StoreError",
     "StoreProblem",
+    "StoreUnavailableError",
     "UnknownRunError",
     "Wait",
     "holder_gone",

@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
 from toolvisor.contract import NEVER_CANCELLED, CancelToken, check_seconds
 from toolvisor.durable import _json
 from toolvisor.durable._errors import DurableError
-from toolvisor.durable._records import Resolution
-from toolvisor.durable._store import SessionStore
+from toolvisor.durable._records import JournalRecord, Resolution
+from toolvisor.durable._store import SessionStore, StoreUnavailableError
 
 _CANCEL_CHECK_INTERVAL = 0.05  # seconds between looks at the cancel token while awaiting
+_RECORD_RETRY = 0.1  # seconds between tries of a journal record while the store is away
+RECORD_FOR: Final = 60.0
+"""How long (seconds) a journaled step whose side effect happened tries to record it while the
+store cannot be reached, before the call fails with ``StoreUnavailableError``."""
 
 
 class DurableEffects:
@@ -68,7 +73,9 @@ class DurableEffects:
         (checked before ``fn`` runs). The record is identified by the step id AND the input:
         a replay with a different input raises ``durable_effect_replay_mismatch``. The result
         must be JSON; it is returned as read back from JSON (a tuple comes back as a list),
-        the same on the first run and on replay. If ``fn`` raises, nothing is recorded.
+        the same on the first run and on replay. If ``fn`` raises, nothing is recorded. If the
+        store cannot be reached when the result is to be recorded, the record is tried again
+        for up to :data:`RECORD_FOR` seconds (60), so an outage does not have ``fn`` run twice.
         """
         store, run_id, call_id = self._target()
         if not isinstance(step_id, str) or not step_id:
@@ -87,8 +94,7 @@ class DurableEffects:
         record = store.journal_record(run_id, call_id, step_id)
         if record is None:
             output_text = self._json(fn(input), f"the result of step {step_id!r}")
-            record = store.record_step(run_id, call_id, step_id, input_text, output_text,
-                                       fence=self.fence)
+            record = self._record(store, (run_id, call_id, step_id), input_text, output_text)
         if record.input != input_text:
             raise DurableError(
                 "durable_effect_replay_mismatch",
@@ -97,6 +103,20 @@ class DurableEffects:
                 "new step id",
             )
         return _json.loads(record.output)
+
+    def _record(self, store: SessionStore, step: tuple[str, str, str], input_text: str,
+                output_text: str) -> JournalRecord:
+        """Journal ``step`` (run id, call id, step id), whose side effect has happened: while the
+        store cannot be reached, try again (the write is idempotent, and fenced) for up to
+        ``RECORD_FOR`` seconds or until the call is cancelled, since a record that never lands
+        has the step run again when the run resumes."""
+        deadline = time.monotonic() + RECORD_FOR
+        while True:
+            try:
+                return store.record_step(*step, input_text, output_text, fence=self.fence)
+            except StoreUnavailableError:
+                if time.monotonic() >= deadline or self._cancelled.wait(_RECORD_RETRY):
+                    raise
 
     @staticmethod
     def _json(value: Any, what: str) -> str:

@@ -1,8 +1,9 @@
 """A store's one database connection, used only under its lock, so any thread may call it.
 
 :class:`Guarded` is what ``SqliteConnection`` and ``PostgresConnection`` share: the lock that
-owns the connection, the refusal of a closed one, a read snapshot, an idempotent close, and
-the driver's errors that say the store itself failed turned into ``StoreError``.
+owns the connection (PostgreSQL's is a ``PgLink``, which makes its connection again when it
+is lost), the refusal of a closed one, a read snapshot, an idempotent close, and the driver's
+errors that say the store itself failed turned into ``StoreError``.
 """
 
 from __future__ import annotations
@@ -15,15 +16,20 @@ from typing import Any, Generic, Protocol, TypeVar
 from toolvisor.durable._failures import StoreError
 
 
-class Connection(Protocol):
-    """What :class:`Guarded` needs of a driver's connection (``sqlite3``, psycopg)."""
-
-    def execute(self, sql: str, /) -> Any: ...
+class Closable(Protocol):
+    """What :class:`Guarded` needs of a connection: that it can be closed."""
 
     def close(self) -> None: ...
 
 
-C = TypeVar("C", bound=Connection)
+class Connection(Closable, Protocol):
+    """What :meth:`Guarded.snapshot` needs of a driver's connection (``sqlite3``)."""
+
+    def execute(self, sql: str, /) -> Any: ...
+
+
+C = TypeVar("C", bound=Closable)
+E = TypeVar("E", bound=Connection)
 
 
 class Guarded(Generic[C]):
@@ -58,7 +64,7 @@ class Guarded(Generic[C]):
                 raise failed from exc
 
     @contextmanager
-    def snapshot(self, begin: str) -> Iterator[C]:
+    def snapshot(self: Guarded[E], begin: str) -> Iterator[E]:
         """One read transaction, started with ``begin`` and committed however the block ends."""
         with self.use() as conn:
             conn.execute(begin)

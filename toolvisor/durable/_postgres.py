@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from toolvisor.durable._failures import postgres_failure
 from toolvisor.durable._guarded import Guarded
+from toolvisor.durable._pg_link import PgLink, reason_of
 from toolvisor.durable._schema import SCHEMA_VERSION, migrate
 from toolvisor.durable._sql import Dialect
 
@@ -62,14 +63,14 @@ def redacted(url: str) -> str:
 class _PostgresTransaction:
     """A transaction on the store's connection, as the tables see it (``SqlTransaction``)."""
 
-    __slots__ = ("_conn",)
+    __slots__ = ("connection",)
 
-    def __init__(self, conn: psycopg.Connection[Any]) -> None:
-        self._conn = conn
+    def __init__(self, connection: psycopg.Connection[Any]) -> None:
+        self.connection = connection
 
     def execute(self, sql: str, params: Sequence[Any] = (), /) -> psycopg.Cursor[Any]:
         """Run ``sql`` written with ``?`` parameters (psycopg's are ``%s``)."""
-        return self._conn.execute(sql.replace("?", "%s"), tuple(params))
+        return self.connection.execute(sql.replace("?", "%s"), tuple(params))
 
     def insert(self, sql: str, params: Sequence[Any], key: str, /) -> int:
         """The ``key`` column of the new row, as ``RETURNING`` gives it."""
@@ -85,6 +86,8 @@ class PostgresConnection:
     ``create=False`` refuses a database (schema) that holds no store, and writes nothing to it.
     A URL that is not one, a server that cannot be reached or refuses the login is a
     ``ValueError`` or ``ConnectionError`` naming the URL (its password hidden) and the reason.
+    Once open, a connection the server dropped is made again by its :class:`PgLink` on a
+    later transaction; meanwhile each one is a ``StoreUnavailableError`` naming the store.
     """
 
     dialect = POSTGRES
@@ -93,23 +96,30 @@ class PostgresConnection:
                  busy_timeout: float, read_only: bool = False) -> None:
         driver = import_psycopg()
         self.path = redacted(url)
-        try:
+
+        def connect() -> psycopg.Connection[Any]:
             connection: psycopg.Connection[Any] = driver.connect(
                 url, autocommit=True, connect_timeout=max(1, round(connect_timeout)))
+            try:
+                # a write waits at most busy_timeout for another connection's row lock, as
+                # SQLite's for its write lock
+                connection.execute(f"SET lock_timeout = {max(1, round(busy_timeout * 1000))}")
+            except BaseException:
+                connection.close()
+                raise
+            return connection
+
+        try:
+            link = PgLink(self.path, connect)
         except driver.ProgrammingError as exc:
             raise ValueError(f"{self.path!r} is not a PostgreSQL URL psycopg accepts "
                              f"({str(exc).strip()}); "
                              "give postgresql://user:password@host:port/database") from None
         except driver.OperationalError as exc:
-            reason = str(exc).strip().replace("\n", " ")
             raise ConnectionError(f"cannot open the PostgreSQL session store {self.path!r}: "
-                                  f"{reason}") from None
-        self._guard = Guarded(self.path, connection, postgres_failure)
+                                  f"{reason_of(exc)}") from None
+        self._guard = Guarded(self.path, link, postgres_failure)
         try:
-            # a write waits at most busy_timeout for another connection's row lock, as SQLite's
-            # for its write lock
-            connection.execute(f"SET lock_timeout = {max(1, round(busy_timeout * 1000))}")
-            connection.isolation_level = driver.IsolationLevel.READ_COMMITTED
             self._secret = self._open(create and not read_only, read_only)
         except BaseException:
             self.close()
@@ -119,7 +129,8 @@ class PostgresConnection:
         """Create or migrate the schema (unless ``create`` is false: then a database without a
         store is refused, unchanged; ``read_only``: nothing is written, an older store is
         refused), and return the store's secret."""
-        with self._guard.use() as conn, conn.transaction():
+        with self.write() as tx:
+            conn = tx.connection
             if read_only:
                 conn.execute("SET TRANSACTION READ ONLY")
             schema = conn.execute("SELECT current_schema()").fetchone()
@@ -170,15 +181,34 @@ class PostgresConnection:
     def write(self) -> Iterator[_PostgresTransaction]:
         """One write transaction (``READ COMMITTED``): all of it commits, or (on any
         exception) none of it; it takes no lock of its own, the tables' statements lock the
-        rows they need."""
-        with self._guard.use() as conn, conn.transaction():
-            yield _PostgresTransaction(conn)
+        rows they need. A lost server is a ``StoreUnavailableError`` (``PgLink``)."""
+        with self._transaction("BEGIN ISOLATION LEVEL READ COMMITTED") as tx:
+            yield tx
 
     @contextmanager
     def read(self) -> Iterator[_PostgresTransaction]:
         """One read snapshot (``REPEATABLE READ``)."""
-        with self._guard.snapshot("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY") as conn:
-            yield _PostgresTransaction(conn)
+        with self._transaction("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY") as tx:
+            yield tx
+
+    @contextmanager
+    def _transaction(self, begin: str) -> Iterator[_PostgresTransaction]:
+        """One transaction started with ``begin``, on the link's live connection: committed if
+        the block ends normally, else rolled back; a statement that failed because the
+        connection was lost is the link's ``StoreUnavailableError``."""
+        with self._guard.use() as link:
+            conn = link.begin(begin)
+            try:
+                yield _PostgresTransaction(conn)
+            except Exception as exc:
+                link.end("ROLLBACK")
+                if link.lost():
+                    raise link.unavailable(exc) from exc
+                raise
+            except BaseException:
+                link.end("ROLLBACK")
+                raise
+            link.end("COMMIT")
 
     def close(self) -> None:
         """Close the connection; idempotent."""

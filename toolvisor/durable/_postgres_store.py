@@ -62,7 +62,7 @@ class PostgresSessionStore(SqlSessionStore):
             raise TypeError(f"a PostgreSQL store's url is a str, got {type(url).__name__}")
         db = PostgresConnection(url, create, connect_timeout, busy_timeout, read_only)
         try:
-            wakes = PgWakes(url, db, notifier_for(db.path))
+            wakes = PgWakes(url, db, notifier_for(db.path), connect_timeout)
         except BaseException:
             db.close()
             raise

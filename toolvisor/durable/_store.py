@@ -38,6 +38,13 @@ class StaleLeaseError(ToolvisorError, RuntimeError):
     the host stops driving the run."""
 
 
+class StoreUnavailableError(ToolvisorError, ConnectionError):
+    """The store's server cannot be reached (it restarted, is down, or dropped the
+    connection): the message names the store (its URL without the password). Nothing was
+    written, unless the message says the commit's outcome is unknown; the store reconnects by
+    itself on a later use, so the caller tries again later."""
+
+
 @runtime_checkable
 class SessionStore(Protocol):
     """Runs, checkpoints, completion keys and their waits, the journal and process events.

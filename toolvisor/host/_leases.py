@@ -9,8 +9,9 @@ another machine only when it expires. Each lease carries the fencing token the s
 and every write the host makes for the run carries that token (:meth:`RunLeases.token`): a
 host that paused past its lease (a GC pause, a frozen VM) is refused its next write with
 ``StaleLeaseError`` once another host has taken the run over. A lease the store refuses to
-release (its disk is full, it went read-only) is no longer renewed, and its release is tried
-again at each renewal tick and at close; a renewal the store refuses is tried again at the
+release (its disk is full, it went read-only: ``StoreError``; it cannot be reached:
+``StoreUnavailableError``) is no longer renewed, and its release is tried again at each renewal
+tick and at close (else the lease expires); a renewal the store refuses is tried again at the
 next tick. State (the held run ids and their tokens, the leases still to release, the renewal
 timer) belongs to the orchestrator's thread; the timer thread only tells the orchestrator it
 is time to renew.
@@ -26,7 +27,13 @@ from typing import Any
 
 from toolvisor._logging import get_event_log
 from toolvisor.contract import ToolvisorError
-from toolvisor.durable import SessionStore, StoreError, holder_gone, new_holder
+from toolvisor.durable import (
+    SessionStore,
+    StoreError,
+    StoreUnavailableError,
+    holder_gone,
+    new_holder,
+)
 from toolvisor.host._commands import AttachRun, reply_future
 
 
@@ -104,7 +111,7 @@ class RunLeases:
                 self._store.release_lease(run_id, self.holder)
             else:
                 self._store.let_go(run_id, self.holder, waiting_on)
-        except StoreError as exc:
+        except (StoreError, StoreUnavailableError) as exc:
             if run_id not in self._unreleased:
                 self._log.warning("lease_release_failed", run_id=run_id, error=str(exc))
             self._unreleased[run_id] = waiting_on
@@ -124,7 +131,7 @@ class RunLeases:
         self._retry_releases()
         try:
             lost = self._store.renew_leases(self.holder, sorted(self._held), self._ttl)
-        except StoreError as exc:  # try again next tick; a run's own write meets it too
+        except (StoreError, StoreUnavailableError) as exc:  # try again next tick
             self._log.warning("lease_renewal_failed", error=str(exc))
             lost = []
         for run_id in lost:

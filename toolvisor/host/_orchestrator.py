@@ -31,7 +31,7 @@ from pykka import ActorRef
 
 from toolvisor._logging import get_event_log
 from toolvisor.contract import ModelError
-from toolvisor.durable import StaleLeaseError, StoreError
+from toolvisor.durable import StaleLeaseError, StoreError, StoreUnavailableError
 from toolvisor.executor import DeadlineTimer
 from toolvisor.host._call_starter import CallStarter
 from toolvisor.host._commands import (
@@ -173,8 +173,9 @@ class OrchestratorActor(SupervisedActor, pykka.ThreadingActor):
 
     def _crash(self, run_id: str, exc: Exception, reply: Reply | None = None) -> None:
         """End run ``run_id`` alone (the other runs go on), ``Failed`` with what went wrong,
-        logged with its traceback. Fenced off: let go; a write the store refused: stop there."""
-        if isinstance(exc, StaleLeaseError):
+        logged with its traceback. Fenced off, or the store unreachable: let go (from its last
+        checkpoint any host goes on); a write the store refused: stop there."""
+        if isinstance(exc, StaleLeaseError | StoreUnavailableError):
             self._let_go(run_id, exc, reply)
             return
         if isinstance(exc, StoreError):
