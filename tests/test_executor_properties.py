@@ -21,7 +21,7 @@ legal_results = st.one_of(
     st.builds(Ok, json_values),
     st.builds(Err, json_values),
     st.builds(AskUser, st.text(),  # options: none (a free answer), or at least one
-              st.none() | st.lists(st.text(), min_size=1, max_size=3).map(tuple)),
+              st.none() | st.lists(st.text(), min_size=1, max_size=3, unique=True).map(tuple)),
     st.builds(Halt, st.text(min_size=1), json_values),
     st.builds(Pending, st.none() | st.floats(min_value=0.001, max_value=1e6)),
 )
