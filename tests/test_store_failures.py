@@ -259,6 +259,7 @@ def test_a_damaged_store_is_named_by_every_command_and_the_agent_writes_nothing_
         Agent(FunctionModel(respond), [], store=str(path))
     assert refused.value.problem == "damaged"
     assert str(refused.value).startswith(f"session store {str(path)!r} is damaged (")
+    assert f"{str(path)!r} is damaged ()" not in str(refused.value)  # SQLite's own words
     assert digest(path) == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["runs.sqlite"]
 

@@ -218,9 +218,11 @@ class SqliteConnection:
         """Refuse a damaged file before anything is written to it (``PRAGMA quick_check``:
         every page read once; a damaged page SQLite meets on the way is its own error)."""
         found = [row[0] for row in connection.execute("PRAGMA quick_check(2)").fetchall()]
-        if found != ["ok"]:  # the problems, after a "*** in database main ***" line
+        if found != ["ok"]:  # the problems, after a "*** in database main ***" line (one
+            # row each, or one row of several lines)
             raise StoreError(self.path, "damaged", "; ".join(
-                line for line in found if not line.startswith("***")))
+                line for row in found for line in row.splitlines()
+                if line and not line.startswith("***")))
 
     @property
     def secret(self) -> bytes:
