@@ -64,5 +64,5 @@ def test_the_readme_names_every_extra_the_command_and_how_long_make_test_takes()
     text = " ".join(README.read_text().split())
     listed = text[text.index("The extras are "):text.index("Combine them")]
     assert {extra for extra in _extras() if f"`{extra}`" not in listed} == set()
-    assert "`make test` takes about 3.5 minutes from a fresh clone" in text
+    assert re.search(r"`make test` takes about [0-9.]+ minutes from a fresh clone", text)
     assert "`toolvisor runs`" in text and "`python -m toolvisor.cli` is the same" in text
