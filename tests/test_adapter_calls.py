@@ -138,5 +138,6 @@ def test_an_adapter_without_its_framework_names_its_extra(
     for name in [framework, *(n for n in sys.modules if n.startswith(f"{framework}."))]:
         monkeypatch.setitem(sys.modules, name, None)  # as if it were not installed
     monkeypatch.delitem(sys.modules, f"toolvisor.adapters.{module}", raising=False)
-    with pytest.raises(ImportError, match=re.escape(f"pip install 'toolvisor[{extra}]'")):
+    hint = f"pip install '.[{extra}]' in toolvisor's clone"
+    with pytest.raises(ImportError, match=re.escape(hint)):
         importlib.import_module(f"toolvisor.adapters.{module}")

@@ -137,7 +137,7 @@ def test_without_psycopg_the_error_says_what_to_install() -> None:
                           text=True, timeout=60, check=False)
     assert done.returncode == 1
     assert ("ImportError: a PostgreSQL session store needs psycopg 3, which is not installed: "
-            "pip install 'toolvisor[postgres]'") in done.stderr
+            "pip install '.[postgres]' in toolvisor's clone") in done.stderr
 
 
 def test_the_command_line_names_a_server_it_cannot_reach() -> None:

@@ -21,4 +21,4 @@ def missing_extra(module: str, extra: str) -> ImportError:
     """The error an adapter raises when its framework is not installed: which extra to add."""
     return ImportError(
         f"toolvisor.adapters.{extra.replace('-', '_')} needs {module}, which is not installed: "
-        f"pip install 'toolvisor[{extra}]'")
+        f"pip install '.[{extra}]' in toolvisor's clone")

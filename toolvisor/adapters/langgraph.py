@@ -1,6 +1,6 @@
 """toolvisor's supervision under LangGraph: ``SupervisedTools``, the ``wrap_tool_call`` /
 ``awrap_tool_call`` of a ``ToolNode`` that runs each call under toolvisor's runner
-(``pip install 'toolvisor[langgraph]'``).
+(``pip install '.[langgraph]'`` in toolvisor's clone).
 
 ``Ok`` is a ``ToolMessage``, ``Err`` (reported, a crash, a timeout, a refusal) one with
 ``status="error"`` and the error's JSON text; ``AskUser`` and ``Pending`` are ``interrupt()``s,

@@ -1,6 +1,6 @@
 """toolvisor's supervision under the OpenAI Agents SDK: ``SupervisedFunctionTools``, one SDK
 ``FunctionTool`` per tool whose ``on_invoke_tool`` runs the call under toolvisor's runner
-(``pip install 'toolvisor[openai-agents]'``).
+(``pip install '.[openai-agents]'`` in toolvisor's clone).
 
 ``Ok`` is the tool's output (its text); ``Err`` (reported, a crash, a timeout, a refusal) goes
 to the SDK's failure channel: the error's JSON text is the output the model sees, and the

@@ -1,5 +1,6 @@
 """toolvisor's supervision under pydantic-ai: ``SupervisedToolset``, a pydantic-ai toolset
-whose every call runs under toolvisor's runner (``pip install 'toolvisor[pydantic-ai]'``).
+whose every call runs under toolvisor's runner (``pip install '.[pydantic-ai]'`` in
+toolvisor's clone).
 
 A call's result is a value that crossed the actor and, for a ``process`` tool, the worker
 process; it becomes pydantic-ai's control flow only here, at the toolset's edge (as

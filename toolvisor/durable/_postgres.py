@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
 _SECRET_NAME = "hmac_secret"
 _VERSION_NAME = "schema_version"
-_INSTALL = "pip install 'toolvisor[postgres]'"
+_INSTALL = "pip install '.[postgres]' in toolvisor's clone"
 POSTGRES = Dialect(real="DOUBLE PRECISION", serial="BIGSERIAL PRIMARY KEY", row_order="seq",
                    row_order_column=",\n    seq BIGSERIAL NOT NULL", lock_row=" FOR NO KEY UPDATE",
                    share_row=" FOR SHARE",

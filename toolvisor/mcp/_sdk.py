@@ -5,7 +5,8 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-EXTRA_HINT = "MCP support needs the official MCP SDK: pip install 'toolvisor[mcp]'"
+EXTRA_HINT = ("MCP support needs the official MCP SDK: pip install '.[mcp]' in toolvisor's "
+              "clone")
 
 
 def load(module: str) -> ModuleType:

@@ -15,7 +15,7 @@ def import_sdk(module: str, extra: str) -> ModuleType:
         return importlib.import_module(module)
     except ImportError as exc:
         raise ImportError(f"this model adapter needs the {module!r} package: "
-                          f"pip install 'toolvisor[{extra}]'") from exc
+                          f"pip install '.[{extra}]' in toolvisor's clone") from exc
 
 
 def client_factory(sdk_client: Callable[..., Any], client: Any, base_url: str | None,

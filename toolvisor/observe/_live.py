@@ -42,7 +42,8 @@ def _rich() -> ModuleType:
         import rich.markup  # noqa: PLC0415
         import rich.tree  # noqa: PLC0415
     except ImportError as exc:
-        raise ImportError("the live view's tree needs rich: pip install 'toolvisor[observe]' "
+        raise ImportError("the live view's tree needs rich: pip install '.[observe]' in "
+                          "toolvisor's clone "
                           "(without a terminal, live() prints plain lines and needs none)"
                           ) from exc
     return rich

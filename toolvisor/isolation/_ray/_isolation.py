@@ -50,7 +50,8 @@ def import_ray() -> ModuleType:
     try:
         import ray  # noqa: PLC0415 - an optional dependency, imported when first needed
     except ImportError as exc:
-        raise ImportError("isolation='ray' needs Ray: pip install 'toolvisor[ray]'") from exc
+        raise ImportError("isolation='ray' needs Ray: pip install '.[ray]' in toolvisor's "
+                          "clone") from exc
     return ray
 
 

@@ -70,7 +70,7 @@ def check_ray_tool(tool: Tool) -> None:
     """When a ``ray`` tool is built: Ray is installed, and its options are Ray's."""
     if importlib.util.find_spec("ray") is None:
         raise ImportError(f"tool {tool.name!r}: isolation='ray' needs Ray; install it with "
-                          "pip install 'toolvisor[ray]'")
+                          "pip install '.[ray]' in toolvisor's clone")
     options = tool.options or {}
     unknown = sorted(set(options) - RAY_OPTIONS - {ACTOR})
     if unknown:
