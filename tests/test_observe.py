@@ -4,6 +4,7 @@ timeline."""
 from __future__ import annotations
 
 import io
+import re
 import sys
 from pathlib import Path
 
@@ -83,5 +84,6 @@ def test_without_rich_the_tree_names_the_extra(monkeypatch: pytest.MonkeyPatch) 
         monkeypatch.setitem(sys.modules, name, None)
     from toolvisor.observe import Board  # noqa: PLC0415
 
-    with pytest.raises(ImportError, match=r"toolvisor\[observe\]"):
+    hint = "pip install '.[observe]' in toolvisor's clone"
+    with pytest.raises(ImportError, match=re.escape(hint)):
         render(Board())
