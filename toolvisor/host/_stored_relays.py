@@ -164,8 +164,13 @@ def resolve_relayed_key(child: AgentSessionHost, child_run: str, outcome: Any) -
     record = store.journal_record(child_run, *RELAYED_KEY)
     if record is None:
         return
-    key = str(json.loads(record.output)["key"])
-    result = outcome_result(outcome, child.agent_name)
+    _resolve_with_outcome(store, str(json.loads(record.output)["key"]), outcome, child.agent_name)
+
+
+def _resolve_with_outcome(store: SessionStore, key: str, outcome: Any, agent_name: str) -> None:
+    """Resolve ``key`` with a child's ``outcome`` on agent ``agent_name``: its text, else its
+    error (``outcome_result``)."""
+    result = outcome_result(outcome, agent_name)
     if isinstance(result, Ok):
         store.resolve(key, ok=result.value)
     else:
@@ -205,13 +210,11 @@ def follow_child(host: AgentSessionHost, run_id: str, call_id: str, key: str, *,
                 child.attach(child_run).add_done_callback(child_back)
             return
         then()
-        result = None if error is not None else outcome_result(outcome, child.agent_name)
-        if isinstance(result, Ok):
-            store.resolve(key, ok=result.value)
+        if error is not None:
+            store.resolve(key, error=f"child session {child_run} on agent "
+                                     f"{child.agent_name!r} crashed: {error}")
         else:
-            why = f"child session {child_run} on agent {child.agent_name!r} crashed: {error}" \
-                if result is None else str(result.reason)
-            store.resolve(key, error=why)
+            _resolve_with_outcome(store, key, outcome, child.agent_name)
     child.attach(child_run).add_done_callback(child_back)
 
 
