@@ -21,7 +21,7 @@ from typing import Any
 from bench._handlers import no_op
 from toolvisor import Agent, CallContext, Durability, Ok, Tool
 from toolvisor.contract import ModelRequest, ToolResultMessage, UserMessage
-from toolvisor.durable import SessionStore
+from toolvisor.durable import RunStore
 from toolvisor.testing import FunctionModel, call, calls
 
 MODEL_SECONDS = 0.1
@@ -85,7 +85,7 @@ async def respond(request: ModelRequest) -> Any:
     return calls(*(call(kind, {"label": label}, id=f"c_{kind}") for kind in SOAK_KINDS))
 
 
-def make_agent(store: SessionStore) -> Agent:
+def make_agent(store: RunStore) -> Agent:
     ttl = float(os.environ.get("BENCH_LEASE_TTL", "30"))
     return Agent(FunctionModel(respond), TOOLS, max_turns=4,
                  durability=Durability(store=store, lease_ttl=ttl))

@@ -11,7 +11,7 @@ from typing import Any
 
 from bench import _handlers
 from toolvisor import CallContext, Ok, Tool, ToolCall
-from toolvisor.durable import DurableEffects, SqliteSessionStore
+from toolvisor.durable import DurableEffects, SqliteRunStore
 from toolvisor.executor import ToolRunner
 from toolvisor.machine import StateView
 
@@ -32,7 +32,7 @@ def measure(repeats: int) -> list[dict[str, Any]]:
     """One row per isolation: median microseconds per state read and per journaled step."""
     rows = []
     with tempfile.TemporaryDirectory() as work, \
-            SqliteSessionStore(Path(work) / "runs.sqlite") as store, \
+            SqliteRunStore(Path(work) / "runs.sqlite") as store, \
             ToolRunner(tool_timeout=120.0, process_workers=1) as runner:
         store.create_run("bench")
         for isolation in ISOLATIONS:

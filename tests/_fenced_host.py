@@ -19,7 +19,7 @@ from typing import Any
 from tests._durable_handlers import describe, emit
 from toolvisor import Agent, CallContext, Durability, Tool
 from toolvisor.contract import ModelRequest, ModelResponse, ToolResultMessage
-from toolvisor.durable import SessionStore, StaleLeaseError
+from toolvisor.durable import RunStore, StaleLeaseError
 from toolvisor.testing import ScriptedModel, call, calls
 
 
@@ -44,7 +44,7 @@ def say_what_work_returned(request: ModelRequest) -> ModelResponse:
     return ModelResponse(text=f"work said {result}")
 
 
-def fenced_agent(store: str | SessionStore, fifo: Path) -> Agent:
+def fenced_agent(store: str | RunStore, fifo: Path) -> Agent:
     """The agent of both hosts: the process's, and the test's that takes the run over."""
     return Agent(ScriptedModel([calls(call("work", id="c_work")), say_what_work_returned]),
                  [work_tool(fifo)], durability=Durability(store=store, lease_ttl=600))

@@ -19,7 +19,7 @@ from typing import Any
 
 from toolvisor import Agent, AskUser, CallContext, Durability, Ok, Pending, Suspended, Tool
 from toolvisor.contract import ModelRequest, ModelResponse, ToolResultMessage, UserMessage
-from toolvisor.durable import SessionStore
+from toolvisor.durable import RunStore
 from toolvisor.testing import FunctionModel, call, calls
 
 
@@ -66,11 +66,11 @@ def respond(request: ModelRequest) -> ModelResponse:
     return calls(call(tool, argument, id=f"c_{tool}"))
 
 
-def make_agent(store: SessionStore) -> Agent:
+def make_agent(store: RunStore) -> Agent:
     ttl = float(os.environ.get("TOOLVISOR_TEST_LEASE_TTL", "30"))
     return Agent(FunctionModel(respond), TOOLS,
                  durability=Durability(store=store, lease_ttl=ttl))
 
 
-def not_an_agent(store: SessionStore) -> str:
+def not_an_agent(store: RunStore) -> str:
     return "an agent"

@@ -81,7 +81,7 @@ def postgres_server() -> Iterator[PostgresServer]:
 @pytest.fixture(params=["sqlite", "postgres"])
 def store_targets(request: pytest.FixtureRequest, tmp_path: Path,
                   postgres_server: PostgresServer) -> StoreTargets:
-    """New, empty session stores' places, once per backend: SQLite files in ``tmp_path``, or
+    """New, empty run stores' places, once per backend: SQLite files in ``tmp_path``, or
     fresh schemas on the session's PostgreSQL server (``open_store`` takes either)."""
     if request.param == "sqlite":
         return StoreTargets("sqlite", lambda n: str(tmp_path / f"store-{n}.sqlite"))
@@ -90,7 +90,7 @@ def store_targets(request: pytest.FixtureRequest, tmp_path: Path,
 
 @pytest.fixture
 def store_target(store_targets: StoreTargets) -> str:
-    """Where a new, empty session store goes, on each backend in turn."""
+    """Where a new, empty run store goes, on each backend in turn."""
     return store_targets.fresh()
 
 

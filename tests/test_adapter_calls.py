@@ -18,7 +18,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from tests._adapter_tools import tools
 from toolvisor import Bulkhead, Err, Ok, RateLimit, Resilience, ToolError, function_tool
 from toolvisor.adapters import SupervisedCalls
-from toolvisor.durable import SqliteSessionStore
+from toolvisor.durable import SqliteRunStore
 from toolvisor.testing import capture_events
 
 
@@ -38,7 +38,7 @@ def test_a_finished_call_is_replayed_by_its_id_and_not_run_again(tmp_path: Path)
     counter = tmp_path / "runs.txt"
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("TOOLVISOR_TEST_COUNT", str(counter))
-        with SqliteSessionStore(tmp_path / "s.db") as store:
+        with SqliteRunStore(tmp_path / "s.db") as store:
             with SupervisedCalls(tools, store=store, run_id="thread-1") as calls:
                 assert calls.run("add", {"a": 1, "b": 2}, "c1").result == Ok(3)
             with SupervisedCalls(tools, store=store, run_id="thread-1") as again, \
@@ -54,7 +54,7 @@ def test_a_finished_call_is_replayed_by_its_id_and_not_run_again(tmp_path: Path)
 
 
 def test_a_store_comes_with_a_run_id(tmp_path: Path) -> None:
-    with SqliteSessionStore(tmp_path / "s.db") as store, \
+    with SqliteRunStore(tmp_path / "s.db") as store, \
             pytest.raises(ValueError, match="give store and run_id together"):
         SupervisedCalls(tools, store=store)
 

@@ -22,7 +22,7 @@ from langgraph.types import Command, Send
 from tests._adapter_tools import tools
 from toolvisor import AskUser, function_tool
 from toolvisor.adapters.langgraph import SupervisedTools, ToolHalted
-from toolvisor.durable import SqliteSessionStore
+from toolvisor.durable import SqliteRunStore
 from toolvisor.testing import capture_events
 
 CONFIG: Any = {"configurable": {"thread_id": "thread-1"}}
@@ -104,7 +104,7 @@ def test_a_wrong_answer_leaves_the_thread_at_its_question(
     next answer that fits (keyed by the interrupt's id) completes it."""
     counter = tmp_path / "adds.txt"
     with pytest.MonkeyPatch.context() as patch, \
-            SqliteSessionStore(tmp_path / "s.db") as store, \
+            SqliteRunStore(tmp_path / "s.db") as store, \
             SupervisedTools(tools, **({"store": store, "run_id": "thread-1"} if stored
                                       else {})) as supervised:
         patch.setenv("TOOLVISOR_TEST_COUNT", str(counter))
@@ -131,7 +131,7 @@ def test_a_wrong_answer_leaves_the_thread_at_its_question(
 
 
 def test_a_pending_key_interrupts_until_it_is_resolved(tmp_path: Path) -> None:
-    with SqliteSessionStore(tmp_path / "s.db") as store, \
+    with SqliteRunStore(tmp_path / "s.db") as store, \
             SupervisedTools(tools, store=store, run_id="thread-1") as supervised:
         app = graph(supervised, ("review", {"doc": "plan.md"}))
         (waiting,) = app.invoke(PROMPT, CONFIG)["__interrupt__"]
@@ -144,7 +144,7 @@ def test_a_pending_key_interrupts_until_it_is_resolved(tmp_path: Path) -> None:
     assert (message.content, message.status) == ('{"approved":true}', "success")
 
 
-def count_adds(tmp_path: Path, store: SqliteSessionStore | None) -> int:
+def count_adds(tmp_path: Path, store: SqliteRunStore | None) -> int:
     """Runs ``add`` and ``deploy`` in one node, resumes the question, counts ``add``'s runs."""
     counter = tmp_path / f"adds-{store is not None}.txt"
     settings: dict[str, Any] = {} if store is None else {"store": store, "run_id": "thread-1"}
@@ -159,7 +159,7 @@ def count_adds(tmp_path: Path, store: SqliteSessionStore | None) -> int:
 
 def test_with_a_store_a_rerun_node_replays_its_finished_calls(tmp_path: Path) -> None:
     assert count_adds(tmp_path, None) == 2  # LangGraph re-runs the node from its start
-    with SqliteSessionStore(tmp_path / "s.db") as store:
+    with SqliteRunStore(tmp_path / "s.db") as store:
         assert count_adds(tmp_path, store) == 1
 
 
@@ -206,7 +206,7 @@ def test_two_questions_of_one_node_each_get_their_own_answer(
     under ``invoke`` (whose node waits for all its calls) each tool runs once over the node's
     four runs."""
     _confirmed.clear()
-    with SqliteSessionStore(tmp_path / "s.db") as store, \
+    with SqliteRunStore(tmp_path / "s.db") as store, \
             SupervisedTools([confirm], tool_timeout=10, **({"store": store, "run_id": "run"}
                                                            if stored else {})) as supervised:
         for run in range(20):
@@ -244,7 +244,7 @@ def test_a_pending_call_and_a_question_of_one_node_take_their_own_resumes(
     """A pending call takes every resume the thread gives it while its key is unresolved,
     and replays take as many again: the question after it in the node gets only the answers
     given to it (a wrong one included), never the pending call's ``True``s."""
-    with SqliteSessionStore(tmp_path / "s.db") as store, \
+    with SqliteRunStore(tmp_path / "s.db") as store, \
             SupervisedTools(tools, store=store, run_id="thread-1") as supervised:
         app = graph(supervised, ("review", {"doc": "plan.md"}), ("deploy", {"target": "prod"}))
 

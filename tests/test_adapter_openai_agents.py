@@ -28,7 +28,7 @@ from openai.types.responses.response_prompt_param import ResponsePromptParam
 from tests._adapter_tools import tools
 from toolvisor import CallContext, Pending, function_tool
 from toolvisor.adapters.openai_agents import SupervisedFunctionTools, ToolHalted
-from toolvisor.durable import SqliteSessionStore
+from toolvisor.durable import SqliteRunStore
 from toolvisor.testing import capture_events
 
 NO_TRACING = RunConfig(tracing_disabled=True)
@@ -138,7 +138,7 @@ def test_a_pending_call_waits_for_its_key_to_be_resolved(tmp_path: Path) -> None
         keys.put(ctx.completion_key())
         return Pending(deadline=3600)
 
-    with SqliteSessionStore(tmp_path / "s.db") as store, \
+    with SqliteRunStore(tmp_path / "s.db") as store, \
             SupervisedFunctionTools([review], store=store, run_id="session-1") as supervised:
         agent = Agent(name="a", model=OneCall("review", '{"doc": "plan.md"}'),
                       tools=list(supervised.function_tools))

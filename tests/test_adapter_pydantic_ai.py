@@ -24,7 +24,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from tests._adapter_tools import tools
 from toolvisor import Breaker, Err, Ok, Resilience
 from toolvisor.adapters.pydantic_ai import SupervisedToolset, ToolHalted
-from toolvisor.durable import SqliteSessionStore
+from toolvisor.durable import SqliteRunStore
 from toolvisor.testing import capture_events
 
 
@@ -131,7 +131,7 @@ def test_a_wrong_answer_changes_nothing_and_an_ok_is_checked_by_its_value(
 
 def test_a_pending_call_carries_its_key_and_resumes_once_it_is_resolved(
         tmp_path: Path) -> None:
-    with SqliteSessionStore(tmp_path / "runs.db") as store, \
+    with SqliteRunStore(tmp_path / "runs.db") as store, \
             SupervisedToolset(tools, store=store, run_id="session-1") as toolset:
         agent = Agent(one_call("review", {"doc": "plan.md"}), toolsets=[toolset],
                       output_type=[str, DeferredToolRequests])

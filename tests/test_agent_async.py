@@ -20,7 +20,7 @@ from toolvisor import (
     UnknownRunError,
     function_tool,
 )
-from toolvisor.durable import SqliteSessionStore
+from toolvisor.durable import SqliteRunStore
 from toolvisor.testing import ScriptedModel, call, calls, capture_events
 
 
@@ -31,7 +31,7 @@ def charge(ctx: CallContext) -> Pending:
     return Pending(deadline=600)
 
 
-def agent_waiting_on_a_key(store: Path | SqliteSessionStore) -> Agent:
+def agent_waiting_on_a_key(store: Path | SqliteRunStore) -> Agent:
     return Agent(ScriptedModel([calls(call("charge", id="c")), "charged"]), [charge],
                  store=store)
 
@@ -72,7 +72,7 @@ def test_a_cancelled_aresume_run_stops_the_wait_and_the_run_goes_on(tmp_path: Pa
 
 
 def test_acancel_run_ends_a_waiting_run_and_every_wait_on_it_hears(tmp_path: Path) -> None:
-    store = SqliteSessionStore(tmp_path / "runs.sqlite")
+    store = SqliteRunStore(tmp_path / "runs.sqlite")
 
     async def main() -> tuple[Any, Any, str]:
         async with agent_waiting_on_a_key(store) as agent:
@@ -116,7 +116,7 @@ def test_the_durable_twins_need_a_store_and_say_so(twin: str) -> None:
     with Agent(ScriptedModel([])) as agent, pytest.raises(DurableError) as refused:
         asyncio.run(main(agent))
     assert refused.value.code == "store_required"
-    assert f"{twin} needs a session store" in str(refused.value)
+    assert f"{twin} needs a run store" in str(refused.value)
 
 
 def test_aclose_closes_the_agent() -> None:

@@ -25,7 +25,7 @@ from toolvisor import (
     function_tool,
 )
 from toolvisor.contract import ModelRequest, ModelResponse, ToolResultMessage
-from toolvisor.durable import SqliteSessionStore
+from toolvisor.durable import SqliteRunStore
 from toolvisor.testing import FunctionModel, ScriptedModel, call, calls
 
 
@@ -72,12 +72,12 @@ def test_a_mapping_answer_for_one_call_must_be_keyed_or_wrapped() -> None:
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Iterator[SqliteSessionStore]:
-    with SqliteSessionStore(tmp_path / "runs.sqlite", poll_interval=0.01) as opened:
+def store(tmp_path: Path) -> Iterator[SqliteRunStore]:
+    with SqliteRunStore(tmp_path / "runs.sqlite", poll_interval=0.01) as opened:
         yield opened
 
 
-def test_a_timeout_while_waiting_never_cancels_a_durable_run(store: SqliteSessionStore) -> None:
+def test_a_timeout_while_waiting_never_cancels_a_durable_run(store: SqliteRunStore) -> None:
     gate = threading.Event()
     started = threading.Event()
     run_ids: list[str] = []
@@ -130,12 +130,12 @@ def test_a_wait_overdue_while_no_process_hosted_the_run_resolves_on_resume(
                              if isinstance(r.messages[-1], ToolResultMessage)
                              else calls(call("hook", id="c1")))
 
-    with SqliteSessionStore(path, clock=lambda: now[0], poll_interval=0.01) as store, \
+    with SqliteRunStore(path, clock=lambda: now[0], poll_interval=0.01) as store, \
             Agent(model(), [Tool("hook", handler=pending)], store=store) as agent:
         suspended = agent.run("go")
         assert isinstance(suspended, Suspended) and suspended.run_id is not None
     now[0] += 61  # the deadline passes while no process hosts the run
-    with SqliteSessionStore(path, clock=lambda: now[0], poll_interval=0.01) as store, \
+    with SqliteRunStore(path, clock=lambda: now[0], poll_interval=0.01) as store, \
             Agent(model(), [Tool("hook", handler=pending)], store=store) as agent:
         outcome = agent.resume_run(suspended.run_id, timeout=10)
     assert isinstance(outcome, Completed), outcome

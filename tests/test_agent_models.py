@@ -14,7 +14,7 @@ import pytest
 from tests._runs import cancel_arun_once
 from toolvisor import Agent, Completed, Failed, ModelError, OrchestratorStopped, function_tool
 from toolvisor.contract import ModelRequest, ModelResponse, UserMessage
-from toolvisor.durable import SqliteSessionStore
+from toolvisor.durable import SqliteRunStore
 from toolvisor.machine import ModelRetryPolicy, RetryAfter
 from toolvisor.testing import FunctionModel, ScriptedModel, call, calls, capture_events
 
@@ -201,13 +201,13 @@ def test_closing_the_agent_cancels_a_model_call_in_flight() -> None:
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Iterator[SqliteSessionStore]:
-    with SqliteSessionStore(tmp_path / "runs.sqlite", poll_interval=0.01) as opened:
+def store(tmp_path: Path) -> Iterator[SqliteRunStore]:
+    with SqliteRunStore(tmp_path / "runs.sqlite", poll_interval=0.01) as opened:
         yield opened
 
 
 def test_a_durable_run_restored_during_a_model_backoff_continues(
-        store: SqliteSessionStore) -> None:
+        store: SqliteRunStore) -> None:
     backing_off = threading.Event()
     run_ids: list[str] = []
 
@@ -231,7 +231,7 @@ def test_a_durable_run_restored_during_a_model_backoff_continues(
 
 
 def test_resume_run_tries_the_model_again_for_a_run_that_failed_on_it(
-        store: SqliteSessionStore) -> None:
+        store: SqliteRunStore) -> None:
     with Agent(ScriptedModel([ModelError("unavailable")]), store=store,
                on_model_error="fail") as agent:
         failed = agent.run("go")

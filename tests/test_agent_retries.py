@@ -13,7 +13,7 @@ from test_supervisor import Events
 
 from toolvisor import Agent, CallContext, Completed, Ok, OrchestratorStopped, Tool
 from toolvisor.contract import ModelRequest, ToolResultMessage
-from toolvisor.durable import SqliteSessionStore
+from toolvisor.durable import SqliteRunStore
 from toolvisor.machine import RetryPolicy
 from toolvisor.testing import FakeClock, ScriptedModel, call, calls
 
@@ -78,14 +78,14 @@ def clock() -> FakeClock:
 
 
 @pytest.fixture
-def store(tmp_path: Path, clock: FakeClock) -> Iterator[SqliteSessionStore]:
-    with SqliteSessionStore(tmp_path / "runs.sqlite", clock=clock,
+def store(tmp_path: Path, clock: FakeClock) -> Iterator[SqliteRunStore]:
+    with SqliteRunStore(tmp_path / "runs.sqlite", clock=clock,
                             poll_interval=0.01) as opened:
         yield opened
 
 
 def test_a_restored_retry_waits_only_what_is_left_and_no_call_runs_twice(
-        store: SqliteSessionStore, clock: FakeClock, events: Events) -> None:
+        store: SqliteRunStore, clock: FakeClock, events: Events) -> None:
     journal = Journal()
 
     def slow(arguments: dict[str, Any], ctx: CallContext) -> Ok:

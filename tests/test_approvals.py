@@ -26,7 +26,7 @@ from toolvisor import (
     ToolError,
 )
 from toolvisor.contract import ModelResponse, ToolCall, ToolResultMessage
-from toolvisor.durable import SignatureError, SqliteSessionStore
+from toolvisor.durable import SignatureError, SqliteRunStore
 from toolvisor.machine import (
     QUESTION_EXPIRED_CODE,
     CallAttempt,
@@ -249,7 +249,7 @@ def test_a_declared_default_answers_an_expired_question() -> None:
 
 def test_a_hosted_question_is_answered_by_its_default_at_the_deadline(tmp_path: Path) -> None:
     clock, seen = FakeClock(1000.0), Seen()
-    with SqliteSessionStore(tmp_path / "runs.sqlite", clock=clock, poll_interval=0.01) as store, \
+    with SqliteRunStore(tmp_path / "runs.sqlite", clock=clock, poll_interval=0.01) as store, \
             Agent(asking(EXPIRING), [EXPIRING], store=store, on_tool_error=seen) as agent:
         suspended = agent.run("ship it")
         assert isinstance(suspended, Suspended) and suspended.run_id is not None
@@ -267,17 +267,17 @@ def test_a_question_deadline_survives_a_restart_and_a_late_answer_is_discarded(
         tmp_path: Path) -> None:
     clock, seen = FakeClock(1000.0), Seen()
     path = tmp_path / "runs.sqlite"
-    with SqliteSessionStore(path, clock=clock) as store, \
+    with SqliteRunStore(path, clock=clock) as store, \
             Agent(asking(EXPIRING), [EXPIRING], store=store) as agent:
         suspended = agent.run("ship it")
         assert isinstance(suspended, Suspended) and suspended.run_id is not None
     clock.advance(30)  # a restart half way: the deadline does not move
-    with SqliteSessionStore(path, clock=clock) as store, \
+    with SqliteRunStore(path, clock=clock) as store, \
             Agent(asking(EXPIRING), [EXPIRING], store=store) as agent:
         again = agent.resume_run(suspended.run_id, timeout=10)
         assert isinstance(again, Suspended) and again.expires_at == 1060.0
     clock.advance(31)  # past it while no process hosts the run
-    with SqliteSessionStore(path, clock=clock) as store, \
+    with SqliteRunStore(path, clock=clock) as store, \
             Agent(asking(EXPIRING), [EXPIRING], store=store, on_tool_error=seen) as agent:
         text = final_text(agent.resume(suspended, "yes"))
     assert expired_code(seen) == QUESTION_EXPIRED_CODE
@@ -287,19 +287,19 @@ def test_a_question_deadline_survives_a_restart_and_a_late_answer_is_discarded(
 def test_a_restart_after_the_deadline_answers_by_default_on_resume_run(tmp_path: Path) -> None:
     clock = FakeClock(0.0)
     path = tmp_path / "runs.sqlite"
-    with SqliteSessionStore(path, clock=clock) as store, \
+    with SqliteRunStore(path, clock=clock) as store, \
             Agent(asking(DEFAULTING), [DEFAULTING], store=store) as agent:
         suspended = agent.run("ship it")
         assert isinstance(suspended, Suspended) and suspended.run_id is not None
     clock.advance(120)
-    with SqliteSessionStore(path, clock=clock) as store, \
+    with SqliteRunStore(path, clock=clock) as store, \
             Agent(asking(DEFAULTING), [DEFAULTING], store=store) as agent:
         assert final_text(agent.resume_run(suspended.run_id, timeout=10)) == "tool said: no"
 
 
 def test_the_deadline_shows_in_the_suspended_and_its_short_repr(tmp_path: Path) -> None:
     clock = FakeClock(1000.0)
-    with SqliteSessionStore(tmp_path / "runs.sqlite", clock=clock) as store, \
+    with SqliteRunStore(tmp_path / "runs.sqlite", clock=clock) as store, \
             Agent(asking(EXPIRING), [EXPIRING], store=store) as agent:
         suspended = agent.run("ship it")
         assert isinstance(suspended, Suspended)

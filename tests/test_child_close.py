@@ -17,11 +17,11 @@ import pytest
 from tests._relay_host import agents
 from tests._workers import ROOT, WAIT
 from toolvisor import Suspended
-from toolvisor.durable import SessionStore, open_store
+from toolvisor.durable import RunStore, open_store
 
 
 @pytest.fixture
-def store(store_target: str) -> Iterator[SessionStore]:
+def store(store_target: str) -> Iterator[RunStore]:
     with open_store(store_target) as opened:
         yield opened
 
@@ -38,14 +38,14 @@ def steps(workdir: Path) -> list[str]:
     return (workdir / "steps.log").read_text(encoding="utf-8").splitlines()
 
 
-def the_child(store: SessionStore, parent: str) -> str:
+def the_child(store: RunStore, parent: str) -> str:
     (child,) = [r.run_id for r in store.runs() if r.run_id != parent]
     return child
 
 
 @pytest.mark.parametrize("first", ["writer", "researcher"])
 def test_closing_either_agent_first_leaves_both_runs_waiting_and_the_key_completes_both(
-        first: str, store_target: str, store: SessionStore, tmp_path: Path) -> None:
+        first: str, store_target: str, store: RunStore, tmp_path: Path) -> None:
     researcher, writer = agents("key", store_target, str(tmp_path))
     closing = {"writer": writer, "researcher": researcher}
     with researcher, writer:
@@ -69,7 +69,7 @@ def test_closing_either_agent_first_leaves_both_runs_waiting_and_the_key_complet
 
 
 def test_a_parent_left_open_completes_once_its_closed_childs_key_completes_the_child(
-        store_target: str, store: SessionStore, tmp_path: Path) -> None:
+        store_target: str, store: RunStore, tmp_path: Path) -> None:
     researcher, writer = agents("key", store_target, str(tmp_path))
     with writer:
         with researcher:

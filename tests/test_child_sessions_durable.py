@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests._hosts import ROOT, Start, kill, next_line, started_hosts
-from toolvisor.durable import SqliteSessionStore
+from toolvisor.durable import SqliteRunStore
 
 HOST = [sys.executable, "-m", "tests._child_session_host"]
 
@@ -40,7 +40,7 @@ def crash_and_resume(scenario: str, workdir: Path, start: Start) -> tuple[str, s
                           cwd=ROOT, capture_output=True, text=True, timeout=120, check=True)
     lines = [json.loads(line) for line in done.stdout.splitlines()]
     assert lines[0] == {"parent": parent}  # the delegating call ran again (it journaled)
-    with SqliteSessionStore(store) as opened:
+    with SqliteRunStore(store) as opened:
         assert sorted(r.run_id for r in opened.runs()) == sorted([parent, child])
     return parent, child, lines[-1]["outcome"]
 

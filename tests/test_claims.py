@@ -16,7 +16,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from toolvisor.durable import QUEUED, SessionStore, open_store
+from toolvisor.durable import QUEUED, RunStore, open_store
 from toolvisor.testing import FakeClock
 
 TTL = 30.0
@@ -28,12 +28,12 @@ def clock() -> FakeClock:
 
 
 @pytest.fixture
-def store(store_target: str, clock: FakeClock) -> Iterator[SessionStore]:
+def store(store_target: str, clock: FakeClock) -> Iterator[RunStore]:
     with open_store(store_target, clock=clock) as opened:
         yield opened
 
 
-def claim(store: SessionStore, holder: str, limit: int) -> list[str]:
+def claim(store: RunStore, holder: str, limit: int) -> list[str]:
     """The ids of the runs ``holder`` claimed (their leases' fencing tokens checked)."""
     leases = store.claim_runs(holder, TTL, limit)
     for lease in leases:
@@ -41,19 +41,19 @@ def claim(store: SessionStore, holder: str, limit: int) -> list[str]:
     return [lease.run_id for lease in leases]
 
 
-def store_fence(store: SessionStore, run_id: str) -> int:
+def store_fence(store: RunStore, run_id: str) -> int:
     """The token of the lease that stands on ``run_id``."""
     (token,) = [lease.token for lease in store.leases() if lease.run_id == run_id]
     return token
 
 
-def queued(store: SessionStore, run_id: str) -> str:
+def queued(store: RunStore, run_id: str) -> str:
     store.create_run(run_id, status=QUEUED)
     store.save_checkpoint(run_id, 1, "{}", status=QUEUED)
     return run_id
 
 
-def waiting(store: SessionStore, run_id: str, *, deadline_at: float | None = None) -> str:
+def waiting(store: RunStore, run_id: str, *, deadline_at: float | None = None) -> str:
     """A suspended run waiting on one parked key, hosted by nobody; its key."""
     store.create_run(run_id, status="suspended")
     store.save_checkpoint(run_id, 3, "{}", status="suspended")
@@ -62,7 +62,7 @@ def waiting(store: SessionStore, run_id: str, *, deadline_at: float | None = Non
     return key
 
 
-def test_a_queued_run_is_claimed_once(store: SessionStore) -> None:
+def test_a_queued_run_is_claimed_once(store: RunStore) -> None:
     store.create_run("bare", status=QUEUED)  # no checkpoint yet: nothing to drive
     queued(store, "a")
     assert claim(store, "host-1", 10) == ["a"]
@@ -70,7 +70,7 @@ def test_a_queued_run_is_claimed_once(store: SessionStore) -> None:
     assert [(lease.run_id, lease.holder) for lease in store.leases()] == [("a", "host-1")]
 
 
-def test_claims_take_the_oldest_first_up_to_the_limit(store: SessionStore,
+def test_claims_take_the_oldest_first_up_to_the_limit(store: RunStore,
                                                       clock: FakeClock) -> None:
     for run_id in ("a", "b", "c"):
         queued(store, run_id)
@@ -79,7 +79,7 @@ def test_claims_take_the_oldest_first_up_to_the_limit(store: SessionStore,
     assert claim(store, "host-2", 2) == ["c"]
 
 
-def test_an_orphaned_run_is_claimable_once_its_lease_runs_out(store: SessionStore,
+def test_an_orphaned_run_is_claimable_once_its_lease_runs_out(store: RunStore,
                                                               clock: FakeClock) -> None:
     store.create_run("r")
     store.save_checkpoint("r", 2, "{}")
@@ -90,7 +90,7 @@ def test_an_orphaned_run_is_claimable_once_its_lease_runs_out(store: SessionStor
 
 
 def test_the_lease_of_a_gone_process_of_this_machine_is_claimable_at_once(
-        store: SessionStore) -> None:
+        store: RunStore) -> None:
     """As for a host acquiring a lease: a holder whose pid is gone here holds nothing, while a
     live process of this machine, or any of another machine, holds until its lease runs out."""
     ended = subprocess.Popen([sys.executable, "-c", ""])
@@ -107,7 +107,7 @@ def test_the_lease_of_a_gone_process_of_this_machine_is_claimable_at_once(
 
 
 def test_runs_already_begun_are_claimed_before_a_deep_queue_of_new_ones(
-        store: SessionStore, clock: FakeClock) -> None:
+        store: RunStore, clock: FakeClock) -> None:
     """Orphaned and woken runs go first, though every queued run is older: ordered by their
     last update alone, they waited behind the whole queue."""
     for n in range(100):
@@ -128,7 +128,7 @@ def test_runs_already_begun_are_claimed_before_a_deep_queue_of_new_ones(
     assert claim(store, "host-2", 200) == [f"new-{n:03}" for n in range(1, 100)]
 
 
-def test_a_released_run_is_claimable_at_once(store: SessionStore) -> None:
+def test_a_released_run_is_claimable_at_once(store: RunStore) -> None:
     queued(store, "r")
     (first,) = store.claim_runs("host-1", TTL, 10)
     store.release_lease("r", "host-1")
@@ -136,21 +136,21 @@ def test_a_released_run_is_claimable_at_once(store: SessionStore) -> None:
     assert second.token > first.token  # a later holder's writes fence the earlier one's out
 
 
-def test_ended_runs_are_never_claimed(store: SessionStore) -> None:
+def test_ended_runs_are_never_claimed(store: RunStore) -> None:
     for status in ("completed", "failed", "halted", "cancelled"):
         store.create_run(status, status=status)
         store.save_checkpoint(status, 5, "{}", status=status)
     assert claim(store, "host-1", 10) == []
 
 
-def test_a_waiting_run_is_claimed_once_woken(store: SessionStore) -> None:
+def test_a_waiting_run_is_claimed_once_woken(store: RunStore) -> None:
     key = waiting(store, "w")
     assert claim(store, "host-1", 10) == []
     assert store.resolve(key, ok="paid") == "accepted"
     assert claim(store, "host-1", 10) == ["w"]
 
 
-def test_a_waiting_run_is_claimed_once_its_deadline_passes(store: SessionStore,
+def test_a_waiting_run_is_claimed_once_its_deadline_passes(store: RunStore,
                                                            clock: FakeClock) -> None:
     waiting(store, "w", deadline_at=clock.now + 60)
     assert claim(store, "host-1", 10) == []
@@ -158,7 +158,7 @@ def test_a_waiting_run_is_claimed_once_its_deadline_passes(store: SessionStore,
     assert claim(store, "host-1", 10) == ["w"]
 
 
-def test_letting_go_keeps_only_the_current_waits(store: SessionStore) -> None:
+def test_letting_go_keeps_only_the_current_waits(store: RunStore) -> None:
     old = waiting(store, "w")
     store.resolve(old, ok="first answer")  # delivered by the host, which went on
     current = store.issue_key("w", "2.1.c_hook")
@@ -171,7 +171,7 @@ def test_letting_go_keeps_only_the_current_waits(store: SessionStore) -> None:
     assert claim(store, "host-2", 10) == ["w"]
 
 
-def test_only_the_holder_lets_a_run_go(store: SessionStore) -> None:
+def test_only_the_holder_lets_a_run_go(store: RunStore) -> None:
     key = waiting(store, "w")
     store.resolve(key, ok="paid")
     assert claim(store, "host-1", 10) == ["w"]
@@ -183,6 +183,6 @@ def test_only_the_holder_lets_a_run_go(store: SessionStore) -> None:
 
 
 @pytest.mark.parametrize("limit", [0, -1, 1.5, True])
-def test_a_claim_limit_is_a_positive_int(store: SessionStore, limit: object) -> None:
+def test_a_claim_limit_is_a_positive_int(store: RunStore, limit: object) -> None:
     with pytest.raises(ValueError, match="limit must be a positive int"):
         store.claim_runs("host-1", TTL, limit)  # type: ignore[arg-type]

@@ -131,7 +131,7 @@ def test_a_file_that_holds_no_store_is_refused_and_left_alone(tmp_path: Path) ->
     notes.write_text("hello\n")
     done = cli("runs", "--store", notes)
     assert done.returncode == 2 and "Traceback" not in done.stderr
-    assert "notes.txt' is not a session store (file is not a database)" in done.stderr
+    assert "notes.txt' is not a run store (file is not a database)" in done.stderr
     assert notes.read_text() == "hello\n"
 
 

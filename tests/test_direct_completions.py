@@ -24,7 +24,7 @@ from toolvisor.contract import (
     Usage,
     UserMessage,
 )
-from toolvisor.durable import DurableError, SqliteSessionStore
+from toolvisor.durable import DurableError, SqliteRunStore
 from toolvisor.executor import DeadlineTimer, ToolRunner
 from toolvisor.host import ModelCalls
 from toolvisor.host._direct_completions import CompletionModel, Completions
@@ -397,7 +397,7 @@ def test_a_replayed_completion_is_read_from_the_journal_and_must_ask_the_same(
         """
         return ctx.direct_completions.complete(f"rank for {query}", source="rank").text or ""
 
-    with SqliteSessionStore(tmp_path / "runs.sqlite") as store, ToolRunner() as runner:
+    with SqliteRunStore(tmp_path / "runs.sqlite") as store, ToolRunner() as runner:
         timer = DeadlineTimer("test-completions")
         shared = Completions(
             {None: CompletionModel.of(ModelCalls(FunctionModel(model), runner, 5.0))},

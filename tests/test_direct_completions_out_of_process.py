@@ -32,7 +32,7 @@ from toolvisor.contract import (
     Usage,
     UserMessage,
 )
-from toolvisor.durable import SqliteSessionStore
+from toolvisor.durable import SqliteRunStore
 from toolvisor.isolation import prepare_process_isolation
 from toolvisor.machine import ModelRetryPolicy, RetryAfter
 from toolvisor.testing import ScriptedModel, call, calls
@@ -146,7 +146,7 @@ def test_a_completion_finished_before_a_sigkill_is_not_paid_again_on_resume(
         if first.stdout is not None:
             first.stdout.close()
     assert (tmp_path / "paid.log").read_text().splitlines() == ["rank"]
-    with SqliteSessionStore(store_path) as store:
+    with SqliteRunStore(store_path) as store:
         (run,) = store.runs()
 
     done = subprocess.run([*host, "resume", str(store_path), str(tmp_path), run.run_id],

@@ -32,12 +32,12 @@ from toolvisor.contract import (
     ToolCall,
     ToolResultMessage,
 )
-from toolvisor.durable import DurableError, SessionStore, open_store
+from toolvisor.durable import DurableError, RunStore, open_store
 from toolvisor.testing import FunctionModel, ScriptedModel, call, calls, execute
 
 
 @pytest.fixture
-def store(store_target: str) -> Iterator[SessionStore]:
+def store(store_target: str) -> Iterator[RunStore]:
     with open_store(store_target, poll_interval=0.01) as opened:
         yield opened
 
@@ -78,7 +78,7 @@ def pending_tool(**pending: Any) -> Tool:
 
 
 def test_a_pending_call_suspends_with_its_key_and_the_resolution_finishes_the_run(
-        store: SessionStore) -> None:
+        store: RunStore) -> None:
     with Agent(one_call("hook"), [pending_tool(deadline=600)], store=store) as agent:
         suspended = agent.run("go", timeout=30)
         assert isinstance(suspended, Suspended)
@@ -92,7 +92,7 @@ def test_a_pending_call_suspends_with_its_key_and_the_resolution_finishes_the_ru
 
 
 def test_an_error_resolution_reaches_the_model_as_a_reported_error(
-        store: SessionStore) -> None:
+        store: RunStore) -> None:
     with Agent(one_call("hook"), [pending_tool()], store=store) as agent:
         suspended = agent.run("go", timeout=30)
         assert isinstance(suspended, Suspended)
@@ -102,7 +102,7 @@ def test_an_error_resolution_reaches_the_model_as_a_reported_error(
 
 
 def test_a_resolution_that_arrives_before_the_run_waits_is_kept(
-        store: SessionStore) -> None:
+        store: RunStore) -> None:
     def fast_webhook(arguments: dict[str, Any], ctx: CallContext) -> Pending:
         key = ctx.completion_key()
         assert store.resolve(key, ok="early") == "accepted"  # the webhook fired at once
@@ -114,7 +114,7 @@ def test_a_resolution_that_arrives_before_the_run_waits_is_kept(
 
 
 def test_a_tampered_or_foreign_key_is_refused_and_changes_nothing(
-        store: SessionStore, store_targets: StoreTargets) -> None:
+        store: RunStore, store_targets: StoreTargets) -> None:
     with Agent(one_call("hook"), [pending_tool()], store=store) as agent:
         suspended = agent.run("go", timeout=30)
         assert isinstance(suspended, Suspended)
@@ -132,7 +132,7 @@ def test_a_tampered_or_foreign_key_is_refused_and_changes_nothing(
 
 
 def test_a_key_taken_by_a_call_that_did_not_return_pending_is_revoked(
-        store: SessionStore) -> None:
+        store: RunStore) -> None:
     taken: list[str] = []
 
     def changed_its_mind(arguments: dict[str, Any], ctx: CallContext) -> Ok:
@@ -146,7 +146,7 @@ def test_a_key_taken_by_a_call_that_did_not_return_pending_is_revoked(
 
 
 def test_pending_without_a_key_fails_the_call_with_its_code(
-        store: SessionStore) -> None:
+        store: RunStore) -> None:
     keyless = Tool(name="hook", handler=lambda arguments: Pending())
     with Agent(one_call("hook"), [keyless], store=store) as agent:
         seen = final(agent.run("go", timeout=30))["error"]
@@ -173,14 +173,14 @@ def clock() -> StoreClock:
 
 
 @pytest.fixture
-def clocked(store_target: str, clock: StoreClock) -> Iterator[SessionStore]:
+def clocked(store_target: str, clock: StoreClock) -> Iterator[RunStore]:
     """A store on ``clock``."""
     with open_store(store_target, clock=clock, poll_interval=0.01) as opened:
         yield opened
 
 
 def test_on_timeout_error_as_result_feeds_a_timeout_error_to_the_model(
-        clocked: SessionStore, clock: StoreClock) -> None:
+        clocked: RunStore, clock: StoreClock) -> None:
     with Agent(one_call("hook"), [pending_tool(deadline=60)], store=clocked) as agent:
         suspended = agent.run("go", timeout=30)
         assert isinstance(suspended, Suspended)
@@ -192,7 +192,7 @@ def test_on_timeout_error_as_result_feeds_a_timeout_error_to_the_model(
 
 
 def test_on_timeout_fail_turn_ends_the_run_failed(
-        clocked: SessionStore, clock: StoreClock) -> None:
+        clocked: RunStore, clock: StoreClock) -> None:
     tool = pending_tool(deadline=60, on_timeout="fail_turn")
     with Agent(one_call("hook"), [tool], store=clocked) as agent:
         suspended = agent.run("go", timeout=30)
@@ -206,7 +206,7 @@ def test_on_timeout_fail_turn_ends_the_run_failed(
 
 @pytest.mark.parametrize("on_cancel", ["cancel_external_work", "ignore"])
 def test_cancelling_a_run_cancels_its_waits_and_calls_the_hook_when_asked(
-        store: SessionStore, on_cancel: str) -> None:
+        store: RunStore, on_cancel: str) -> None:
     hooked: list[tuple[str, str]] = []
 
     def handler(arguments: dict[str, Any], ctx: CallContext) -> Pending:
@@ -256,11 +256,11 @@ def test_a_durable_operation_without_a_store_says_it_needs_one(
     with Agent(ScriptedModel([])) as agent, pytest.raises(DurableError) as refused:
         getattr(agent, operation)(*arguments)
     assert refused.value.code == "store_required"
-    assert str(refused.value).startswith(f"store_required: {operation} needs a session store; "
+    assert str(refused.value).startswith(f"store_required: {operation} needs a run store; "
                                          "create the agent with Agent(..., store='runs.sqlite')")
 
 
-def test_durable_effects_run_through_the_agent(store: SessionStore) -> None:
+def test_durable_effects_run_through_the_agent(store: RunStore) -> None:
     ran: list[int] = []
 
     def journaled(arguments: dict[str, Any], ctx: CallContext) -> Ok:
@@ -275,7 +275,7 @@ def test_durable_effects_run_through_the_agent(store: SessionStore) -> None:
 
 
 def test_an_awaited_event_is_cancelled_when_the_runner_gives_up_on_the_call(
-        store: SessionStore) -> None:
+        store: RunStore) -> None:
     gave_up = threading.Event()
 
     def awaits(arguments: dict[str, Any], ctx: CallContext) -> Ok:
@@ -296,7 +296,7 @@ def test_an_awaited_event_is_cancelled_when_the_runner_gives_up_on_the_call(
 
 
 def test_an_asked_question_and_a_pending_key_are_answered_separately(
-        store: SessionStore) -> None:
+        store: RunStore) -> None:
     def respond(request: ModelRequest) -> ModelResponse:
         seen = shown(request)
         if not seen:
@@ -317,12 +317,12 @@ def test_an_asked_question_and_a_pending_key_are_answered_separately(
 
 
 def test_the_durability_settings_are_checked_and_the_store_is_given_once(
-        store: SessionStore, tmp_path: Path) -> None:
+        store: RunStore, tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="lease_ttl must be a positive, finite number"):
         Durability(store=store, lease_ttl=0)
     with pytest.raises(ValueError, match="at least 16 bytes"):
         Durability(signing_keys=[b"short"])
-    with pytest.raises(TypeError, match="store must be a SessionStore"):
+    with pytest.raises(TypeError, match="store must be a RunStore"):
         Durability(store=3)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match=r"give the store once.*Durability\(store=\.\.\.\)"):
         Agent(one_call("hook"), store=store, durability=Durability(store=store))

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from toolvisor.durable import DurableEffects, DurableError, SessionStore, open_store
+from toolvisor.durable import DurableEffects, DurableError, RunStore, open_store
 
 
 class FakeClock:
@@ -30,13 +30,13 @@ def db(store_target: str) -> str:
 
 
 @pytest.fixture
-def store(db: str) -> Iterator[SessionStore]:
+def store(db: str) -> Iterator[RunStore]:
     with open_store(db) as opened:
         opened.create_run("run-1")
         yield opened
 
 
-def effects(store: SessionStore | None, call_id: str | None = "call-1") -> DurableEffects:
+def effects(store: RunStore | None, call_id: str | None = "call-1") -> DurableEffects:
     """A fresh execution of the call (what the host builds per attempt or after a restart)."""
     return DurableEffects(store, "run-1", call_id)
 
@@ -60,7 +60,7 @@ def code(error: pytest.ExceptionInfo[DurableError]) -> str:
 # -- run_json --------------------------------------------------------------------------------------
 
 
-def test_a_step_runs_once_and_replays_from_the_journal(store: SessionStore) -> None:
+def test_a_step_runs_once_and_replays_from_the_journal(store: RunStore) -> None:
     fn = Counting()
     assert effects(store).run_json("double", 21, fn) == {"double": 42}
     assert effects(store).run_json("double", 21, fn) == {"double": 42}
@@ -77,7 +77,7 @@ def test_a_step_replays_after_a_restart(db: str) -> None:
     assert fn.inputs == [5]
 
 
-def test_steps_are_journaled_per_call(store: SessionStore) -> None:
+def test_steps_are_journaled_per_call(store: RunStore) -> None:
     fn = Counting()
     effects(store, "call-1").run_json("double", 1, fn)
     effects(store, "call-2").run_json("double", 1, fn)
@@ -85,7 +85,7 @@ def test_steps_are_journaled_per_call(store: SessionStore) -> None:
 
 
 def test_the_result_is_what_json_reads_back_on_first_run_and_replay(
-    store: SessionStore,
+    store: RunStore,
 ) -> None:
     fn = Counting(lambda _: (1, 2))
     assert effects(store).run_json("pair", None, fn) == [1, 2]
@@ -94,7 +94,7 @@ def test_the_result_is_what_json_reads_back_on_first_run_and_replay(
 
 @pytest.mark.parametrize("step_id", ["", None, 7])
 def test_a_step_needs_a_non_empty_id_before_fn_runs(
-    store: SessionStore, step_id: Any
+    store: RunStore, step_id: Any
 ) -> None:
     fn = Counting()
     with pytest.raises(DurableError) as error:
@@ -104,7 +104,7 @@ def test_a_step_needs_a_non_empty_id_before_fn_runs(
 
 
 def test_a_step_id_repeated_in_one_execution_is_refused_before_fn_runs(
-    store: SessionStore,
+    store: RunStore,
 ) -> None:
     fn = Counting()
     execution = effects(store)
@@ -116,7 +116,7 @@ def test_a_step_id_repeated_in_one_execution_is_refused_before_fn_runs(
 
 
 def test_the_same_step_id_with_another_input_is_a_mismatch_not_a_replay(
-    store: SessionStore,
+    store: RunStore,
 ) -> None:
     fn = Counting()
     effects(store).run_json("step", {"a": 1, "b": 2}, lambda _: "one")
@@ -128,7 +128,7 @@ def test_the_same_step_id_with_another_input_is_a_mismatch_not_a_replay(
     assert fn.inputs == []
 
 
-def test_a_step_that_raises_records_nothing(store: SessionStore) -> None:
+def test_a_step_that_raises_records_nothing(store: RunStore) -> None:
     def fail(_: Any) -> Any:
         raise ConnectionError("flaky")
 
@@ -138,7 +138,7 @@ def test_a_step_that_raises_records_nothing(store: SessionStore) -> None:
     assert effects(store).run_json("fetch", 1, lambda _: "fetched") == "fetched"
 
 
-def test_values_that_are_not_json_are_refused(store: SessionStore) -> None:
+def test_values_that_are_not_json_are_refused(store: RunStore) -> None:
     fn = Counting(lambda _: {1, 2})
     with pytest.raises(DurableError) as bad_input:
         effects(store).run_json("step", object(), fn)
@@ -188,7 +188,7 @@ def test_without_a_store_every_effect_is_unavailable(use: Callable[[DurableEffec
 
 @pytest.mark.parametrize("use", EVERY_EFFECT)
 def test_outside_a_prepared_call_every_effect_needs_a_call_id(
-    store: SessionStore, use: Callable[[DurableEffects], Any]
+    store: RunStore, use: Callable[[DurableEffects], Any]
 ) -> None:
     with pytest.raises(DurableError) as error:
         use(effects(store, call_id=None))
@@ -198,7 +198,7 @@ def test_outside_a_prepared_call_every_effect_needs_a_call_id(
 # -- external events -------------------------------------------------------------------------------
 
 
-def test_an_event_key_is_stable_per_call_and_name(store: SessionStore) -> None:
+def test_an_event_key_is_stable_per_call_and_name(store: RunStore) -> None:
     key = effects(store).external_event_key("approval")
     assert effects(store).external_event_key("approval") == key
     assert effects(store).external_event_key("payment") != key
@@ -208,7 +208,7 @@ def test_an_event_key_is_stable_per_call_and_name(store: SessionStore) -> None:
 
 
 def test_an_event_delivered_before_the_await_is_returned_at_once(
-    store: SessionStore,
+    store: RunStore,
 ) -> None:
     execution = effects(store)
     key = execution.external_event_key("approval")
@@ -216,7 +216,7 @@ def test_an_event_delivered_before_the_await_is_returned_at_once(
     assert execution.await_event_json(key) == {"approved": True}
 
 
-def test_an_event_delivered_while_awaiting_wakes_the_call(store: SessionStore) -> None:
+def test_an_event_delivered_while_awaiting_wakes_the_call(store: RunStore) -> None:
     execution = effects(store)
     key = execution.external_event_key("approval")
     with ThreadPoolExecutor(1) as pool:
@@ -246,7 +246,7 @@ with open_store(sys.argv[1]) as store:
 
 
 def test_an_event_resolved_by_another_process_is_delivered(
-    store: SessionStore, db: str
+    store: RunStore, db: str
 ) -> None:
     execution = effects(store)
     key = execution.external_event_key("webhook")
@@ -263,7 +263,7 @@ def test_an_event_resolved_by_another_process_is_delivered(
     assert child.stdout.strip() == "accepted"
 
 
-def test_a_delivered_error_raises_with_its_value(store: SessionStore) -> None:
+def test_a_delivered_error_raises_with_its_value(store: RunStore) -> None:
     execution = effects(store)
     key = execution.external_event_key("payment")
     store.resolve(key, error={"reason": "card declined"})
@@ -273,7 +273,7 @@ def test_a_delivered_error_raises_with_its_value(store: SessionStore) -> None:
     assert error.value.detail == {"reason": "card declined"}
 
 
-def test_an_event_that_does_not_arrive_in_time_raises_timeout(store: SessionStore) -> None:
+def test_an_event_that_does_not_arrive_in_time_raises_timeout(store: RunStore) -> None:
     execution = effects(store)
     key = execution.external_event_key("late")
     with pytest.raises(DurableError) as error:
@@ -298,7 +298,7 @@ def test_the_host_expiring_an_event_wait_ends_the_await(db: str) -> None:
     assert code(error) == "durable_effect_event_timeout"
 
 
-def test_cancelling_the_run_ends_the_await(store: SessionStore) -> None:
+def test_cancelling_the_run_ends_the_await(store: RunStore) -> None:
     execution = effects(store)
     key = execution.external_event_key("approval")
     with ThreadPoolExecutor(1) as pool:
@@ -309,7 +309,7 @@ def test_cancelling_the_run_ends_the_await(store: SessionStore) -> None:
     assert code(error) == "durable_effect_event_cancelled"
 
 
-def test_the_calls_cancel_token_ends_the_await(store: SessionStore) -> None:
+def test_the_calls_cancel_token_ends_the_await(store: RunStore) -> None:
     token = threading.Event()
     execution = DurableEffects(store, "run-1", "call-1", cancelled=token)
     key = execution.external_event_key("approval")
@@ -322,7 +322,7 @@ def test_the_calls_cancel_token_ends_the_await(store: SessionStore) -> None:
     assert store.resolution(key) is None  # the run decides what happens to the wait
 
 
-def test_only_this_calls_event_keys_can_be_awaited(store: SessionStore) -> None:
+def test_only_this_calls_event_keys_can_be_awaited(store: RunStore) -> None:
     other_key = effects(store, "call-2").external_event_key("approval")
     call_key = store.issue_key("run-1", "call-1")
     for key in (other_key, call_key, "not a key"):
@@ -332,7 +332,7 @@ def test_only_this_calls_event_keys_can_be_awaited(store: SessionStore) -> None:
 
 
 @pytest.mark.parametrize("timeout", [0, -1, True, "5"])
-def test_a_bad_timeout_is_refused(store: SessionStore, timeout: Any) -> None:
+def test_a_bad_timeout_is_refused(store: RunStore, timeout: Any) -> None:
     execution = effects(store)
     key = execution.external_event_key("approval")
     with pytest.raises(ValueError, match="timeout"):
@@ -343,7 +343,7 @@ def test_a_bad_timeout_is_refused(store: SessionStore, timeout: Any) -> None:
 
 
 def test_process_events_are_ordered_and_replays_do_not_repeat_them(
-    store: SessionStore,
+    store: RunStore,
 ) -> None:
     first = effects(store)
     seqs = [first.emit_process_event("progress", {"done": n}) for n in range(3)]
@@ -363,14 +363,14 @@ def test_process_events_are_ordered_and_replays_do_not_repeat_them(
     assert [e.type for e in store.process_events(after_seq=events[3].seq)] == ["finished"]
 
 
-def test_a_replay_that_emits_something_else_is_a_mismatch(store: SessionStore) -> None:
+def test_a_replay_that_emits_something_else_is_a_mismatch(store: RunStore) -> None:
     effects(store).emit_process_event("progress", {"done": 1})
     with pytest.raises(DurableError) as error:
         effects(store).emit_process_event("progress", {"done": 2})
     assert code(error) == "durable_effect_replay_mismatch"
 
 
-def test_a_process_event_needs_a_type_and_a_json_payload(store: SessionStore) -> None:
+def test_a_process_event_needs_a_type_and_a_json_payload(store: RunStore) -> None:
     with pytest.raises(ValueError, match="type"):
         effects(store).emit_process_event("", {})
     with pytest.raises(DurableError) as error:

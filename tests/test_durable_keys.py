@@ -12,12 +12,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests._postgres import StoreTargets
-from toolvisor.durable import CompletionKeyIssuer, DurableError, SessionStore, open_store
+from toolvisor.durable import CompletionKeyIssuer, DurableError, RunStore, open_store
 from toolvisor.durable._keys import KeyClaims, sign_key, verify_key
 
 
 @pytest.fixture
-def store(store_target: str) -> Iterator[SessionStore]:
+def store(store_target: str) -> Iterator[RunStore]:
     with open_store(store_target) as opened:
         opened.create_run("run-1")
         yield opened
@@ -91,7 +91,7 @@ def tampered_keys(key: str) -> dict[str, str]:
 
 @pytest.mark.parametrize("part", list(tampered_keys(sign_key(b"x", KeyClaims("k", "r", "c")))))
 def test_a_tampered_key_is_refused_and_changes_nothing(
-    store: SessionStore, part: str
+    store: RunStore, part: str
 ) -> None:
     key = store.issue_key("run-1", "call-1")
     store.issue_key("run-1", "call-2")  # a real key with the call id the tampering names
@@ -108,7 +108,7 @@ def test_a_tampered_key_is_refused_and_changes_nothing(
 )
 @given(index=st.integers(min_value=0), char=st.characters(codec="ascii"))
 def test_any_one_character_change_is_refused(
-    store: SessionStore, index: int, char: str
+    store: RunStore, index: int, char: str
 ) -> None:
     key = store.issue_key("run-1", "call-1")
     index %= len(key)
@@ -119,7 +119,7 @@ def test_any_one_character_change_is_refused(
 
 
 def test_a_key_signed_by_another_store_is_foreign(
-    store: SessionStore, store_targets: StoreTargets
+    store: RunStore, store_targets: StoreTargets
 ) -> None:
     with open_store(store_targets.fresh()) as other:
         other.create_run("run-1")
@@ -133,7 +133,7 @@ def test_a_key_signed_by_another_store_is_foreign(
 
 
 def test_a_well_signed_key_this_store_never_issued_is_unknown(
-    store: SessionStore,
+    store: RunStore,
 ) -> None:
     never_issued = sign_key(store._db.secret, KeyClaims("made-up", "run-1", "call-1"))
     assert store.resolve(never_issued, ok="x") == "unknown_or_revoked"
@@ -151,7 +151,7 @@ def test_keys_outlive_the_store_object(store_target: str) -> None:
 # -- the per-call issuer ---------------------------------------------------------------------------
 
 
-def test_the_issuer_gives_the_call_one_key_and_remembers_it(store: SessionStore) -> None:
+def test_the_issuer_gives_the_call_one_key_and_remembers_it(store: RunStore) -> None:
     issuer = CompletionKeyIssuer(store, "run-1", "call-1")
     assert issuer.issued is None
     key = issuer.issue()
@@ -159,7 +159,7 @@ def test_the_issuer_gives_the_call_one_key_and_remembers_it(store: SessionStore)
     assert store.resolve(key, ok="done") == "accepted"  # recorded at issue time
 
 
-def test_a_new_execution_of_the_call_gets_the_same_key(store: SessionStore) -> None:
+def test_a_new_execution_of_the_call_gets_the_same_key(store: RunStore) -> None:
     key = CompletionKeyIssuer(store, "run-1", "call-1").issue()
     replay = CompletionKeyIssuer(store, "run-1", "call-1")
     assert replay.issued is None
@@ -167,7 +167,7 @@ def test_a_new_execution_of_the_call_gets_the_same_key(store: SessionStore) -> N
     assert CompletionKeyIssuer(store, "run-1", "call-2").issue() != key
 
 
-def test_the_issuer_says_why_it_cannot_issue(store: SessionStore) -> None:
+def test_the_issuer_says_why_it_cannot_issue(store: RunStore) -> None:
     with pytest.raises(DurableError) as no_store:
         CompletionKeyIssuer(None, "run-1", "call-1").issue()
     assert no_store.value.code == "completion_keys_unavailable"

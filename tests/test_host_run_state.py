@@ -13,14 +13,14 @@ import pytest
 
 from toolvisor import Agent, CallContext, Completed, Halted, Ok, Pending, Suspended, Tool
 from toolvisor.contract import ModelRequest, ModelResponse, ToolResultMessage
-from toolvisor.durable import SqliteSessionStore
+from toolvisor.durable import SqliteRunStore
 from toolvisor.host import OrchestratorActor
 from toolvisor.testing import FunctionModel, call, calls
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Iterator[SqliteSessionStore]:
-    with SqliteSessionStore(tmp_path / "runs.sqlite", poll_interval=0.01) as opened:
+def store(tmp_path: Path) -> Iterator[SqliteRunStore]:
+    with SqliteRunStore(tmp_path / "runs.sqlite", poll_interval=0.01) as opened:
         yield opened
 
 
@@ -53,7 +53,7 @@ def tool_then_answer(name: str) -> FunctionModel:
     return FunctionModel(respond)
 
 
-def test_a_finished_run_leaves_nothing_behind(store: SqliteSessionStore) -> None:
+def test_a_finished_run_leaves_nothing_behind(store: SqliteRunStore) -> None:
     echo = Tool(name="echo", handler=lambda arguments: Ok("hi"))
     with Agent(tool_then_answer("echo"), [echo], store=store) as agent:
         assert isinstance(agent.run("go"), Completed)
@@ -61,7 +61,7 @@ def test_a_finished_run_leaves_nothing_behind(store: SqliteSessionStore) -> None
 
 
 def test_a_run_cancelled_while_it_waits_on_a_key_leaves_nothing_behind(
-        store: SqliteSessionStore) -> None:
+        store: SqliteRunStore) -> None:
     def hook(arguments: dict[str, Any], ctx: CallContext) -> Pending:
         ctx.completion_key()
         return Pending(deadline=600)
@@ -77,7 +77,7 @@ def test_a_run_cancelled_while_it_waits_on_a_key_leaves_nothing_behind(
 
 
 def test_a_run_cancelled_during_its_model_call_leaves_nothing_behind(
-        store: SqliteSessionStore) -> None:
+        store: SqliteRunStore) -> None:
     asked, release = threading.Event(), threading.Event()
     run_ids: list[str] = []
 

@@ -10,7 +10,7 @@ import pytest
 
 from tests._postgres import behind_the_store, set_version
 from toolvisor import Agent, CallContext, Pending, RunLeasedError, Suspended, Tool, set_event_sink
-from toolvisor.durable import Durability, Lease, SessionStore, StaleLeaseError, open_store
+from toolvisor.durable import Durability, Lease, RunStore, StaleLeaseError, open_store
 from toolvisor.testing import ScriptedModel, call, calls
 
 
@@ -36,12 +36,12 @@ def clock() -> Clock:
 
 
 @pytest.fixture
-def store(store_target: str, clock: Clock) -> Iterator[SessionStore]:
+def store(store_target: str, clock: Clock) -> Iterator[RunStore]:
     with open_store(store_target, clock=clock, poll_interval=0.01) as opened:
         yield opened
 
 
-def test_the_store_grants_one_holder_at_a_time(store: SessionStore, clock: Clock) -> None:
+def test_the_store_grants_one_holder_at_a_time(store: RunStore, clock: Clock) -> None:
     store.create_run("r")
     assert store.acquire_lease("r", "a", 10) == Lease("r", "a", 1010.0, token=1)
     clock.now += 1
@@ -59,7 +59,7 @@ def test_the_store_grants_one_holder_at_a_time(store: SessionStore, clock: Clock
 
 
 def test_a_write_fenced_with_a_stale_token_is_refused_and_changes_nothing(
-        store: SessionStore, clock: Clock) -> None:
+        store: RunStore, clock: Clock) -> None:
     store.create_run("r")
     first = store.acquire_lease("r", "a", 10)
     store.save_checkpoint("r", 1, '{"by": "a"}', fence=first.token)
@@ -113,7 +113,7 @@ def test_a_store_of_schema_version_2_is_migrated_and_its_leases_fenced(
 
 
 def test_a_second_host_is_refused_until_the_first_lets_the_run_go(
-        store: SessionStore) -> None:
+        store: RunStore) -> None:
     first = Agent(ScriptedModel([calls(call("hook", id="c1"))]), [HOOK], store=store)
     with first:
         suspended = first.run("go")
@@ -126,7 +126,7 @@ def test_a_second_host_is_refused_until_the_first_lets_the_run_go(
 
 
 def test_a_host_that_stops_renewing_loses_the_run_to_another(
-        store: SessionStore, clock: Clock) -> None:
+        store: RunStore, clock: Clock) -> None:
     lost = threading.Event()
 
     def sink(level: str, event: str, fields: dict[str, Any]) -> None:

@@ -31,7 +31,7 @@ from toolvisor import (
     UnknownRunError,
 )
 from toolvisor.contract import ModelResponse
-from toolvisor.durable import SqliteSessionStore, process_records
+from toolvisor.durable import SqliteRunStore, process_records
 from toolvisor.testing import ScriptedModel, call, calls
 
 
@@ -305,7 +305,7 @@ def test_an_output_survives_a_sigkill_of_the_host_and_is_not_recomputed(
     assert resumed("report", "resume", store, tmp_path, run_id)["outcome"] == {
         "kind": "completed", "read": ["report Q3"]}
     assert host.runs(tmp_path, "build") == 1  # read back from the store, never built again
-    with SqliteSessionStore(store) as opened:
+    with SqliteRunStore(store) as opened:
         events = [e.type for e in opened.process_events(run_id)]
     assert events.count("report_built") == 1 and events.count("process_ended") == 1
 
@@ -323,7 +323,7 @@ def test_processes_running_at_a_sigkill_run_again_only_if_they_may(
     assert outcome["kind"] == "completed"
     assert json.loads(outcome["read"][0]) == {"once": "interrupted", "retry": "retry done"}
     assert (host.runs(tmp_path, "once"), host.runs(tmp_path, "retry")) == (1, 2)
-    with SqliteSessionStore(store) as opened:
+    with SqliteRunStore(store) as opened:
         statuses = [r.status for r in process_records(opened, run_id).values()]
     assert statuses == ["interrupted", "ok"]
 
@@ -337,7 +337,7 @@ def test_a_call_run_again_that_starts_another_process_in_its_place_is_refused(
     kill(first)
     (told,) = resumed("varying", "resume", store, tmp_path, run_id)["outcome"]["read"]
     assert "process_replay_mismatch" in told
-    with SqliteSessionStore(store) as opened:
+    with SqliteRunStore(store) as opened:
         (record,) = process_records(opened, run_id).values()
     assert record.spec["arguments"] == {"quarter": "Q1"}  # the process it started first
 
@@ -352,6 +352,6 @@ def test_closing_the_agent_cancels_even_a_detached_process(tmp_path: Path) -> No
     with Agent(model, [Tool(name="start", handler=start)], store=store) as agent:
         outcome = agent.run("go")
         handle = read_text(outcome, "c_start")
-    with SqliteSessionStore(store) as opened:
+    with SqliteRunStore(store) as opened:
         record = process_records(opened, outcome.run_id)[handle]
     assert record.ended is not None and record.ended["tool_error"]["code"] == "cancelled"

@@ -22,7 +22,7 @@ from toolvisor import Agent, Durability, Ok, Tool
 from toolvisor.durable import (
     QUEUED,
     DurableEffects,
-    PostgresSessionStore,
+    PostgresRunStore,
     StaleLeaseError,
     StoreUnavailableError,
     open_store,
@@ -30,7 +30,7 @@ from toolvisor.durable import (
 from toolvisor.durable._backoff import Backoff
 from toolvisor.testing import FunctionModel
 
-UNREACHABLE = r"the PostgreSQL session store 'postgresql://[^']*' is unreachable \("
+UNREACHABLE = r"the PostgreSQL run store 'postgresql://[^']*' is unreachable \("
 
 
 @pytest.fixture(scope="module")
@@ -98,7 +98,7 @@ def test_a_listener_hears_again_after_its_connection_is_killed(
     reconnects, and wakes them once it is back (what was announced meanwhile was missed)."""
     url = postgres_server.fresh_url()
     woke = threading.Event()
-    with PostgresSessionStore(url, poll_interval=3600) as store:
+    with PostgresRunStore(url, poll_interval=3600) as store:
         stop_listening = store.on_runnable(woke.set)
         try:
             postgres_server.kill_connections()

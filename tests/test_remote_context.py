@@ -34,7 +34,7 @@ from toolvisor import (
     ToolError,
 )
 from toolvisor.contract import CapabilityError, ModelRequest, ModelResponse, ToolResultMessage
-from toolvisor.durable import DurableEffects, SqliteSessionStore
+from toolvisor.durable import DurableEffects, SqliteRunStore
 from toolvisor.executor import ToolRunner
 from toolvisor.isolation import RunningCall, prepare_process_isolation
 from toolvisor.testing import FunctionModel, call, calls
@@ -46,8 +46,8 @@ def _process_helpers() -> None:
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Iterator[SqliteSessionStore]:
-    with SqliteSessionStore(tmp_path / "runs.sqlite", poll_interval=0.01) as opened:
+def store(tmp_path: Path) -> Iterator[SqliteRunStore]:
+    with SqliteRunStore(tmp_path / "runs.sqlite", poll_interval=0.01) as opened:
         opened.create_run("run-1")  # for the calls run without an agent
         yield opened
 
@@ -72,14 +72,14 @@ def in_worker(isolation: str) -> Callable[..., Tool]:
     return build
 
 
-def journaled_ctx(store: SqliteSessionStore, call_id: str) -> CallContext:
+def journaled_ctx(store: SqliteRunStore, call_id: str) -> CallContext:
     """The context the host gives a durable call (here without an agent around it)."""
     return CallContext(session_id="run-1", tool_call=ToolCall(id=call_id, name="remote"),
                        durable=DurableEffects(store, "run-1", call_id))
 
 
 def test_a_journaled_step_runs_in_the_worker_once_and_replays_from_the_journal(
-        in_worker: Callable[..., Tool], runner: ToolRunner, store: SqliteSessionStore,
+        in_worker: Callable[..., Tool], runner: ToolRunner, store: SqliteRunStore,
         tmp_path: Path) -> None:
     """A second execution of the call (a restarted agent replaying it) gets the record."""
     log = tmp_path / "side-effects.log"
@@ -94,14 +94,14 @@ def test_a_journaled_step_runs_in_the_worker_once_and_replays_from_the_journal(
 
 
 def test_a_step_that_raises_in_the_worker_raises_there_and_journals_nothing(
-        in_worker: Callable[..., Tool], runner: ToolRunner, store: SqliteSessionStore) -> None:
+        in_worker: Callable[..., Tool], runner: ToolRunner, store: SqliteRunStore) -> None:
     result = runner.run(in_worker(rh.journals_a_failure), {}, journaled_ctx(store, "c2"))
     assert result == Ok({"caught": "card declined"})
     assert store.journal_record("run-1", "c2", "charge") is None
 
 
 def test_a_request_made_inside_a_step_is_served_inside_it(
-        in_worker: Callable[..., Tool], runner: ToolRunner, store: SqliteSessionStore) -> None:
+        in_worker: Callable[..., Tool], runner: ToolRunner, store: SqliteRunStore) -> None:
     from toolvisor.machine import StateView  # noqa: PLC0415
 
     ctx = journaled_ctx(store, "c3")
@@ -137,7 +137,7 @@ def answers(request: ModelRequest) -> dict[str, str]:
 
 
 def test_state_writes_and_reads_from_a_worker_land_in_the_run(
-        in_worker: Callable[..., Tool], store: SqliteSessionStore) -> None:
+        in_worker: Callable[..., Tool], store: SqliteRunStore) -> None:
     def respond(request: ModelRequest) -> ModelResponse:
         seen = answers(request)
         if len(seen) < 2:
@@ -152,7 +152,7 @@ def test_state_writes_and_reads_from_a_worker_land_in_the_run(
 
 
 def test_a_worker_takes_a_completion_key_and_the_run_waits_for_it(
-        in_worker: Callable[..., Tool], store: SqliteSessionStore, tmp_path: Path) -> None:
+        in_worker: Callable[..., Tool], store: SqliteRunStore, tmp_path: Path) -> None:
     log = tmp_path / "hooks.log"
 
     def respond(request: ModelRequest) -> ModelResponse:
@@ -174,7 +174,7 @@ def test_a_worker_takes_a_completion_key_and_the_run_waits_for_it(
 
 
 def test_an_external_event_awaited_in_a_worker_is_delivered(
-        in_worker: Callable[..., Tool], store: SqliteSessionStore, tmp_path: Path) -> None:
+        in_worker: Callable[..., Tool], store: SqliteRunStore, tmp_path: Path) -> None:
     fifo = tmp_path / "keys"
     os.mkfifo(fifo)
 
@@ -199,7 +199,7 @@ def test_an_external_event_awaited_in_a_worker_is_delivered(
 
 
 def test_a_worker_that_dies_inside_a_step_is_handler_exit_and_journals_nothing(
-        in_worker: Callable[..., Tool], runner: ToolRunner, store: SqliteSessionStore,
+        in_worker: Callable[..., Tool], runner: ToolRunner, store: SqliteRunStore,
         tmp_path: Path) -> None:
     result = runner.run(in_worker(rh.dies_inside_a_step), {}, journaled_ctx(store, "c4"))
     assert result.reason.reason == "handler_exit"  # type: ignore[union-attr]
@@ -210,7 +210,7 @@ def test_a_worker_that_dies_inside_a_step_is_handler_exit_and_journals_nothing(
 
 
 def test_a_deadline_ends_an_await_the_agent_serves_for_a_worker(
-        in_worker: Callable[..., Tool], runner: ToolRunner, store: SqliteSessionStore,
+        in_worker: Callable[..., Tool], runner: ToolRunner, store: SqliteRunStore,
         tmp_path: Path) -> None:
     fifo = tmp_path / "keys"
     os.mkfifo(fifo)
@@ -310,7 +310,7 @@ def test_a_ray_link_serves_only_a_peer_that_holds_the_runners_key(events: Events
 
 
 def test_a_steps_own_os_error_is_its_error_not_a_closed_link(
-        in_worker: Callable[..., Tool], runner: ToolRunner, store: SqliteSessionStore,
+        in_worker: Callable[..., Tool], runner: ToolRunner, store: SqliteRunStore,
         tmp_path: Path) -> None:
     result = runner.run(in_worker(rh.step_raises_os_error), {"path": str(tmp_path / "none")},
                         journaled_ctx(store, "c7"))
@@ -337,7 +337,7 @@ def test_the_spans_a_handler_makes_in_the_worker_reach_the_agents_trace(
 
 
 def test_the_ray_links_listen_where_the_environment_says(
-        ray_cluster: ModuleType, store: SqliteSessionStore, tmp_path: Path,
+        ray_cluster: ModuleType, store: SqliteRunStore, tmp_path: Path,
         monkeypatch: pytest.MonkeyPatch) -> None:
     """``TOOLVISOR_RAY_LINK_HOST``: an address the workers reach is used; one this machine
     does not have fails the call with an error that names the setting."""

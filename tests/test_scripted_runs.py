@@ -9,7 +9,7 @@ from typing import Any
 
 from toolvisor import Agent, AskUser, Completed, Ok, Suspended, Tool
 from toolvisor.contract import AssistantMessage, Message
-from toolvisor.durable import SqliteSessionStore
+from toolvisor.durable import SqliteRunStore
 from toolvisor.testing import ScriptedModel, call, calls
 
 
@@ -47,11 +47,11 @@ def test_a_durable_run_resumed_by_a_new_agent_goes_on_at_its_step(tmp_path: Path
     script = [calls(call("lookup", {"q": 1}, id="l1")), calls(call("confirm", id="c2")),
               calls(call("lookup", {"q": 3}, id="l3")), "done"]
     path = tmp_path / "runs.sqlite"
-    with SqliteSessionStore(path) as store, Agent(ScriptedModel(script), TOOLS,
+    with SqliteRunStore(path) as store, Agent(ScriptedModel(script), TOOLS,
                                                   store=store) as first:
         suspended = first.run("go")
     assert isinstance(suspended, Suspended) and suspended.run_id is not None
-    with SqliteSessionStore(path) as store, ScriptedModel(script) as model, \
+    with SqliteRunStore(path) as store, ScriptedModel(script) as model, \
             Agent(model, TOOLS, store=store) as second:
         outcome = second.resume(suspended, "yes")
     assert isinstance(outcome, Completed) and outcome.text == "done"

@@ -1,4 +1,4 @@
-"""The session stores: runs, checkpoints, resolution, waits, expiry, cancel, atomicity.
+"""The run stores: runs, checkpoints, resolution, waits, expiry, cancel, atomicity.
 
 Every test of the store's behaviour runs on both backends (``store_target``): a real SQLite file
 in ``tmp_path`` and a fresh schema on the session's real PostgreSQL server; the tests of a
@@ -23,9 +23,9 @@ import pytest
 from toolvisor.durable import (
     Lease,
     Resolution,
+    RunStore,
     SavedCheckpoint,
-    SessionStore,
-    SqliteSessionStore,
+    SqliteRunStore,
     UnknownRunError,
     open_store,
 )
@@ -53,7 +53,7 @@ def db(store_target: str) -> str:
 
 
 @pytest.fixture
-def store(db: str, clock: FakeClock) -> Iterator[SessionStore]:
+def store(db: str, clock: FakeClock) -> Iterator[RunStore]:
     with open_store(db, clock=clock) as opened:
         opened.create_run("run-1")
         yield opened
@@ -81,17 +81,17 @@ with open_store(sys.argv[1]) as store:
 # -- the store itself ------------------------------------------------------------------------------
 
 
-def test_it_is_a_session_store(store: SessionStore) -> None:
-    assert isinstance(store, SessionStore)
+def test_it_is_a_run_store(store: RunStore) -> None:
+    assert isinstance(store, RunStore)
 
 
 def test_the_file_is_wal_private_and_survives_reopening(tmp_path: Path, clock: FakeClock) -> None:
     db = tmp_path / "session.db"
-    with SqliteSessionStore(db, clock=clock) as first:
+    with SqliteRunStore(db, clock=clock) as first:
         first.create_run("r")
         first.save_checkpoint("r", 1, '{"a": 1}')
     assert db.stat().st_mode & 0o777 == 0o600
-    with SqliteSessionStore(db, clock=clock) as second:
+    with SqliteRunStore(db, clock=clock) as second:
         latest = second.latest_checkpoint("r")
         assert latest is not None and latest.data == '{"a": 1}'
     conn = sqlite3.connect(db)
@@ -108,11 +108,11 @@ def test_opening_a_new_file_waits_for_another_connections_write_lock(tmp_path: P
     db = tmp_path / "session.db"
     holder = sqlite3.connect(db, isolation_level=None, check_same_thread=False)
     holder.execute("BEGIN IMMEDIATE")  # the write lock of a new file, not yet in WAL mode
-    opened: list[SqliteSessionStore | BaseException] = []
+    opened: list[SqliteRunStore | BaseException] = []
 
     def open_store_there() -> None:
         try:
-            opened.append(SqliteSessionStore(db, busy_timeout=60))
+            opened.append(SqliteRunStore(db, busy_timeout=60))
         except BaseException as exc:
             opened.append(exc)
 
@@ -127,7 +127,7 @@ def test_opening_a_new_file_waits_for_another_connections_write_lock(tmp_path: P
         holder.close()
         opener.join()
     (store,) = opened
-    assert isinstance(store, SqliteSessionStore), store
+    assert isinstance(store, SqliteRunStore), store
     with store:
         store.create_run("r")
         assert [run.run_id for run in store.runs()] == ["r"]
@@ -154,34 +154,34 @@ def test_close_is_idempotent_and_a_closed_store_says_so(db: str) -> None:
 
 def test_a_sqlite_store_from_a_newer_schema_is_refused(tmp_path: Path) -> None:
     db = tmp_path / "session.db"
-    SqliteSessionStore(db).close()
+    SqliteRunStore(db).close()
     conn = sqlite3.connect(db)
     try:
         conn.execute("PRAGMA user_version = 99")
     finally:
         conn.close()
     with pytest.raises(RuntimeError, match="schema version 99"):
-        SqliteSessionStore(db)
+        SqliteRunStore(db)
 
 
 def test_a_directory_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="directory"):
-        SqliteSessionStore(tmp_path)
+        SqliteRunStore(tmp_path)
 
 
 def test_a_store_in_a_folder_that_does_not_exist_names_the_folder(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError,
                        match=r"its folder '.*/nowhere' does not exist \(create the folder"):
-        SqliteSessionStore(tmp_path / "nowhere" / "runs.sqlite")
+        SqliteRunStore(tmp_path / "nowhere" / "runs.sqlite")
     assert list(tmp_path.iterdir()) == []
 
 
 def test_without_create_a_missing_store_is_refused_naming_its_folder(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match=r"folder '.*/nowhere' does not exist"):
-        SqliteSessionStore(tmp_path / "nowhere" / "runs.sqlite", create=False)
+        SqliteRunStore(tmp_path / "nowhere" / "runs.sqlite", create=False)
     with pytest.raises(FileNotFoundError,
                        match=rf"folder {str(tmp_path)!r} has no file 'runs.sqlite'"):
-        SqliteSessionStore(tmp_path / "runs.sqlite", create=False)
+        SqliteRunStore(tmp_path / "runs.sqlite", create=False)
     assert list(tmp_path.iterdir()) == []
 
 
@@ -194,8 +194,8 @@ def test_without_create_a_file_that_holds_no_store_is_left_unchanged(tmp_path: P
     finally:
         conn.close()
     before = foreign.read_bytes()
-    with pytest.raises(ValueError, match=r"holds no session store.*left unchanged"):
-        SqliteSessionStore(foreign, create=False)
+    with pytest.raises(ValueError, match=r"holds no run store.*left unchanged"):
+        SqliteRunStore(foreign, create=False)
     assert foreign.read_bytes() == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["app.db"]  # no -wal, no -shm
 
@@ -204,9 +204,9 @@ def test_a_file_that_is_no_sqlite_database_is_refused_by_name(tmp_path: Path) ->
     text = tmp_path / "notes.txt"
     text.write_text("not a database\n" * 100)
     for create in (True, False):
-        with pytest.raises(ValueError, match=r"notes.txt' is not a session store \(file is "
+        with pytest.raises(ValueError, match=r"notes.txt' is not a run store \(file is "
                                              r"not a database\)"):
-            SqliteSessionStore(text, create=create)
+            SqliteRunStore(text, create=create)
     assert text.read_text() == "not a database\n" * 100
 
 
@@ -220,7 +220,7 @@ def test_without_create_an_existing_store_opens(db: str, clock: FakeClock) -> No
 # -- runs and checkpoints --------------------------------------------------------------------------
 
 
-def test_runs_are_created_listed_and_updated(store: SessionStore, clock: FakeClock) -> None:
+def test_runs_are_created_listed_and_updated(store: RunStore, clock: FakeClock) -> None:
     generated = store.create_run()
     assert len(generated.run_id) == 32 and generated.status == "running"
     with pytest.raises(ValueError, match="already exists"):
@@ -238,7 +238,7 @@ def test_runs_are_created_listed_and_updated(store: SessionStore, clock: FakeClo
         store.set_run_status("run-1", "")
 
 
-def test_leases_are_listed_expired_ones_too(store: SessionStore, clock: FakeClock) -> None:
+def test_leases_are_listed_expired_ones_too(store: RunStore, clock: FakeClock) -> None:
     store.create_run("run-2")
     assert store.leases() == []
     assert store.acquire_lease("run-2", "b:2:t", 10) == Lease("run-2", "b:2:t", 1010, 1)
@@ -250,7 +250,7 @@ def test_leases_are_listed_expired_ones_too(store: SessionStore, clock: FakeCloc
 
 
 def test_checkpoints_keep_history_and_the_latest_wins(
-    store: SessionStore, clock: FakeClock
+    store: RunStore, clock: FakeClock
 ) -> None:
     store.save_checkpoint("run-1", 1, '{"at": 1}')
     clock.now += 1
@@ -277,7 +277,7 @@ def test_the_newest_checkpoint_is_found_in_the_index_without_sorting_the_run_s_c
     would read them all, so the newest ``seq`` is looked up in the index first."""
     path = tmp_path / "store.db"
     statements: list[tuple[str, Any]] = []
-    with SqliteSessionStore(path) as store:
+    with SqliteRunStore(path) as store:
         store.create_run("run-1")
         for effect_id in (1, 2, 2):
             store.save_checkpoint("run-1", effect_id, f'{{"at": {effect_id}}}')
@@ -312,7 +312,7 @@ def test_the_newest_checkpoint_is_found_in_the_index_without_sorting_the_run_s_c
     ],
 )
 def test_bad_checkpoints_are_refused(
-    store: SessionStore, run_id: str, effect_id: Any, data: Any, error: type, match: str
+    store: RunStore, run_id: str, effect_id: Any, data: Any, error: type, match: str
 ) -> None:
     with pytest.raises(error, match=match):
         store.save_checkpoint(run_id, effect_id, data)
@@ -322,7 +322,7 @@ def test_bad_checkpoints_are_refused(
 # -- completion keys and resolution ----------------------------------------------------------------
 
 
-def test_issue_is_idempotent_per_call_and_purpose(store: SessionStore) -> None:
+def test_issue_is_idempotent_per_call_and_purpose(store: RunStore) -> None:
     key = store.issue_key("run-1", "call-1")
     assert store.issue_key("run-1", "call-1") == key
     others = {
@@ -339,7 +339,7 @@ def test_issue_is_idempotent_per_call_and_purpose(store: SessionStore) -> None:
         store.issue_key("run-1", "c", purpose="other")  # type: ignore[arg-type]
 
 
-def test_first_resolution_wins_and_later_ones_change_nothing(store: SessionStore) -> None:
+def test_first_resolution_wins_and_later_ones_change_nothing(store: RunStore) -> None:
     key = store.issue_key("run-1", "call-1")
     assert store.resolution(key) is None
     assert store.resolve(key, ok={"n": 1}) == "accepted"
@@ -348,7 +348,7 @@ def test_first_resolution_wins_and_later_ones_change_nothing(store: SessionStore
     assert store.resolution(key) == Resolution("ok", {"n": 1}, 1000.0)
 
 
-def test_null_is_a_legal_ok_value_and_errors_are_kept(store: SessionStore) -> None:
+def test_null_is_a_legal_ok_value_and_errors_are_kept(store: RunStore) -> None:
     ok_key = store.issue_key("run-1", "call-1")
     error_key = store.issue_key("run-1", "call-2")
     assert store.resolve(ok_key, ok=None) == "accepted"
@@ -357,7 +357,7 @@ def test_null_is_a_legal_ok_value_and_errors_are_kept(store: SessionStore) -> No
     assert store.resolution(error_key) == Resolution("error", {"reason": "denied"}, 1000.0)
 
 
-def test_resolve_needs_exactly_one_json_value(store: SessionStore) -> None:
+def test_resolve_needs_exactly_one_json_value(store: RunStore) -> None:
     key = store.issue_key("run-1", "call-1")
     with pytest.raises(TypeError, match="exactly one"):
         store.resolve(key)
@@ -372,7 +372,7 @@ def test_resolve_needs_exactly_one_json_value(store: SessionStore) -> None:
     assert store.resolution(key) is None
 
 
-def test_a_revoked_key_is_refused(store: SessionStore) -> None:
+def test_a_revoked_key_is_refused(store: RunStore) -> None:
     key = store.issue_key("run-1", "call-1")
     assert store.revoke(key) is True
     assert store.revoke(key) is False
@@ -384,7 +384,7 @@ def test_a_revoked_key_is_refused(store: SessionStore) -> None:
     assert store.revoke(resolved) is False
 
 
-def test_an_early_resolution_is_delivered_when_the_run_parks(store: SessionStore) -> None:
+def test_an_early_resolution_is_delivered_when_the_run_parks(store: RunStore) -> None:
     key = store.issue_key("run-1", "call-1")
     assert store.resolve(key, ok="early") == "accepted"
     wait = store.park(key, deadline_at=2000.0, on_timeout="fail_turn")
@@ -393,7 +393,7 @@ def test_an_early_resolution_is_delivered_when_the_run_parks(store: SessionStore
     assert store.open_waits() == []
 
 
-def test_parking_again_keeps_the_first_park(store: SessionStore, clock: FakeClock) -> None:
+def test_parking_again_keeps_the_first_park(store: RunStore, clock: FakeClock) -> None:
     key = store.issue_key("run-1", "call-1")
     first = store.park(key, deadline_at=1010.0, on_cancel="cancel_external_work")
     clock.now += 100
@@ -412,14 +412,14 @@ def test_parking_again_keeps_the_first_park(store: SessionStore, clock: FakeCloc
         ({"deadline_at": None, "on_cancel": "explode"}, "on_cancel"),
     ],
 )
-def test_bad_parks_are_refused(store: SessionStore, kwargs: Any, match: str) -> None:
+def test_bad_parks_are_refused(store: RunStore, kwargs: Any, match: str) -> None:
     key = store.issue_key("run-1", "call-1")
     with pytest.raises(ValueError, match=match):
         store.park(key, **kwargs)
     assert store.open_waits() == []
 
 
-def test_wait_for_wakes_on_a_same_process_resolution(store: SessionStore) -> None:
+def test_wait_for_wakes_on_a_same_process_resolution(store: RunStore) -> None:
     key = store.issue_key("run-1", "call-1")
     store.park(key, deadline_at=None)
     with ThreadPoolExecutor(1) as pool:
@@ -428,13 +428,13 @@ def test_wait_for_wakes_on_a_same_process_resolution(store: SessionStore) -> Non
         assert waiting.result() == Resolution("ok", [1, 2], 1000.0)
 
 
-def test_wait_for_gives_up_after_its_timeout(store: SessionStore) -> None:
+def test_wait_for_gives_up_after_its_timeout(store: RunStore) -> None:
     key = store.issue_key("run-1", "call-1")
     assert store.wait_for(key, timeout=0.01) is None
 
 
 def test_a_key_resolved_from_another_process_wakes_the_waiter(
-    store: SessionStore, db: str
+    store: RunStore, db: str
 ) -> None:
     key = store.issue_key("run-1", "call-1")
     store.park(key, deadline_at=None)
@@ -506,7 +506,7 @@ def test_a_racing_resolver_and_expiry_have_exactly_one_winner(db: str) -> None:
 
 
 def test_expiry_resolves_due_waits_and_records_on_timeout(
-    store: SessionStore, clock: FakeClock
+    store: RunStore, clock: FakeClock
 ) -> None:
     soft = store.issue_key("run-1", "soft")
     hard = store.issue_key("run-1", "hard")
@@ -532,7 +532,7 @@ def test_expiry_resolves_due_waits_and_records_on_timeout(
     assert [w.call_id for w in store.open_waits()] == ["never"]
 
 
-def test_expire_one_key_lets_an_earlier_resolution_win(store: SessionStore) -> None:
+def test_expire_one_key_lets_an_earlier_resolution_win(store: RunStore) -> None:
     resolved = store.issue_key("run-1", "call-1")
     open_key = store.issue_key("run-1", "call-2")
     store.park(open_key, deadline_at=1.0, on_timeout="fail_turn")
@@ -544,7 +544,7 @@ def test_expire_one_key_lets_an_earlier_resolution_win(store: SessionStore) -> N
 
 
 def test_cancel_run_resolves_its_open_keys_and_reports_external_work(
-    store: SessionStore, clock: FakeClock
+    store: RunStore, clock: FakeClock
 ) -> None:
     store.create_run("run-2")
     external = store.issue_key("run-1", "external")
@@ -584,7 +584,7 @@ class Interrupted(Exception):
     """What the interrupted statement raises."""
 
 
-def interrupt_at(store: SessionStore, statement_prefix: str,
+def interrupt_at(store: RunStore, statement_prefix: str,
                  monkeypatch: pytest.MonkeyPatch) -> None:
     """Make the store's transactions fail (``Interrupted``) when they run ``statement_prefix``,
     before the database sees it: whatever the transaction wrote before must roll back."""
@@ -601,7 +601,7 @@ def interrupt_at(store: SessionStore, statement_prefix: str,
 
 
 def test_an_exception_between_two_writes_rolls_back_the_first(
-    store: SessionStore, monkeypatch: pytest.MonkeyPatch
+    store: RunStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     store.save_checkpoint("run-1", 1, '{"at": 1}')
     with monkeypatch.context() as patch:
@@ -636,7 +636,7 @@ else:
 
 @pytest.mark.parametrize("operation", ["checkpoint", "cancel"])
 def test_a_process_killed_between_two_writes_leaves_the_run_resumable(
-    store: SessionStore, db: str, operation: str
+    store: RunStore, db: str, operation: str
 ) -> None:
     store.save_checkpoint("run-1", 1, '{"at": 1}')
     key = store.issue_key("run-1", "call-1")

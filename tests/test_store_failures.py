@@ -28,7 +28,7 @@ import pytest
 from tests._postgres import PostgresServer, behind_the_store, set_version
 from toolvisor import Agent, CallContext, Completed, Durability, Failed, Ok, Tool
 from toolvisor.contract import ModelRequest, ModelResponse, ToolResultMessage
-from toolvisor.durable import SqliteSessionStore, StoreError, open_store
+from toolvisor.durable import SqliteRunStore, StoreError, open_store
 from toolvisor.testing import FunctionModel, call, calls
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -51,7 +51,7 @@ def named_in_one_line(done: subprocess.CompletedProcess[str], store: str, what: 
     """The command failed with exit 2 and one line naming the store and what is wrong."""
     assert done.returncode == 2, (done.returncode, done.stdout, done.stderr)
     assert "Traceback" not in done.stderr, done.stderr
-    assert done.stderr.startswith(f"error: session store {store!r} {what} ("), done.stderr
+    assert done.stderr.startswith(f"error: run store {store!r} {what} ("), done.stderr
     assert done.stderr.count("\n") == 1, done.stderr
 
 
@@ -142,7 +142,7 @@ def stopped_by_the_store(agent: Agent, store: str, what: str) -> Failed:
     outcome = agent.run("go", timeout=20)
     assert time.monotonic() - started < 10
     assert isinstance(outcome, Failed), outcome
-    assert outcome.error.startswith(f"session store {store!r} {what} ("), outcome.error
+    assert outcome.error.startswith(f"run store {store!r} {what} ("), outcome.error
     assert f"resume it (agent.resume_run({outcome.run_id!r}))" in outcome.error
     return outcome
 
@@ -228,14 +228,14 @@ def test_a_read_only_postgres_store_is_read_by_runs_and_named_by_the_agent(
     with pytest.raises(StoreError) as refused:
         Agent(FunctionModel(respond), [], store=standby)
     assert refused.value.problem == "read_only"
-    assert str(refused.value).startswith(f"session store {refused.value.store!r} is read-only")
+    assert str(refused.value).startswith(f"run store {refused.value.store!r} is read-only")
 
 
 def damaged_store(folder: Path) -> Path:
     """A store with a few runs whose big checkpoints fill many pages, its last quarter
     overwritten."""
     path = folder / "runs.sqlite"
-    with SqliteSessionStore(path) as store:
+    with SqliteRunStore(path) as store:
         for n in range(8):
             store.create_run(f"r{n}")
             store.save_checkpoint(f"r{n}", 1, json.dumps({"pad": "x" * 20_000}))
@@ -260,7 +260,7 @@ def test_a_damaged_store_is_named_by_every_command_and_the_agent_writes_nothing_
     with pytest.raises(StoreError) as refused:
         Agent(FunctionModel(respond), [], store=str(path))
     assert refused.value.problem == "damaged"
-    assert str(refused.value).startswith(f"session store {str(path)!r} is damaged (")
+    assert str(refused.value).startswith(f"run store {str(path)!r} is damaged (")
     assert f"{str(path)!r} is damaged ()" not in str(refused.value)  # SQLite's own words
     assert digest(path) == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["runs.sqlite"]
@@ -269,7 +269,7 @@ def test_a_damaged_store_is_named_by_every_command_and_the_agent_writes_nothing_
 def test_a_read_only_store_is_read_by_runs_and_waits_and_named_by_what_writes(
         read_only_view: tuple[Path, Path]) -> None:
     folder, view = read_only_view
-    with SqliteSessionStore(folder / "runs.sqlite") as store:
+    with SqliteRunStore(folder / "runs.sqlite") as store:
         store.create_run("r1", status="suspended")
         store.park(store.issue_key("r1", "c1"), deadline_at=None)
     path = view / "runs.sqlite"
@@ -286,7 +286,7 @@ def test_a_read_only_store_is_read_by_runs_and_waits_and_named_by_what_writes(
     assert refused.value.problem == "read_only"
     with pytest.raises(StoreError) as new:
         Agent(FunctionModel(respond), [], store=str(view / "new.sqlite"))
-    assert str(new.value).startswith(f"session store {str(view / 'new.sqlite')!r} is read-only")
+    assert str(new.value).startswith(f"run store {str(view / 'new.sqlite')!r} is read-only")
 
 
 def test_a_read_only_open_of_an_older_store_is_refused_and_leaves_it_unchanged(

@@ -15,7 +15,7 @@ import psycopg
 import pytest
 
 from tests._postgres import PostgresServer, behind_the_store
-from toolvisor.durable import PostgresSessionStore, SqliteSessionStore, open_store
+from toolvisor.durable import PostgresRunStore, SqliteRunStore, open_store
 from toolvisor.durable._sql import lock_run
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -32,12 +32,12 @@ def closed_port() -> int:
 def test_open_store_opens_each_backend_by_its_target(
         postgres_server: PostgresServer, tmp_path: Path) -> None:
     with open_store(postgres_server.fresh_url()) as remote:
-        assert isinstance(remote, PostgresSessionStore)
+        assert isinstance(remote, PostgresRunStore)
         assert "postgresql://" in repr(remote) and "open" in repr(remote)
     assert "closed" in repr(remote)
     with open_store(tmp_path / "runs.sqlite") as local:
-        assert isinstance(local, SqliteSessionStore)
-    with pytest.raises(ValueError, match=r"no session store for mysql:// URLs.*postgresql://"):
+        assert isinstance(local, SqliteRunStore)
+    with pytest.raises(ValueError, match=r"no run store for mysql:// URLs.*postgresql://"):
         open_store("mysql://db/runs")
     with pytest.raises(TypeError, match="a SQLite file's path or a postgresql:// URL, got int"):
         open_store(3)  # type: ignore[arg-type]
@@ -46,12 +46,12 @@ def test_open_store_opens_each_backend_by_its_target(
 def test_a_url_psycopg_cannot_read_is_refused_by_name() -> None:
     with pytest.raises(ValueError, match=r"'postgresql://a b' is not a PostgreSQL URL .*"
                                          r"give postgresql://user:password@host"):
-        PostgresSessionStore("postgresql://a b")
+        PostgresRunStore("postgresql://a b")
 
 
 def test_a_server_that_cannot_be_reached_is_named_without_its_password() -> None:
     url = f"postgresql://toolvisor:s3cret@127.0.0.1:{closed_port()}/runs"
-    with pytest.raises(ConnectionError, match=r"cannot open the PostgreSQL session store "
+    with pytest.raises(ConnectionError, match=r"cannot open the PostgreSQL run store "
                                               r"'postgresql://toolvisor:\*\*\*@127\.0\.0\.1.*"
                                               r"refused") as refused:
         open_store(url, create=False)
@@ -67,9 +67,9 @@ def test_a_database_that_does_not_exist_is_named(postgres_server: PostgresServer
 def test_without_create_a_schema_that_holds_no_store_is_left_unchanged(
         postgres_server: PostgresServer) -> None:
     url = postgres_server.fresh_url()
-    with pytest.raises(ValueError, match=r"holds no session store.*left unchanged"):
+    with pytest.raises(ValueError, match=r"holds no run store.*left unchanged"):
         open_store(url, create=False)
-    with pytest.raises(ValueError, match="holds no session store"):  # still nothing there
+    with pytest.raises(ValueError, match="holds no run store"):  # still nothing there
         open_store(url, create=False)
     with open_store(url) as created:
         created.create_run("r")
@@ -97,7 +97,7 @@ def test_a_schema_that_does_not_exist_is_named_and_not_created(
 def test_a_write_waits_only_for_a_write_of_its_own_run_and_at_most_its_busy_timeout(
         postgres_server: PostgresServer) -> None:
     url = postgres_server.fresh_url()
-    with open_store(url) as holder, PostgresSessionStore(url, busy_timeout=0.1) as waiter:
+    with open_store(url) as holder, PostgresRunStore(url, busy_timeout=0.1) as waiter:
         holder.create_run("r", status="queued")
         holder.save_checkpoint("r", 0, "{}")  # runnable: submitted, no host
         key = holder.issue_key("r", "c")
@@ -117,7 +117,7 @@ def test_a_write_waits_only_for_a_write_of_its_own_run_and_at_most_its_busy_time
         waiter.save_checkpoint("r", 1, "{}")  # the lock was let go
         assert [lease.run_id for lease in waiter.claim_runs("other-host", 30.0, 10)] == ["r"]
     with pytest.raises(ValueError, match="busy_timeout must be a positive"):
-        PostgresSessionStore(url, busy_timeout=0)
+        PostgresRunStore(url, busy_timeout=0)
 
 
 def test_stores_in_two_schemas_of_one_database_are_apart(
@@ -136,7 +136,7 @@ def test_without_psycopg_the_error_says_what_to_install() -> None:
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
                           text=True, timeout=60, check=False)
     assert done.returncode == 1
-    assert ("ImportError: a PostgreSQL session store needs psycopg 3, which is not installed: "
+    assert ("ImportError: a PostgreSQL run store needs psycopg 3, which is not installed: "
             "pip install '.[postgres]' in toolvisor's clone") in done.stderr
 
 
@@ -145,6 +145,6 @@ def test_the_command_line_names_a_server_it_cannot_reach() -> None:
     done = subprocess.run([sys.executable, "-m", "toolvisor.cli", "runs", "--store", url],
                           cwd=ROOT, capture_output=True, text=True, timeout=60, check=False)
     assert (done.returncode, done.stdout) == (2, "")
-    assert done.stderr.startswith("error: cannot open the PostgreSQL session store "
+    assert done.stderr.startswith("error: cannot open the PostgreSQL run store "
                                   "'postgresql://toolvisor:***@127.0.0.1")
     assert "s3cret" not in done.stderr and "Traceback" not in done.stderr

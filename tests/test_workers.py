@@ -23,7 +23,7 @@ from tests._postgres import PostgresServer
 from tests._worker_app import make_agent
 from tests._workers import ROOT, WAIT, WorkerProcess, until
 from toolvisor import Agent, DurableError
-from toolvisor.durable import SessionStore, SqliteSessionStore, open_store
+from toolvisor.durable import RunStore, SqliteRunStore, open_store
 from toolvisor.testing import FunctionModel
 from toolvisor.worker import Worker
 
@@ -37,13 +37,13 @@ def target(store_target: str) -> str:
 
 
 @pytest.fixture
-def store(target: str) -> Iterator[SessionStore]:
+def store(target: str) -> Iterator[RunStore]:
     with open_store(target) as opened:
         yield opened
 
 
 @pytest.fixture
-def agent(store: SessionStore) -> Iterator[Agent]:
+def agent(store: RunStore) -> Iterator[Agent]:
     """The agent runs are submitted with (it drives none itself)."""
     with make_agent(store) as made:
         yield made
@@ -65,7 +65,7 @@ def start(target: str) -> Iterator[Start]:
             process.reap()
 
 
-def test_a_submitted_run_is_driven_by_a_worker(agent: Agent, store: SessionStore,
+def test_a_submitted_run_is_driven_by_a_worker(agent: Agent, store: RunStore,
                                                start: Start) -> None:
     run_id = agent.submit("echo hello")
     assert store.get_run(run_id).status == "queued"  # type: ignore[union-attr]
@@ -78,7 +78,7 @@ def test_a_submitted_run_is_driven_by_a_worker(agent: Agent, store: SessionStore
     assert worker.terminate() == 0
 
 
-def test_two_workers_never_drive_the_same_run(agent: Agent, store: SessionStore,
+def test_two_workers_never_drive_the_same_run(agent: Agent, store: RunStore,
                                               start: Start) -> None:
     first, second = start(concurrency=3), start(concurrency=3)
     runs = {agent.submit(f"echo {n}") for n in range(24)}
@@ -89,7 +89,7 @@ def test_two_workers_never_drive_the_same_run(agent: Agent, store: SessionStore,
     assert {r.status for r in store.runs()} == {"completed"}
 
 
-def test_sigterm_releases_the_runs_a_worker_drives(agent: Agent, store: SessionStore,
+def test_sigterm_releases_the_runs_a_worker_drives(agent: Agent, store: RunStore,
                                                    start: Start) -> None:
     run_id = agent.submit("block t1")
     stopping = start(block=True, grace=0)
@@ -103,7 +103,7 @@ def test_sigterm_releases_the_runs_a_worker_drives(agent: Agent, store: SessionS
 
 
 def test_sigterm_leaves_a_parent_and_its_child_waiting_and_the_childs_key_completes_both(
-        agent: Agent, store: SessionStore, start: Start, tmp_path: Path,
+        agent: Agent, store: RunStore, start: Start, tmp_path: Path,
         monkeypatch: pytest.MonkeyPatch) -> None:
     steps = tmp_path / "steps.log"
     monkeypatch.setenv("TOOLVISOR_TEST_STEPS", str(steps))
@@ -128,7 +128,7 @@ def test_sigterm_leaves_a_parent_and_its_child_waiting_and_the_childs_key_comple
 
 
 def test_a_call_cut_short_by_sigterm_is_told_to_the_model_as_stopped_with_its_host(
-        agent: Agent, store: SessionStore, start: Start) -> None:
+        agent: Agent, store: RunStore, start: Start) -> None:
     run_id = agent.submit("once t1")  # not retryable: the call is not run again
     stopping = start(block=True, grace=0)
     stopping.expect("blocking t1")
@@ -142,7 +142,7 @@ def test_a_call_cut_short_by_sigterm_is_told_to_the_model_as_stopped_with_its_ho
 
 
 def test_a_killed_worker_s_runs_are_taken_over_at_once_on_its_machine(
-        agent: Agent, store: SessionStore, start: Start) -> None:
+        agent: Agent, store: RunStore, start: Start) -> None:
     """Its lease would stand for an hour; its pid is gone, so it holds nothing here."""
     run_id = agent.submit("block t2")
     killed = start(block=True, ttl=3600.0)
@@ -157,7 +157,7 @@ def test_a_killed_worker_s_runs_are_taken_over_at_once_on_its_machine(
 
 
 def test_a_resolution_wakes_a_waiting_run_on_another_worker(
-        agent: Agent, store: SessionStore, target: str, start: Start) -> None:
+        agent: Agent, store: RunStore, target: str, start: Start) -> None:
     run_id = agent.submit("hook")
     first = start()
     first.expect(f"waiting {run_id}")
@@ -198,7 +198,7 @@ def test_a_worker_goes_on_when_a_claim_fails(tmp_path: Path) -> None:
     """A store that fails a claim (here: closed under the worker) is reported, and the worker
     keeps looking until it is stopped."""
     heard: queue.Queue[tuple[str, str, str]] = queue.Queue()
-    store = SqliteSessionStore(tmp_path / "runs.sqlite")
+    store = SqliteRunStore(tmp_path / "runs.sqlite")
     with make_agent(store) as agent:
         worker = Worker(agent, poll_interval=0.01, on_event=lambda *line: heard.put(line))
         working = threading.Thread(target=worker.run)
@@ -216,7 +216,7 @@ def test_stop_called_again_inside_stop_returns_at_once(tmp_path: Path) -> None:
     """A second signal (a process group's after a direct one, Ctrl-C twice) can arrive while
     the first one's handler is inside ``stop()``, holding an Event's lock that is not
     reentrant: ``stop()`` called there, as that second handler, must return at once."""
-    with SqliteSessionStore(tmp_path / "runs.sqlite") as store, make_agent(store) as agent:
+    with SqliteRunStore(tmp_path / "runs.sqlite") as store, make_agent(store) as agent:
         worker = Worker(agent)
         held = threading.Lock()  # what Event.set holds when the second signal comes
         nested: list[bool] = []
@@ -243,7 +243,7 @@ def test_a_stop_whose_signal_another_thread_takes_still_stops_the_worker(
     threads, not always the main one, which runs the handlers: the worker waits so that it
     hears them all the same."""
     store = tmp_path / "runs.sqlite"
-    with SqliteSessionStore(store) as opened, make_agent(opened) as agent:
+    with SqliteRunStore(store) as opened, make_agent(opened) as agent:
         run_id = agent.submit("echo hi")
     worker = WorkerProcess(str(store))
     try:
@@ -277,7 +277,7 @@ def test_a_stop_from_the_commands_start_is_heeded(tmp_path: Path) -> None:
 ])
 def test_a_worker_refuses_bad_settings(tmp_path: Path, settings: dict[str, float],
                                        error: str) -> None:
-    with SqliteSessionStore(tmp_path / "runs.sqlite") as store, make_agent(store) as agent, \
+    with SqliteRunStore(tmp_path / "runs.sqlite") as store, make_agent(store) as agent, \
             pytest.raises(ValueError, match=error):
         Worker(agent, **settings)  # type: ignore[arg-type]
 
@@ -290,7 +290,7 @@ def test_a_worker_needs_an_agent_with_a_store() -> None:
 
 def test_submit_needs_a_store() -> None:
     with Agent(FunctionModel(lambda request: "hi")) as agent, \
-            pytest.raises(DurableError, match="submit needs a session store"):
+            pytest.raises(DurableError, match="submit needs a run store"):
         agent.submit("hello")
 
 

@@ -2,7 +2,7 @@
 
 The agent checks its settings, builds the catalog, the machine's config and the durability
 (store, signer), and starts an ``AgentTree`` (``toolvisor.host``: the supervisors, the
-orchestrator, the runner they run on). Closing it stops the tree, then closes the session store
+orchestrator, the runner they run on). Closing it stops the tree, then closes the run store
 when the agent opened it from a path.
 """
 
@@ -27,7 +27,7 @@ from toolvisor.durable import (
     Durability,
     DurableError,
     ResolveOutcome,
-    SessionStore,
+    RunStore,
     Signer,
     require_signed,
 )
@@ -106,7 +106,7 @@ class Agent:
     closed with the agent, on the event loop its calls ran on. ``models`` names more models
     (or strings) a direct completion may ask (``ModelRequest.model``).
 
-    ``store`` (a SQLite path, a ``postgresql://`` URL, or a ``SessionStore``) makes runs
+    ``store`` (a SQLite path, a ``postgresql://`` URL, or a ``RunStore``) makes runs
     durable (``resume_run``, ``resolve``, ``submit``). ``resilience`` guards tools: a
     ``Resilience`` (breaker, bulkhead, rate limit) for all, or by tool name, its state shared by
     all runs (:meth:`resilience_state`). ``clock`` dates expiring questions' deadlines.
@@ -145,7 +145,7 @@ class Agent:
         max_session_depth: int = 3,
         max_child_sessions: int = 16,
         # durability
-        store: SessionStore | str | os.PathLike[str] | None = None,
+        store: RunStore | str | os.PathLike[str] | None = None,
         durability: Durability | None = None,
         # tracing
         name: str = "agent",
@@ -229,8 +229,8 @@ class Agent:
         return self._tree.root
 
     @property
-    def store(self) -> SessionStore | None:
-        """The session store that makes runs durable, or ``None``."""
+    def store(self) -> RunStore | None:
+        """The run store that makes runs durable, or ``None``."""
         return self._store
 
     @property
@@ -396,7 +396,7 @@ class Agent:
         return await asyncio.to_thread(self._require_store("aresolve").resolve, key, ok=ok,
                                        error=error)
 
-    def _require_store(self, operation: str) -> SessionStore:
+    def _require_store(self, operation: str) -> RunStore:
         if self._store is None:
             raise DurableError.needs_store(operation)
         return self._store

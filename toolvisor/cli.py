@@ -35,10 +35,10 @@ from typing import Any
 from toolvisor.contract import Tool
 from toolvisor.durable import (
     Lease,
-    PostgresSessionStore,
+    PostgresRunStore,
     RunRecord,
-    SessionStore,
-    SqliteSessionStore,
+    RunStore,
+    SqliteRunStore,
     StoreError,
     Wait,
     holder_gone,
@@ -52,7 +52,7 @@ EXIT_ACCEPTED = 0
 EXIT_NOT_ACCEPTED = 1  # already resolved, or unknown / revoked / tampered
 EXIT_USAGE = 2
 EXIT_PIPE_CLOSED = 141  # what a shell reports for a writer ended by SIGPIPE (128 + 13)
-_STORE_HELP = "the session store: its SQLite file, or a postgresql:// URL"
+_STORE_HELP = "the run store: its SQLite file, or a postgresql:// URL"
 
 
 def _json_argument(text: str) -> Any:
@@ -65,7 +65,7 @@ def _json_argument(text: str) -> Any:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="toolvisor",
-                                     description="toolvisor session store commands")
+                                     description="toolvisor run store commands")
     commands = parser.add_subparsers(dest="command", required=True)
     resolve = commands.add_parser("resolve", help="deliver the result of a completion key")
     resolve.add_argument("--store", required=True, help=_STORE_HELP)
@@ -241,7 +241,7 @@ def _announce(worker: Worker) -> None:
     _say(f"worker {os.getpid()} ready")
 
 
-def _store_to_work_on(target: str) -> SqliteSessionStore | PostgresSessionStore:
+def _store_to_work_on(target: str) -> SqliteRunStore | PostgresRunStore:
     """The store a worker claims runs of (created if missing); a clear error (exit 2) if it
     cannot be opened."""
     try:
@@ -265,7 +265,7 @@ def _say(line: str) -> None:
         print(line, flush=True)
 
 
-def _open_store(target: str, read_only: bool) -> SqliteSessionStore | PostgresSessionStore:
+def _open_store(target: str, read_only: bool) -> SqliteRunStore | PostgresRunStore:
     """The store ``target`` names (a SQLite file or a PostgreSQL URL), for reading alone if
     ``read_only``; a clear error (exit 2) if there is none there, it cannot be reached or
     used: never a new one."""
@@ -316,7 +316,7 @@ def _host(lease: Lease | None, now: float) -> dict[str, Any] | None:
     return {"holder": lease.holder, "expires_at": lease.expires_at, "state": state}
 
 
-def _run_data(store: SessionStore, run: RunRecord, now: float,
+def _run_data(store: RunStore, run: RunRecord, now: float,
               host: dict[str, Any] | None, waits: list[Wait]) -> dict[str, Any]:
     return {"run_id": run.run_id, "agent": run.agent, "parent": run.parent_run_id,
             "status": run.status, "age": round(now - run.created_at, 3),
@@ -336,7 +336,7 @@ def _processes_text(processes: list[dict[str, Any]]) -> str:
     return f"{len(processes)} ({running} running, {detached} detached)"
 
 
-def _run_lines(store: SessionStore, status: str | None, as_json: bool) -> list[str]:
+def _run_lines(store: RunStore, status: str | None, as_json: bool) -> list[str]:
     """One line per run, newest first (a header first, unless ``as_json``)."""
     now = store.now()
     waits: dict[str, list[Wait]] = {}

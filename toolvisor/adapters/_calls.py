@@ -5,7 +5,7 @@ Each call runs in its own ``ToolCallActor`` under a ``DynamicSupervisor``, throu
 ``ToolRunner``: the tool's isolation and timeout apply (a hung ``process`` tool is killed at
 its deadline), and whatever goes wrong is one reason of the closed set. In front of it stand
 the tool's breaker, bulkhead and rate limit; around it, with a tracer provider, its span.
-With a session store a finished call is recorded by its ``tool_call_id`` and replayed when
+With a run store a finished call is recorded by its ``tool_call_id`` and replayed when
 the framework asks for it again, and a call may take a completion key and return ``Pending``.
 The adapters map what comes back onto their framework's channels.
 """
@@ -40,7 +40,7 @@ from toolvisor.contract import (
     ToolError,
     function_tool,
 )
-from toolvisor.durable import SessionStore
+from toolvisor.durable import RunStore
 from toolvisor.executor import RunnerStats, ToolRunner
 from toolvisor.supervisors import DynamicSupervisor
 
@@ -88,7 +88,7 @@ class SupervisedCalls:
                  tool_timeout: float = 30.0, process_workers: int = 2,
                  resilience: ResilienceConfig = None,
                  resilience_clock: Callable[[], float] = time.monotonic,
-                 store: SessionStore | None = None, run_id: str | None = None,
+                 store: RunStore | None = None, run_id: str | None = None,
                  tracer_provider: TracerProvider | None = None,
                  max_concurrent_calls: int = 1024,
                  supervisor_name: str = "adapter_calls") -> None:
@@ -203,7 +203,7 @@ class SupervisedCalls:
 
     def _require_journal(self, what: str) -> CallJournal:
         if self._journal is None:
-            raise ValueError(f"to {what} the adapter needs a session store: give it store= "
+            raise ValueError(f"to {what} the adapter needs a run store: give it store= "
                              "and run_id=")
         return self._journal
 

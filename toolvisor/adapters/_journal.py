@@ -1,4 +1,4 @@
-"""``CallJournal``: adapter calls recorded in a session store by their ``tool_call_id``.
+"""``CallJournal``: adapter calls recorded in a run store by their ``tool_call_id``.
 
 A framework that re-runs a step (LangGraph re-runs an interrupted node from its start) asks
 again for calls that already ran: a finished call (``Ok`` or ``Err``) recorded here is
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from toolvisor.contract import AskUser, Err, HandlerResult, Ok, Pending, ToolError
-from toolvisor.durable import CompletionKeyIssuer, SessionStore
+from toolvisor.durable import CompletionKeyIssuer, RunStore
 
 RESULT_STEP = "toolvisor.adapter.result"
 """The journal step under which an adapter call's result is recorded."""
@@ -37,7 +37,7 @@ class Recorded:
 class CallJournal:
     """The calls of one run (``run_id``) in ``store``. Thread-safe as the store is."""
 
-    def __init__(self, store: SessionStore, run_id: str) -> None:
+    def __init__(self, store: RunStore, run_id: str) -> None:
         if not isinstance(run_id, str) or not run_id:
             raise ValueError(f"run_id must be a non-empty str naming the adapter's run in the "
                              f"store, got {run_id!r}")

@@ -178,12 +178,12 @@ class CallContext:
         """The signed key naming this call's durable wait: take it, then return ``Pending``.
 
         Raises :class:`CapabilityError` ``completion_keys_unavailable`` when the run has no
-        session store.
+        run store.
         """
         if self.completion_keys is None:
             raise CapabilityError(
                 "completion_keys_unavailable",
-                "this call has no completion keys: the run has no session store; give the "
+                "this call has no completion keys: the run has no run store; give the "
                 "agent a store, e.g. Agent(..., "
                 "store='runs.sqlite')",
             )
@@ -193,12 +193,12 @@ class CallContext:
         """Journaled steps and external events of this call (``run_json``, ...).
 
         Raises :class:`CapabilityError` ``durable_effects_unavailable`` when the run has no
-        session store.
+        run store.
         """
         if self.durable is None:
             raise CapabilityError(
                 "durable_effects_unavailable",
-                "this call has no durable effects: the run has no session store; give the "
+                "this call has no durable effects: the run has no run store; give the "
                 "agent a store, e.g. Agent(..., "
                 "store='runs.sqlite')",
             )

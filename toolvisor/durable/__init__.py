@@ -1,4 +1,4 @@
-"""Durable tool calls: completion keys, the journal of effects and the session stores (SQLite,
+"""Durable tool calls: completion keys, the journal of effects and the run stores (SQLite,
 PostgreSQL) that keep them."""
 
 from toolvisor.durable._claims import QUEUED
@@ -9,7 +9,7 @@ from toolvisor.durable._failures import StoreError, StoreProblem
 from toolvisor.durable._holders import holder_gone, new_holder
 from toolvisor.durable._issuer import CompletionKeyIssuer
 from toolvisor.durable._open import open_store
-from toolvisor.durable._postgres_store import PostgresSessionStore
+from toolvisor.durable._postgres_store import PostgresRunStore
 from toolvisor.durable._process_log import (
     ProcessRecord,
     process_records,
@@ -38,10 +38,10 @@ from toolvisor.durable._signing import (
     require_signed,
 )
 from toolvisor.durable._sql_store import POLL_INTERVAL
-from toolvisor.durable._sqlite import SqliteSessionStore
+from toolvisor.durable._sqlite import SqliteRunStore
 from toolvisor.durable._store import (
     UNSET,
-    SessionStore,
+    RunStore,
     StaleLeaseError,
     StoreUnavailableError,
     UnknownRunError,
@@ -61,18 +61,18 @@ __all__ = [
     "KeyPurpose",
     "KeyRing",
     "Lease",
-    "PostgresSessionStore",
+    "PostgresRunStore",
     "ProcessEvent",
     "ProcessRecord",
     "Resolution",
     "ResolutionKind",
     "ResolveOutcome",
     "RunRecord",
+    "RunStore",
     "SavedCheckpoint",
-    "SessionStore",
     "SignatureError",
     "Signer",
-    "SqliteSessionStore",
+    "SqliteRunStore",
     "StaleLeaseError",
     "StoreError",
     "StoreProblem",

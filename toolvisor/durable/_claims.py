@@ -62,7 +62,7 @@ def free(lease: str, gone: list[str]) -> str:
 
 
 class ClaimTable:
-    """Claim runs, and let waiting ones go: each public method is the :class:`SessionStore`
+    """Claim runs, and let waiting ones go: each public method is the :class:`RunStore`
     method of the same name, whose docstring is the contract it keeps."""
 
     def __init__(self, db: SqlDatabase, clock: Callable[[], float]) -> None:

@@ -35,10 +35,10 @@ _CREATE_PROBLEMS: dict[int, StoreProblem] = {errno.EROFS: "read_only", errno.EAC
 def _require_file(path: Path) -> None:
     """Refuse a store path with no file (naming the folder), so opening creates nothing."""
     if not path.parent.is_dir():
-        raise FileNotFoundError(f"no session store at {str(path)!r}: the folder "
+        raise FileNotFoundError(f"no run store at {str(path)!r}: the folder "
                                 f"{str(path.parent)!r} does not exist")
     if not path.exists():
-        raise FileNotFoundError(f"no session store at {str(path)!r}: the folder "
+        raise FileNotFoundError(f"no run store at {str(path)!r}: the folder "
                                 f"{str(path.parent)!r} has no file {path.name!r}")
 
 
@@ -117,12 +117,12 @@ class SqliteConnection:
                  create: bool = True, read_only: bool = False) -> None:
         resolved = Path(path).resolve()
         if resolved.is_dir():
-            raise ValueError(f"session store path {str(resolved)!r} is a directory; give a file")
+            raise ValueError(f"run store path {str(resolved)!r} is a directory; give a file")
         if not create or read_only:
             _require_file(resolved)
         elif not resolved.parent.is_dir():
             raise FileNotFoundError(
-                f"cannot create a session store at {str(resolved)!r}: its folder "
+                f"cannot create a run store at {str(resolved)!r}: its folder "
                 f"{str(resolved.parent)!r} does not exist (create the folder first; toolvisor "
                 f"creates the store's file, never its folders)")
         self.path = str(resolved)
@@ -140,7 +140,7 @@ class SqliteConnection:
             raise
         except sqlite3.DatabaseError as exc:  # not an SQLite file at all
             self.close()
-            raise ValueError(f"{self.path!r} is not a session store ({exc}): give the path "
+            raise ValueError(f"{self.path!r} is not a run store ({exc}): give the path "
                              "of a store's SQLite file, or of a new file") from None
         except BaseException:
             self.close()
@@ -169,13 +169,13 @@ class SqliteConnection:
         with self._guard.use() as connection:
             connection.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
             if not create and connection.execute("PRAGMA user_version").fetchone()[0] == 0:
-                raise ValueError(f"{self.path!r} holds no session store (an empty or another "
+                raise ValueError(f"{self.path!r} holds no run store (an empty or another "
                                  "program's SQLite file); it was left unchanged")
             self._check_whole(connection)
             mode = _switch_to_wal(connection, busy_timeout)
             if mode != "wal":
                 raise RuntimeError(
-                    f"session store {self.path!r} could not switch to WAL mode (got {mode!r}); "
+                    f"run store {self.path!r} could not switch to WAL mode (got {mode!r}); "
                     "put it on a local file system"
                 )
             connection.execute("PRAGMA synchronous = FULL")
@@ -201,11 +201,11 @@ class SqliteConnection:
             connection.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
             version = connection.execute("PRAGMA user_version").fetchone()[0]
             if version == 0:
-                raise ValueError(f"{self.path!r} holds no session store (an empty or another "
+                raise ValueError(f"{self.path!r} holds no run store (an empty or another "
                                  "program's SQLite file); it was left unchanged")
             if version != SCHEMA_VERSION:
                 raise ValueError(
-                    f"session store {self.path!r} has schema version {version}; this toolvisor "
+                    f"run store {self.path!r} has schema version {version}; this toolvisor "
                     f"reads version {SCHEMA_VERSION} (an agent or worker with write access "
                     "brings an older store up to date); it was left unchanged")
             self._check_whole(connection)

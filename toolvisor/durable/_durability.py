@@ -16,14 +16,14 @@ from dataclasses import dataclass
 from toolvisor.contract import check_seconds
 from toolvisor.durable._open import open_store
 from toolvisor.durable._signing import KeyRing, Signer
-from toolvisor.durable._store import SessionStore
+from toolvisor.durable._store import RunStore
 
 
 @dataclass(frozen=True, slots=True)
 class Durability:
     """How an agent's runs outlive its process.
 
-    ``store`` (a :class:`SessionStore`, or a SQLite file's path or ``postgresql://`` URL that
+    ``store`` (a :class:`RunStore`, or a SQLite file's path or ``postgresql://`` URL that
     the agent opens with :func:`open_store` and closes)
     makes runs durable: a checkpoint after every step, completion keys, ``resume_run`` in any
     process. ``signing_keys`` (bytes, newest first) sign the ``Suspended`` outcomes the agent
@@ -32,21 +32,21 @@ class Durability:
     lease outlives its host's last renewal, before another process may take the run over.
     """
 
-    store: SessionStore | str | os.PathLike[str] | None = None
+    store: RunStore | str | os.PathLike[str] | None = None
     signing_keys: Sequence[bytes] | None = None
     lease_ttl: float = 30.0
 
     def __post_init__(self) -> None:
         store = self.store
-        if store is not None and not isinstance(store, SessionStore | str | os.PathLike):
-            raise TypeError(f"store must be a SessionStore, a SQLite file's path, a "
+        if store is not None and not isinstance(store, RunStore | str | os.PathLike):
+            raise TypeError(f"store must be a RunStore, a SQLite file's path, a "
                             f"postgresql:// URL, or None; got {type(store).__name__}")
         if self.signing_keys is not None:
             KeyRing(self.signing_keys)  # refuses bad keys now, naming what is wrong
         check_seconds("lease_ttl", self.lease_ttl, positive=True)
 
     @classmethod
-    def given(cls, store: SessionStore | str | os.PathLike[str] | None,
+    def given(cls, store: RunStore | str | os.PathLike[str] | None,
               durability: Durability | None) -> Durability:
         """An agent's durability: ``durability``, or ``store=`` as its shorthand (not both)."""
         if durability is None:
@@ -58,13 +58,13 @@ class Durability:
                             "Agent(durability=Durability(store=...)); pass it in the Durability")
         return durability
 
-    def opened(self) -> tuple[SessionStore | None, bool]:
+    def opened(self) -> tuple[RunStore | None, bool]:
         """The store runs use, and whether the agent opened it (from a path: it closes it)."""
         if isinstance(self.store, str | os.PathLike):
             return open_store(self.store), True
         return self.store, False
 
-    def signer(self, store: SessionStore | None) -> Signer:
+    def signer(self, store: RunStore | None) -> Signer:
         """What signs the agent's ``Suspended`` outcomes: its keys, else its (opened)
         ``store``, else a random key of its own."""
         if self.signing_keys is not None:

@@ -10,7 +10,7 @@ from toolvisor.contract import NEVER_CANCELLED, CancelToken, check_seconds
 from toolvisor.durable import _json
 from toolvisor.durable._errors import DurableError
 from toolvisor.durable._records import JournalRecord, Resolution
-from toolvisor.durable._store import SessionStore, StoreUnavailableError
+from toolvisor.durable._store import RunStore, StoreUnavailableError
 
 _CANCEL_CHECK_INTERVAL = 0.05  # seconds between looks at the cancel token while awaiting
 _RECORD_RETRY = 0.1  # seconds between tries of a journal record while the store is away
@@ -35,7 +35,7 @@ class DurableEffects:
 
     def __init__(
         self,
-        store: SessionStore | None,
+        store: RunStore | None,
         run_id: str | None,
         call_id: str | None,
         *,
@@ -51,12 +51,12 @@ class DurableEffects:
         self._event_keys: set[str] = set()
         self._events_emitted = 0
 
-    def _target(self) -> tuple[SessionStore, str, str]:
+    def _target(self) -> tuple[RunStore, str, str]:
         if self.store is None or self.run_id is None:
             raise DurableError(
                 "durable_effects_unavailable",
-                "this run has no session store, so effects cannot be journaled; give the "
-                "agent a store (e.g. SqliteSessionStore)",
+                "this run has no run store, so effects cannot be journaled; give the "
+                "agent a store (e.g. SqliteRunStore)",
             )
         if self.call_id is None:
             raise DurableError(
@@ -104,7 +104,7 @@ class DurableEffects:
             )
         return _json.loads(record.output)
 
-    def _record(self, store: SessionStore, step: tuple[str, str, str], input_text: str,
+    def _record(self, store: RunStore, step: tuple[str, str, str], input_text: str,
                 output_text: str) -> JournalRecord:
         """Journal ``step`` (run id, call id, step id), whose side effect has happened: while the
         store cannot be reached, try again (the write is idempotent, and fenced) for up to

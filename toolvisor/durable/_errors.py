@@ -48,7 +48,7 @@ class DurableError(CapabilityError):
     - ``durable_effect_event_error`` / ``_timeout`` / ``_cancelled``: how an awaited external
       event ended when it did not deliver a value.
     - ``store_required``: a durable run's operation (``submit``, ``resume_run``,
-      ``cancel_run``, ``resolve``, ``claim_runs``) on an agent without a session store; give
+      ``cancel_run``, ``resolve``, ``claim_runs``) on an agent without a run store; give
       the agent one (``Agent(..., store="runs.sqlite")``).
     """
 
@@ -66,6 +66,6 @@ class DurableError(CapabilityError):
     @classmethod
     def needs_store(cls, operation: str) -> DurableError:
         """The error of ``operation`` (``"submit"``, ``"resume_run"``, ...) asked of an agent
-        that has no session store: code ``store_required``."""
-        return cls("store_required", f"{operation} needs a session store; create the agent "
+        that has no run store: code ``store_required``."""
+        return cls("store_required", f"{operation} needs a run store; create the agent "
                    "with Agent(..., store='runs.sqlite') (a SQLite path or a postgresql:// URL)")

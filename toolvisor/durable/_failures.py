@@ -30,7 +30,7 @@ _SAID: dict[StoreProblem, tuple[str, str]] = {  # what is wrong, what to do
 
 
 class StoreError(ToolvisorError, RuntimeError):
-    """The session store at ``store`` (a file's path, or a URL without its password) cannot
+    """The run store at ``store`` (a file's path, or a URL without its password) cannot
     be used as it is: ``problem`` is ``full``, ``read_only``, ``damaged`` or ``io_error``,
     and the message says, in one line, which store, what is wrong and what to do. Nothing was
     written by the operation that raised it."""
@@ -42,7 +42,7 @@ class StoreError(ToolvisorError, RuntimeError):
         """``store``: the store's path or redacted URL; ``problem``: what is wrong;
         ``detail``: the database's own words for it."""
         what, todo = _SAID[problem]
-        super().__init__(f"session store {store!r} {what} ({' '.join(detail.split())}): {todo}")
+        super().__init__(f"run store {store!r} {what} ({' '.join(detail.split())}): {todo}")
         self.store = store
         self.problem = problem
 

@@ -54,7 +54,7 @@ class Guarded(Generic[C]):
         a store that failed (full, read-only, damaged) a ``StoreError``."""
         with self._lock:
             if self._connection is None:
-                raise RuntimeError(f"session store {self._path!r} is closed")
+                raise RuntimeError(f"run store {self._path!r} is closed")
             try:
                 yield self._connection
             except Exception as exc:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from toolvisor.durable._errors import DurableError
-from toolvisor.durable._store import SessionStore
+from toolvisor.durable._store import RunStore
 
 
 class CompletionKeyIssuer:
@@ -19,7 +19,7 @@ class CompletionKeyIssuer:
 
     __slots__ = ("_issued", "call_id", "run_id", "store")
 
-    def __init__(self, store: SessionStore | None, run_id: str | None, call_id: str | None) -> None:
+    def __init__(self, store: RunStore | None, run_id: str | None, call_id: str | None) -> None:
         self.store = store
         self.run_id = run_id
         self.call_id = call_id
@@ -35,8 +35,8 @@ class CompletionKeyIssuer:
             if self.store is None or self.run_id is None:
                 raise DurableError(
                     "completion_keys_unavailable",
-                    "this run has no session store, so a call cannot take a completion key; "
-                    "give the agent a store (e.g. SqliteSessionStore)",
+                    "this run has no run store, so a call cannot take a completion key; "
+                    "give the agent a store (e.g. SqliteRunStore)",
                 )
             if self.call_id is None:
                 raise DurableError(

@@ -60,7 +60,7 @@ def _resolution_of(tx: SqlTransaction, key_id: str) -> Resolution | None:
 class KeyTables:
     """Completion keys and their waits; a resolution wakes this process's waiters at once.
 
-    Each public method is the :class:`SessionStore` method of the same name, whose docstring
+    Each public method is the :class:`RunStore` method of the same name, whose docstring
     is the contract it keeps.
     """
 
@@ -135,7 +135,7 @@ class KeyTables:
         claims = self._claims(key)
         if claims is None:
             raise ValueError(
-                f"{operation}: not a completion key of this session store (tampered, truncated "
+                f"{operation}: not a completion key of this run store (tampered, truncated "
                 "or signed by another store)"
             )
         return claims

@@ -19,7 +19,7 @@ from toolvisor.durable._sql import SqlDatabase, next_fence, require_run
 class LeaseTable:
     """Take, renew, release and list the leases on runs, stamped by the store clock.
 
-    Each public method is the :class:`SessionStore` method of the same name, whose docstring
+    Each public method is the :class:`RunStore` method of the same name, whose docstring
     is the contract it keeps.
     """
 

@@ -38,7 +38,7 @@ def unreachable(path: str, why: str, *, committing: bool = False) -> StoreUnavai
     outcome = ("the transaction's outcome is unknown (its commit got no answer)" if committing
                else "nothing was written")
     return StoreUnavailableError(
-        f"the PostgreSQL session store {path!r} is unreachable ({why}); {outcome}; it "
+        f"the PostgreSQL run store {path!r} is unreachable ({why}); {outcome}; it "
         "reconnects by itself on a later use: try again once the server is back")
 
 
@@ -53,7 +53,7 @@ class PgLink:
         self._backoff = backoff or Backoff()
         self._conn: psycopg.Connection[Any] | None = connect()
         self._why = ""  # why the last attempt to connect failed
-        self._log = get_event_log("session_store", path=path)
+        self._log = get_event_log("run_store", path=path)
 
     def begin(self, begin: str) -> psycopg.Connection[Any]:
         """A live connection in a transaction started with ``begin``; if the connection had

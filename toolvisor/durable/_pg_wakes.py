@@ -62,7 +62,7 @@ class PgWakes:
             with self._db.read() as tx:
                 tx.execute("SELECT pg_notify(?, '')", (self.channel,))
         except StoreUnavailableError as exc:
-            get_event_log("session_store").warning("store_announce_failed",
+            get_event_log("run_store").warning("store_announce_failed",
                                                    channel=self.channel, error=str(exc))
 
     def listen(self) -> None:
@@ -97,7 +97,7 @@ class PgWakes:
         is lost, connect again (with backoff) and wake the notifier once it is back, since
         announcements made meanwhile were never heard."""
         backoff = Backoff()
-        log = get_event_log("session_store")
+        log = get_event_log("run_store")
         while not self._stop.is_set():
             if connection is None:
                 if self._stop.wait(backoff.wait()):

@@ -46,7 +46,7 @@ def import_psycopg() -> ModuleType:
         import psycopg  # noqa: PLC0415 (an optional extra, imported when a store opens)
     except ImportError as exc:
         raise ImportError(
-            f"a PostgreSQL session store needs psycopg 3, which is not installed: {_INSTALL}"
+            f"a PostgreSQL run store needs psycopg 3, which is not installed: {_INSTALL}"
         ) from exc
     return psycopg
 
@@ -116,7 +116,7 @@ class PostgresConnection:
                              f"({str(exc).strip()}); "
                              "give postgresql://user:password@host:port/database") from None
         except driver.OperationalError as exc:
-            raise ConnectionError(f"cannot open the PostgreSQL session store {self.path!r}: "
+            raise ConnectionError(f"cannot open the PostgreSQL run store {self.path!r}: "
                                   f"{reason_of(exc)}") from None
         self._guard = Guarded(self.path, link, postgres_failure)
         try:
@@ -143,7 +143,7 @@ class PostgresConnection:
             has_meta = conn.execute("SELECT to_regclass('meta') IS NOT NULL").fetchone()
             if not (has_meta and has_meta[0]):
                 if not create:
-                    raise ValueError(f"{self.path!r} holds no session store (no toolvisor tables "
+                    raise ValueError(f"{self.path!r} holds no run store (no toolvisor tables "
                                      "in its schema); it was left unchanged")
                 version = 0
             else:
@@ -152,7 +152,7 @@ class PostgresConnection:
                 version = 0 if row is None else int(row[0])
             if read_only and version != SCHEMA_VERSION:
                 raise ValueError(
-                    f"session store {self.path!r} has schema version {version}; this "
+                    f"run store {self.path!r} has schema version {version}; this "
                     f"toolvisor reads version {SCHEMA_VERSION} (an agent or worker with write "
                     "access brings an older store up to date); it was left unchanged")
             if not read_only:

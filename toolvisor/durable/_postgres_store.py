@@ -1,8 +1,8 @@
-"""``PostgresSessionStore``: the store on a PostgreSQL server, for hosts on several machines.
+"""``PostgresRunStore``: the store on a PostgreSQL server, for hosts on several machines.
 
 What is PostgreSQL's is its database, :class:`PostgresConnection` (the server, its transactions
 and lock, its secret), and its :class:`PgWakes` (``NOTIFY``/``LISTEN`` between processes); the
-store itself is :class:`SqlSessionStore`, as SQLite's is. Needs the ``postgres`` extra
+store itself is :class:`SqlRunStore`, as SQLite's is. Needs the ``postgres`` extra
 (psycopg 3).
 """
 
@@ -15,11 +15,11 @@ from toolvisor.contract import check_seconds
 from toolvisor.durable._notify import notifier_for
 from toolvisor.durable._pg_wakes import PgWakes
 from toolvisor.durable._postgres import PostgresConnection
-from toolvisor.durable._sql_store import POLL_INTERVAL, SqlSessionStore
+from toolvisor.durable._sql_store import POLL_INTERVAL, SqlRunStore
 
 
-class PostgresSessionStore(SqlSessionStore):
-    """A :class:`~toolvisor.durable.SessionStore` on a PostgreSQL server, given its URL
+class PostgresRunStore(SqlRunStore):
+    """A :class:`~toolvisor.durable.RunStore` on a PostgreSQL server, given its URL
     (``postgresql://user:password@host:port/database``; the tables are created if missing, in
     the schema the URL's ``options=-csearch_path=NAME`` names, else ``public``).
 

@@ -1,4 +1,4 @@
-"""A run's background processes in the session store: their lives as process events.
+"""A run's background processes in the run store: their lives as process events.
 
 Each process has an ordered list of lifecycle events, recorded as the run's process events of
 the call id ``process:<durable id>``: ``process_started`` (ordinal 0: the handle, what runs and
@@ -6,7 +6,7 @@ how, the host that runs it), any ``process_restarted`` (a host took over one tha
 was running), and last ``process_ended`` (its result as JSON). Each event's ordinal is the
 count of those before it and the first record of an ordinal wins, so two hosts racing to
 restart or end a process agree on who did. Nothing else is stored: listing a run's processes
-reads its process events back. Plain functions over a ``SessionStore``, safe from any thread.
+reads its process events back. Plain functions over a ``RunStore``, safe from any thread.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 
 from toolvisor.contract import Err, Ok, ProcessInfo, ProcessStatus, ToolError
 from toolvisor.durable import _json
-from toolvisor.durable._store import SessionStore
+from toolvisor.durable._store import RunStore
 
 LIFE_PREFIX = "process:"
 """The call id of a process's lifecycle events is this and the process's durable id."""
@@ -74,7 +74,7 @@ def result_of(data: dict[str, Any]) -> Ok | Err:
     return Err(data["error"])
 
 
-def process_records(store: SessionStore, run_id: str) -> dict[str, ProcessRecord]:
+def process_records(store: RunStore, run_id: str) -> dict[str, ProcessRecord]:
     """Every process of the run, by handle, in the order they started."""
     found: dict[str, dict[str, Any]] = {}
     for event in store.process_events(run_id):
@@ -99,7 +99,7 @@ def process_records(store: SessionStore, run_id: str) -> dict[str, ProcessRecord
             for durable_id, entry in found.items()}
 
 
-def record_start(store: SessionStore, run_id: str, *, handle: str, durable_id: str,
+def record_start(store: RunStore, run_id: str, *, handle: str, durable_id: str,
                  spec: dict[str, Any], holder: str) -> ProcessRecord:
     """Record that the process starts; if it was recorded already (the call that starts it
     runs again after a crash), the record as it stands."""
@@ -108,18 +108,18 @@ def record_start(store: SessionStore, run_id: str, *, handle: str, durable_id: s
     return process_records(store, run_id)[handle]
 
 
-def record_restart(store: SessionStore, record: ProcessRecord, holder: str) -> bool:
+def record_restart(store: RunStore, record: ProcessRecord, holder: str) -> bool:
     """Record that ``holder`` runs the process again; whether it won (no other host did)."""
     return _append(store, record, RESTARTED, {"holder": holder})
 
 
-def record_end(store: SessionStore, record: ProcessRecord, result: dict[str, Any]) -> bool:
+def record_end(store: RunStore, record: ProcessRecord, result: dict[str, Any]) -> bool:
     """Record the process's end with ``result`` (``result_json``); whether it won (its end
     was not recorded first by another host)."""
     return _append(store, record, ENDED, {"result": result})
 
 
-def _append(store: SessionStore, record: ProcessRecord, type: str,
+def _append(store: RunStore, record: ProcessRecord, type: str,
             payload: dict[str, Any]) -> bool:
     payload = _json.loads(_json.dumps(payload, f"a process's {type} event"))  # as read back
     written = store.append_process_event(record.run_id, LIFE_PREFIX + record.durable_id,

@@ -1,4 +1,4 @@
-"""The plain records a session store hands out; every value in them is JSON."""
+"""The plain records a run store hands out; every value in them is JSON."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any, Literal, TypeAlias
 from toolvisor.contract import OnCancel, OnTimeout
 
 ResolveOutcome: TypeAlias = Literal["accepted", "already_resolved", "unknown_or_revoked"]
-"""What :meth:`SessionStore.resolve` says about one resolution attempt."""
+"""What :meth:`RunStore.resolve` says about one resolution attempt."""
 
 ResolutionKind: TypeAlias = Literal["ok", "error", "timeout", "cancelled"]
 KeyPurpose: TypeAlias = Literal["call", "event"]

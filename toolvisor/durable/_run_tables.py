@@ -49,7 +49,7 @@ def _signed_checkpoint(run_id: str, effect_id: int, data: str) -> str:
 class RunTables:
     """Runs, checkpoints, the journal and process events, stamped by the store clock.
 
-    Each public method is the :class:`SessionStore` method of the same name, whose docstring
+    Each public method is the :class:`RunStore` method of the same name, whose docstring
     is the contract it keeps.
     """
 

@@ -120,7 +120,7 @@ def migrate(store: str, version: int, dialect: Dialect, execute: Callable[[str],
     while version != SCHEMA_VERSION:
         if version not in steps:
             raise RuntimeError(
-                f"session store {store!r} has schema version {version}; this toolvisor "
+                f"run store {store!r} has schema version {version}; this toolvisor "
                 f"reads version {SCHEMA_VERSION}"
             )
         version, statements = steps[version]

@@ -33,7 +33,7 @@ class SignatureError(ToolvisorError, ValueError):
 
 @runtime_checkable
 class Signer(Protocol):
-    """Signs text and checks signatures (a ``KeyRing``, or a session store with its secret)."""
+    """Signs text and checks signatures (a ``KeyRing``, or a run store with its secret)."""
 
     def sign(self, text: str) -> str: ...
 

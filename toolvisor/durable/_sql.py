@@ -119,7 +119,7 @@ def require_run(tx: SqlTransaction, run_id: str, dialect: Dialect | None = None)
     locks = "" if dialect is None else dialect.lock_row
     if tx.execute(f"SELECT 1 FROM runs WHERE run_id = ?{locks}", (run_id,)).fetchone() is None:
         raise UnknownRunError(
-            f"the session store has no run {run_id!r}; create it with create_run first"
+            f"the run store has no run {run_id!r}; create it with create_run first"
         )
 
 

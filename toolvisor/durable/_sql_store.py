@@ -1,4 +1,4 @@
-"""``SqlSessionStore``: the :class:`SessionStore` over any :class:`SqlDatabase`, which each
+"""``SqlRunStore``: the :class:`RunStore` over any :class:`SqlDatabase`, which each
 backend's store class opens and hands over with its :class:`Wakes`.
 
 The store is composed, not a tower of classes: a database (``SqliteConnection`` or
@@ -35,7 +35,7 @@ from toolvisor.durable._records import (
 from toolvisor.durable._run_tables import RunTables
 from toolvisor.durable._signing import sign_keyed, signing_key_id, verify_keyed
 from toolvisor.durable._sql import SqlDatabase
-from toolvisor.durable._store import UNSET, SessionStore
+from toolvisor.durable._store import UNSET, RunStore
 
 POLL_INTERVAL: Final = 0.05
 """How often (seconds) a store's ``wait_for`` re-reads the store by default, to see resolutions
@@ -75,9 +75,9 @@ class Unheard:
         """Nothing to stop."""
 
 
-class SqlSessionStore(SessionStore):
-    """The one implementation of the :class:`~toolvisor.durable.SessionStore` protocol; the
-    documented base of ``SqliteSessionStore`` and ``PostgresSessionStore``, whose constructors
+class SqlRunStore(RunStore):
+    """The one implementation of the :class:`~toolvisor.durable.RunStore` protocol; the
+    documented base of ``SqliteRunStore`` and ``PostgresRunStore``, whose constructors
     open their database and pass it here with their :class:`Wakes`.
 
     A base class rather than a member object because each backend must be its own class, with
@@ -98,7 +98,7 @@ class SqlSessionStore(SessionStore):
         self._claims = ClaimTable(db, clock)
         self._notifier = notifier_for(self.path)
         self._keys = KeyTables(db, clock, poll_interval, self._notifier,
-                               get_event_log("session_store", path=self.path))
+                               get_event_log("run_store", path=self.path))
 
     def _announce(self) -> None:
         """A run may have become runnable: wake this process's waiters, tell the others."""

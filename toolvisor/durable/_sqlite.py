@@ -1,7 +1,7 @@
-"""``SqliteSessionStore``: the embedded default store, one SQLite file in WAL mode.
+"""``SqliteRunStore``: the embedded default store, one SQLite file in WAL mode.
 
 What is SQLite's is its database, :class:`SqliteConnection` (the file, its transactions and
-lock, its secret); the store itself is :class:`SqlSessionStore`, which other processes on the
+lock, its secret); the store itself is :class:`SqlRunStore`, which other processes on the
 file cannot wake (:class:`Unheard`): they poll.
 """
 
@@ -13,11 +13,11 @@ from collections.abc import Callable
 
 from toolvisor.contract import check_seconds
 from toolvisor.durable._connection import SqliteConnection
-from toolvisor.durable._sql_store import POLL_INTERVAL, SqlSessionStore, Unheard
+from toolvisor.durable._sql_store import POLL_INTERVAL, SqlRunStore, Unheard
 
 
-class SqliteSessionStore(SqlSessionStore):
-    """A :class:`~toolvisor.durable.SessionStore` in one SQLite file (created if missing).
+class SqliteRunStore(SqlRunStore):
+    """A :class:`~toolvisor.durable.RunStore` in one SQLite file (created if missing).
 
     The file holds the HMAC secret that signs completion keys (created with the file, mode
     0600): whoever can read the file can forge keys, so keep it private. ``clock`` stamps
@@ -35,7 +35,7 @@ class SqliteSessionStore(SqlSessionStore):
 
     A store object owns one connection and may be used from any thread (calls serialize
     within the object); other processes or store objects on the same file open their own.
-    Each method keeps the contract the :class:`~toolvisor.durable.SessionStore` protocol's
+    Each method keeps the contract the :class:`~toolvisor.durable.RunStore` protocol's
     docstring of the same name writes, in one transaction.
     """
 

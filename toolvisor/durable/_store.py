@@ -1,4 +1,4 @@
-"""``SessionStore``: what the runtime needs from a durable store, whatever the backend."""
+"""``RunStore``: what the runtime needs from a durable store, whatever the backend."""
 
 from __future__ import annotations
 
@@ -46,7 +46,7 @@ class StoreUnavailableError(ToolvisorError, ConnectionError):
 
 
 @runtime_checkable
-class SessionStore(Protocol):
+class RunStore(Protocol):
     """Runs, checkpoints, completion keys and their waits, the journal and process events.
 
     This is the contract every backend keeps: each method's docstring says what it does.

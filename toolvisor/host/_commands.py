@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from toolvisor.actors import ToolCallDispatcher
 from toolvisor.call import OutputProjection
 from toolvisor.contract import ToolvisorError
-from toolvisor.durable import SessionStore, Signer
+from toolvisor.durable import RunStore, Signer
 from toolvisor.host._gates import ToolGates
 from toolvisor.host._loop_reply import Reply
 from toolvisor.host._model_calls import ModelCalls
@@ -126,7 +126,7 @@ class OrchestratorSettings:
     projection: OutputProjection
     context: Any = None
     on_progress: ProgressCallback | None = None
-    store: SessionStore | None = None
+    store: RunStore | None = None
     config: MachineConfig | None = None
     key_poll_interval: float = 0.05
     lease_ttl: float = 30.0

@@ -31,7 +31,7 @@ from toolvisor.contract import (
     Usage,
     UserMessage,
 )
-from toolvisor.durable import DurableError, SessionStore
+from toolvisor.durable import DurableError, RunStore
 from toolvisor.executor import CallHandle, Deadline, DeadlineTimer
 from toolvisor.host._model_calls import ModelAnswer, ModelCalls
 from toolvisor.host._tracing import ToolSpan, Tracing, model_names
@@ -74,7 +74,7 @@ class Completions:
     seed: int
     timer: DeadlineTimer
     tracing: Tracing | None
-    store: SessionStore | None
+    store: RunStore | None
 
     @classmethod
     def of(cls, settings: OrchestratorSettings, timer: DeadlineTimer) -> Completions:
@@ -237,7 +237,7 @@ class CallCompletions:
         self._sources[source] = None
         return source
 
-    def _journal(self) -> tuple[SessionStore, str] | None:
+    def _journal(self) -> tuple[RunStore, str] | None:
         store = self._shared.store
         return None if store is None or self._durable_id is None else (store, self._durable_id)
 

@@ -34,7 +34,7 @@ from toolvisor.durable import (
     CompletionKeyIssuer,
     DurableEffects,
     Resolution,
-    SessionStore,
+    RunStore,
     Wait,
 )
 from toolvisor.host._key_waiter import KeyWaiter
@@ -93,7 +93,7 @@ class DurableWaits:
     ``tell`` delivers a message to the orchestrator from a key waiter's thread.
     """
 
-    def __init__(self, store: SessionStore, registry: ToolRegistry, poll_interval: float,
+    def __init__(self, store: RunStore, registry: ToolRegistry, poll_interval: float,
                  tell: Callable[[Any], None], fence: Callable[[str], int | None], *,
                  sessions: AgentSessionHost | None = None) -> None:
         self._store = store

@@ -10,7 +10,7 @@ import threading
 from collections.abc import Callable
 
 from toolvisor._logging import get_event_log
-from toolvisor.durable import SessionStore, Wait
+from toolvisor.durable import RunStore, Wait
 
 
 class KeyWaiter:
@@ -18,7 +18,7 @@ class KeyWaiter:
     expiring it first when its deadline (store clock) passes, fenced with the host's token
     (``fence``). ``stop`` ends it early."""
 
-    def __init__(self, store: SessionStore, wait: Wait, fence: int | None, poll: float,
+    def __init__(self, store: RunStore, wait: Wait, fence: int | None, poll: float,
                  tell: Callable[[], None]) -> None:
         self._store = store
         self._wait = wait

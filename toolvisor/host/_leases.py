@@ -1,4 +1,4 @@
-"""``RunLeases``: one host per run, through a lease in the session store.
+"""``RunLeases``: one host per run, through a lease in the run store.
 
 An orchestrator takes a run's lease before it drives the run (starting it, or restoring it from
 the store), renews its leases every third of their ttl while it hosts them, and gives each up
@@ -28,7 +28,7 @@ from typing import Any
 from toolvisor._logging import get_event_log
 from toolvisor.contract import ToolvisorError
 from toolvisor.durable import (
-    SessionStore,
+    RunStore,
     StoreError,
     StoreUnavailableError,
     holder_gone,
@@ -50,7 +50,7 @@ class RenewLeases:
 class RunLeases:
     """The leases one orchestrator holds; ``tell`` reaches the orchestrator from the timer."""
 
-    def __init__(self, store: SessionStore, ttl: float, tell: Callable[[Any], None]) -> None:
+    def __init__(self, store: RunStore, ttl: float, tell: Callable[[Any], None]) -> None:
         self.holder = new_holder()
         self._store = store
         self._ttl = ttl

@@ -6,7 +6,7 @@ backends and timeouts), but with no model waiting for it. Each run's processes l
 process under the tree's ``processes`` supervisor. A run that ends cancels its processes but
 the detached ones; its supervisor stops once none is left.
 
-With a session store every process's life is in the store (``durable``'s process log): its
+With a run store every process's life is in the store (``durable``'s process log): its
 start (the n-th process a call execution starts is the same process however often the call
 runs), a restart, its end with its result. So a handle outlives this host, an output is read
 back and never recomputed, and a process whose host died is run again only if it may run twice
@@ -50,7 +50,7 @@ from toolvisor.contract import (
 from toolvisor.durable import (
     DurableEffects,
     ProcessRecord,
-    SessionStore,
+    RunStore,
     holder_gone,
     new_holder,
     process_records,
@@ -99,7 +99,7 @@ class Processes:
     ``dispatcher`` starts under it. A process's progress reports go to ``progress``, as a
     call's do (the live view shows the process under the turn whose call started it)."""
 
-    def __init__(self, store: SessionStore | None, parent: Callable[[], SupervisorRef],
+    def __init__(self, store: RunStore | None, parent: Callable[[], SupervisorRef],
                  dispatcher: ToolCallDispatcher,
                  progress: Callable[[str, dict[str, Any]], None] | None = None) -> None:
         self.holder = new_holder()  # names this host in the process log
@@ -252,7 +252,7 @@ class Processes:
         except TypeError as exc:
             data = result_json(Err(ToolError(
                 "encoding_failed", f"process {record.handle}: its result is not JSON, which a "
-                f"run with a session store keeps: {exc}", tool_name=str(record.spec["name"]),
+                f"run with a run store keeps: {exc}", tool_name=str(record.spec["name"]),
                 tool_call_id=record.durable_id, cause=repr(exc))))
             record_end(self.store, record, data)
         ended = process_records(self.store, record.run_id)[record.handle].ended
@@ -360,7 +360,7 @@ class Processes:
             raise ProcessError("process_unknown_handle", (
                 f"run {run_id!r} has no process {handle!r}" + (
                     "" if self.store is not None else
-                    " in this agent (without a session store, processes are known only to "
+                    " in this agent (without a run store, processes are known only to "
                     "the agent that started them)")))
         self._recover(record)
         with self._lock:
@@ -425,7 +425,7 @@ def _json_spec(spec: dict[str, Any]) -> dict[str, Any]:
         parsed: dict[str, Any] = json.loads(json.dumps(spec, allow_nan=False))
     except (TypeError, ValueError) as exc:
         raise ProcessError("process_not_json", (
-            "with a session store a process's arguments and options are JSON (they are stored "
+            "with a run store a process's arguments and options are JSON (they are stored "
             f"to run it again after a restart): {exc}")) from exc
     return parsed
 

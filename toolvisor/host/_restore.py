@@ -5,14 +5,14 @@ from __future__ import annotations
 from concurrent.futures import Future
 from typing import Any
 
-from toolvisor.durable import SavedCheckpoint, SessionStore, UnknownRunError
+from toolvisor.durable import RunStore, SavedCheckpoint, UnknownRunError
 from toolvisor.host._leases import RunLeases
 from toolvisor.host._run import HostedRun, hosted
 from toolvisor.machine import MachineConfig, TurnMachine
 from toolvisor.registry import ToolRegistry
 
 
-def restore(store: SessionStore | None, config: MachineConfig | None,
+def restore(store: RunStore | None, config: MachineConfig | None,
             leases: RunLeases | None, run_id: str) -> tuple[TurnMachine, SavedCheckpoint]:
     """Take the run's lease and restore its machine from the latest checkpoint (and that
     checkpoint); whatever refuses (no store, no such run, another host's lease, nothing saved
@@ -23,7 +23,7 @@ def restore(store: SessionStore | None, config: MachineConfig | None,
             raise LookupError(f"run {run_id!r} is not running here and there is no session "
                               "store to restore it from; give the agent a store")
         if store.get_run(run_id) is None:
-            raise UnknownRunError(f"the session store has no run {run_id!r}")
+            raise UnknownRunError(f"the run store has no run {run_id!r}")
         if leases is not None:
             leases.take(run_id)
         saved = store.latest_checkpoint(run_id)
@@ -37,7 +37,7 @@ def restore(store: SessionStore | None, config: MachineConfig | None,
         raise
 
 
-def rehosted(store: SessionStore | None, config: MachineConfig | None,
+def rehosted(store: RunStore | None, config: MachineConfig | None,
              leases: RunLeases | None, run_id: str, reply: Future[Any], *,
              registry: ToolRegistry) -> HostedRun | None:
     """The run restored (``restore``) to be hosted, ``reply`` its watcher, the effect it

@@ -7,11 +7,11 @@ outcome as if it were its parent's. Plain functions over the store, on the calle
 
 from __future__ import annotations
 
-from toolvisor.durable import SessionStore
+from toolvisor.durable import RunStore
 from toolvisor.host._session_host import AgentSessionHost
 
 
-def record_run(store: SessionStore, sessions: AgentSessionHost | None, run_id: str) -> None:
+def record_run(store: RunStore, sessions: AgentSessionHost | None, run_id: str) -> None:
     """Record run ``run_id`` in ``store`` with the name of the agent ``sessions`` hosts it on
     (``None``: no agent's) and, for a child session, the run whose call started it."""
     link = None if sessions is None else sessions.link_of(run_id)
@@ -19,7 +19,7 @@ def record_run(store: SessionStore, sessions: AgentSessionHost | None, run_id: s
                      parent_run_id=None if link is None else link.parent_run_id)
 
 
-def refuse_child(operation: str, store: SessionStore, run_id: str,
+def refuse_child(operation: str, store: RunStore, run_id: str,
                  host: AgentSessionHost) -> None:
     """A ``ValueError`` if ``run_id`` is a child session and the agent of ``host`` is its
     parent's agent (or not its own): the child's outcome goes to the call that started it, so
@@ -28,7 +28,7 @@ def refuse_child(operation: str, store: SessionStore, run_id: str,
 
     Args:
         operation: The agent's method asked (``resume_run``), named in the error.
-        store: The agent's session store.
+        store: The agent's run store.
         run_id: The run asked for.
         host: The agent asked, as a host of sessions (its name).
     """

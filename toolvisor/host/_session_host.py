@@ -21,7 +21,7 @@ from pykka import ActorDeadError, ActorRef
 
 from toolvisor._logging import get_event_log
 from toolvisor.contract import CapabilityError, Message, ModelInfo, SessionSnapshot, Tool
-from toolvisor.durable import SessionStore
+from toolvisor.durable import RunStore
 from toolvisor.host._commands import (
     AnswerRun,
     AttachRun,
@@ -109,7 +109,7 @@ class AgentSessionHost:
     """One agent as a host of child sessions (and of its runs' own view). Thread-safe."""
 
     def __init__(self, agent_name: str, model: Any, *, config: MachineConfig,
-                 store: SessionStore | None, orchestrator: Callable[[], ActorRef[Any]],
+                 store: RunStore | None, orchestrator: Callable[[], ActorRef[Any]],
                  closed: Callable[[], bool], limits: SessionLimits, resume: Resume) -> None:
         self._agent_name = agent_name
         self._model = model_info(model)
@@ -150,7 +150,7 @@ class AgentSessionHost:
         return future
 
     @property
-    def store(self) -> SessionStore | None:
+    def store(self) -> RunStore | None:
         return self._store
 
     @property

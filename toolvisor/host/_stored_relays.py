@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from toolvisor._logging import get_event_log
 from toolvisor.contract import CapabilityError, DurableEffectsAccess, Ok
-from toolvisor.durable import SessionStore
+from toolvisor.durable import RunStore
 from toolvisor.host._agent_tool import AgentToolHandler, outcome_result
 from toolvisor.host._commands import AlreadyResumedError, OrchestratorStopped
 from toolvisor.host._durable_waits import durable_call_id
@@ -66,7 +66,7 @@ def journal_relay(durable: DurableEffectsAccess, agent: str, child: str, kind: s
                      lambda _: {"agent": agent, "run_id": child, "kind": kind})
 
 
-def stored_relay(store: SessionStore, run_id: str, durable_id: str) -> StoredRelay | None:
+def stored_relay(store: RunStore, run_id: str, durable_id: str) -> StoredRelay | None:
     """The relay call ``durable_id`` of run ``run_id`` journaled, checked to name one of the
     children the call journaled; ``None`` if it relays nothing."""
     record = store.journal_record(run_id, durable_id, RELAY_STEP)
@@ -167,7 +167,7 @@ def resolve_relayed_key(child: AgentSessionHost, child_run: str, outcome: Any) -
     _resolve_with_outcome(store, str(json.loads(record.output)["key"]), outcome, child.agent_name)
 
 
-def _resolve_with_outcome(store: SessionStore, key: str, outcome: Any, agent_name: str) -> None:
+def _resolve_with_outcome(store: RunStore, key: str, outcome: Any, agent_name: str) -> None:
     """Resolve ``key`` with a child's ``outcome`` on agent ``agent_name``: its text, else its
     error (``outcome_result``)."""
     result = outcome_result(outcome, agent_name)

@@ -108,7 +108,7 @@ class AgentTree:
         ``UnknownRunError`` says it has no such run; without one, only this agent)."""
         store = self.processes.store
         if store is not None and store.get_run(run_id) is None:
-            raise UnknownRunError(f"the session store has no run {run_id!r}")
+            raise UnknownRunError(f"the run store has no run {run_id!r}")
         return HostProcesses(self.processes, run_id)
 
     def _process_progress(self, run_id: str, data: dict[str, Any]) -> None:

@@ -285,7 +285,7 @@ class Suspended(FrozenModel):
     then ``resume({call_id: answer, ...})``, in this process or another one. ``questions``,
     ``manual`` and ``pending`` are read from the checkpoint, never stored beside it: what a
     human is shown is what the run asked (data given for them must match it, or it is
-    refused as altered). An ``Agent`` sets ``run_id`` (with a session store, the run's id in
+    refused as altered). An ``Agent`` sets ``run_id`` (with a run store, the run's id in
     the store; a bare ``TurnMachine`` leaves it empty) and, with a store, ``keys`` (the
     completion key each pending call waits on, by call id). An ``Agent`` signs what it gives
     out (``signature``, over ``signed_text()``) and resumes only what verifies, once.

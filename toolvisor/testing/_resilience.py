@@ -20,7 +20,7 @@ from toolvisor.resilience import (
 class FakeClock:
     """A clock that moves only when told: pass it wherever a ``clock`` is taken
     (``CircuitBreaker``, ``TokenBucket``, ``ToolGate``, ``Agent(resilience_clock=...)``, the
-    questions' ``Agent(clock=...)``, ``SqliteSessionStore(path, clock=...)``)."""
+    questions' ``Agent(clock=...)``, ``SqliteRunStore(path, clock=...)``)."""
 
     def __init__(self, start: float = 0.0) -> None:
         self.now = float(start)
