@@ -1,4 +1,10 @@
-"""Encoding results as the text the model reads; an error's text is capped at both ends."""
+"""Encoding results as the text the model reads; an error's text is capped at both ends.
+
+Encoding is not part of ``execute``: it would break "the same object comes back" for the one
+case it changes and make every call encode twice; ``encode_checked`` runs once, where a
+result leaves its call actor. An error's text is capped here, not by the output budget,
+because every error text is made here while the result object keeps the whole error.
+"""
 
 from __future__ import annotations
 

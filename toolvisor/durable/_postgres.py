@@ -4,10 +4,12 @@
 store's table objects share. It owns ONE connection and uses it only under its lock
 (:class:`Guarded`), so any thread may call it. Unlike SQLite's, write transactions do not serialize
 whole: each is ``READ COMMITTED`` and locks only the rows its change depends on (the run's row,
-a key's row, see the tables), so hosts writing different runs never wait for each other. The
-store
-lives in the schema the URL's ``search_path`` names (``public`` by default); psycopg is
-imported only when a store is opened.
+a key's row, see the tables), so hosts writing different runs never wait for each other. Locks
+are always taken run row, then lease row, then key rows, several rows of one kind in one order,
+so writes never deadlock; a write changes no key column, hence ``FOR NO KEY UPDATE``, so an
+insert referencing a locked run (``FOR KEY SHARE``) does not wait. The store lives in the
+schema the URL's ``search_path`` names (``public`` by default); psycopg is imported only when
+a store is opened.
 """
 
 from __future__ import annotations

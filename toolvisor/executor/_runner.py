@@ -1,4 +1,10 @@
-"""``ToolRunner``: run handlers under a timeout, each in the isolation backend its tool names."""
+"""``ToolRunner``: run handlers under a timeout, each in the isolation backend its tool names.
+
+The runner uses no actors: it is the isolation mechanism (run this handler there, with this
+deadline, and call back exactly once), while the actor layer owns the call itself
+(``ToolCallActor``). A call's timeout counts from when its handler starts: waiting for a free
+thread or worker does not count. It has no branch per isolation: each backend registers.
+"""
 
 from __future__ import annotations
 

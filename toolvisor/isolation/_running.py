@@ -1,4 +1,9 @@
-"""``RunningCall``: one call inside a ``ToolRunner``, settled exactly once, as a backend sees it."""
+"""``RunningCall``: one call inside a ``ToolRunner``, settled exactly once, as a backend sees it.
+
+Exactly once: the call is settled by whoever first takes its claim (the one item of a dict,
+popped atomically and never put back): the handler's thread, the deadline timer or a canceller.
+A late result finds the claim gone and is discarded.
+"""
 
 from __future__ import annotations
 

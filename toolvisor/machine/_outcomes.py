@@ -6,7 +6,9 @@ Results and errors in outcomes are JSON values (converted when they arrive), so 
 rebuilt from a checkpoint equals the one the original run produced. Every outcome reads the
 same way: ``run_id``, ``status``, ``usage``, ``messages``, ``turns``, ``state``, and ``text``:
 a ``Completed`` run's final answer; on any other outcome reading it raises
-``RunNotCompletedError``, whose message says why there is none.
+``RunNotCompletedError``, whose message says why there is none. Raising, not returning
+``None``, is the point: a run that failed must say so where ``.text`` is read, and an error that
+is no ``AttributeError`` cannot be hidden by ``getattr(outcome, "text", None)``.
 
 ``run_id`` is the host's, not the machine's: an ``Agent`` sets it on every outcome it returns
 (with a store, the id the store keeps the run under, which ``resume_run`` and ``python -m

@@ -1,4 +1,4 @@
-"""Tool providers and the session catalog: which tools the model is offered and may run."""
+"""Tool providers and the agent's catalog: which tools the model is offered and may run."""
 
 from toolvisor.registry._local import DynamicToolProvider, StaticToolProvider
 from toolvisor.registry._provider import PreparedCall, ToolManifest, ToolProvider

@@ -1,4 +1,4 @@
-"""``ToolRegistry``: one session's tool catalog over named tool sources.
+"""``ToolRegistry``: one agent's tool catalog over named tool sources.
 
 Catalog membership is the execution gate: only members are offered to the model and only
 members run; any other name comes back as ``Err(ToolError("not_found"))`` without its handler

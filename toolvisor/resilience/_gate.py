@@ -13,6 +13,10 @@ must do (start it, refuse it, wake it later, log a breaker's move):
 
 A call that started is :meth:`finish`-ed exactly once: its outcome goes to the breaker and its
 slot to the first call waiting. Pure: no threads, the clock injected, one owner at a time.
+
+An open breaker refuses with reason ``not_found`` (code ``circuit_open``): the reasons are a
+closed set, and only that one is true (the tool is not available now, its handler did not
+run); ``timeout`` would have every retryable tool retried into the open breaker.
 """
 
 from __future__ import annotations
