@@ -1,8 +1,9 @@
 """Who holds a run's lease: the name a process holds leases under, and whether it still runs.
 
-A holder is ``host:pid:token``. Whether it still runs can be told only on its own machine: its
-pid is gone, or a zombie (killed, its parent has not reaped it yet: its pid is still taken).
-The host takes a dead holder's lease over at once; ``python -m toolvisor.cli runs`` says so.
+A holder is ``hostname:pid:token`` (the machine's hostname). Whether it still runs can be told
+only on its own machine: its pid is gone, or a zombie (killed, its parent has not reaped it yet:
+its pid is still taken). A host takes a dead holder's lease over at once; ``python -m
+toolvisor.cli runs`` says so.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import uuid
 
 
 def new_holder() -> str:
-    """A fresh holder name for this process: ``host:pid:token``."""
+    """A fresh holder name for this process: ``hostname:pid:token``."""
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
 
