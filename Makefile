@@ -35,7 +35,7 @@ typecheck: $(STAMP)
 
 # The MCP tests run the reference server, @modelcontextprotocol/server-everything, pinned, with
 # node from the distribution (installed here as bubblewrap is) in tests/.npm; its VERSION in
-# tests/_reference_mcp.py is this one, and the tests check the one installed against it.
+# tests/support/reference_mcp.py is this one, and the tests check the one installed against it.
 MCP_REFERENCE_VERSION := 2026.8.31
 MCP_REFERENCE_DIR := tests/.npm
 MCP_REFERENCE_STAMP := $(MCP_REFERENCE_DIR)/.installed-$(MCP_REFERENCE_VERSION)

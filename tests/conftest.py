@@ -9,25 +9,25 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-from test_supervisor import Events
 
-from tests._postgres import PostgresServer, StoreTargets
-from tests._provider_server import ProviderServer
-from tests._ray_cluster import start_cluster, worker_sockets
+from tests.support.events import Events
+from tests.support.postgres import PostgresServer, StoreTargets
+from tests.support.provider_server import ProviderServer
+from tests.support.ray_cluster import start_cluster, worker_sockets
 from toolvisor._logging import set_event_sink
 from toolvisor.isolation import prepare_process_isolation
 from toolvisor.testing import tolerate_fds
 
-# `make test` runs the suite on two processes (pytest-xdist, `--dist loadgroup`). The tests
-# that share a machine-wide resource run on one of them: Ray (one local cluster at a time) and
-# the sandbox (its leak check looks at every sandbox process of the machine).
-_ONE_PROCESS_FILES = {"test_runner_ray.py", "test_sandbox.py", "test_progress.py", "test_docs.py"}
-
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """`make test` runs the suite on two processes (pytest-xdist, `--dist loadgroup`). The tests
+    that share a machine-wide resource run on one of them: those marked ``machine_wide`` (the
+    sandbox's leak check looks at every sandbox process of the machine), and every test that
+    takes the session's Ray cluster (one local cluster at a time)."""
     for item in items:
-        if "ray_cluster" in getattr(item, "fixturenames", ()) \
-                or Path(str(item.fspath)).name in _ONE_PROCESS_FILES:
+        if "ray_cluster" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.machine_wide)
+        if item.get_closest_marker("machine_wide") is not None:
             item.add_marker(pytest.mark.xdist_group("machine_wide"))
 
 
@@ -103,7 +103,7 @@ def provider(_provider_server: ProviderServer) -> ProviderServer:
 
 @pytest.fixture
 def events() -> Iterator[Events]:
-    """Records toolvisor's events for one test (see ``test_supervisor.Events``)."""
+    """Records toolvisor's events for one test (see ``tests.support.events.Events``)."""
     recorder = Events()
     previous = set_event_sink(recorder.sink)
     yield recorder

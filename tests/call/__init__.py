@@ -1,0 +1,1 @@
+"""Tests of ``toolvisor.call``: ``execute``, ``encode`` and the output budget."""

@@ -1,0 +1,1 @@
+"""Tests of ``toolvisor/cli.py``, the command line."""

@@ -1,0 +1,1 @@
+"""Tests of ``toolvisor.contract``: results, errors, tools and handlers."""

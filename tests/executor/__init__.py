@@ -1,0 +1,1 @@
+"""Tests of ``toolvisor.executor``: the ``ToolRunner`` and its deadlines."""

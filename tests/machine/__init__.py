@@ -1,0 +1,1 @@
+"""Tests of ``toolvisor.machine``: the pure ``TurnMachine``, its policies and outcomes."""

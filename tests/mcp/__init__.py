@@ -1,0 +1,1 @@
+"""Tests of ``toolvisor.mcp``: MCP servers as tool sources, tools served over MCP, progress."""

@@ -1,0 +1,1 @@
+"""Tests of ``toolvisor.models``: the provider adapters over their real SDKs."""

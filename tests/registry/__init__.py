@@ -1,0 +1,1 @@
+"""Tests of ``toolvisor.registry``: the tool registry and catalog."""

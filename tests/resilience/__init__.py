@@ -1,0 +1,1 @@
+"""Tests of ``toolvisor.resilience``: breakers, rate limits, bulkheads and the tool gate."""

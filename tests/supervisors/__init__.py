@@ -1,0 +1,1 @@
+"""Tests of ``toolvisor.supervisors``: OTP supervision on pykka."""

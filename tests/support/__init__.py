@@ -1,0 +1,1 @@
+"""What several test folders share: handlers importable by name, servers, hosts, helpers."""

@@ -1,0 +1,1 @@
+"""Tests of ``toolvisor.testing``: scripted models and the pytest plugin."""

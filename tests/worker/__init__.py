@@ -1,0 +1,1 @@
+"""Tests of ``toolvisor/worker.py``: worker processes on one store."""
