@@ -4,9 +4,15 @@ The workflow is the ``TurnMachine`` and a small driver (deterministic, every clo
 ``workflow.now()``); each tool call runs under toolvisor's ``ToolRunner`` in its tool's own
 isolation and timeout, heartbeating from the supervisor's side; activities have one attempt,
 so the agent's policies are the only retry authority. ``AskUser`` and ``Pending`` wait in
-place for validated updates. Needs the ``temporal`` extra (``pip install
-'toolvisor[temporal]'``); ``docs/temporal.md`` shows a whole agent.
+place for validated updates. Needs the ``temporal`` extra (``pip install '.[temporal]'`` in
+toolvisor's clone); ``docs/temporal.md`` shows a whole agent.
 """
+
+try:
+    import temporalio  # noqa: F401 - only to say what is missing
+except ImportError as missing:  # without the extra: say which
+    raise ImportError("toolvisor.temporal needs Temporal's SDK: pip install '.[temporal]' in "
+                      "toolvisor's clone") from missing
 
 from toolvisor.temporal._agent import TemporalAgent
 from toolvisor.temporal._client import (

