@@ -3,6 +3,7 @@ toolvisor's runner, the agent's policy the one retry authority."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from pathlib import Path
 from typing import Any
@@ -20,11 +21,12 @@ from toolvisor import (
     ContinueRun,
     Decision,
     Err,
+    Halted,
     RetryAfter,
     ToolError,
     function_tool,
 )
-from toolvisor.temporal import TemporalAgent, outcome, start_run
+from toolvisor.temporal import WORKFLOW, TemporalAgent, outcome, start_run
 from toolvisor.testing import ScriptedModel, call, calls
 
 
@@ -61,6 +63,9 @@ def test_a_hung_sync_tool_is_killed_at_its_deadline_and_its_effect_never_lands(
         done = dev_server.run(outcome(handle))
         assert isinstance(done, Completed) and done.text == "moved on"
         assert "timeout" in tool_texts(done)["c1"]
+        history = dev_server.run(handle.fetch_history())
+        assert not [e for e in history.events
+                    if e.HasField("activity_task_timed_out_event_attributes")]
         pid = int(Path(f"{marker}.pid").read_text())
         eventually(lambda: _gone(pid), f"the hung tool's process {pid} ending")
     assert not marker.exists()
@@ -207,3 +212,72 @@ def test_progress_travels_as_the_activitys_heartbeat_details(dev_server: Tempora
         done = dev_server.run(outcome(handle))
     assert beat == [{"message": "half way", "fraction": 0.5}]
     assert tool_texts(done) == {"c1": "slow done"}
+
+
+MEETING = threading.Barrier(2, timeout=5)
+
+
+@function_tool(timeout=10)
+def meet(who: str) -> str:
+    """Waits for the other call of its batch: only calls that run at once both return."""
+    MEETING.wait()
+    return f"{who} met"
+
+
+def test_the_calls_of_one_batch_run_as_concurrent_activities(dev_server: Temporal) -> None:
+    MEETING.reset()
+    model = ScriptedModel([calls(call("meet", {"who": "a"}, id="c1"),
+                                 call("meet", {"who": "b"}, id="c2")), "both met"])
+    agent = TemporalAgent("batch", model, [meet])
+    with working(dev_server, agent) as queue:
+        handle = dev_server.run(start_run(dev_server.client, agent, "meet", run_id=run_id(),
+                                          task_queue=queue))
+        done = dev_server.run(outcome(handle))
+    assert tool_texts(done) == {"c1": "a met", "c2": "b met"}
+
+
+STARTED = threading.Event()
+STOPPED = threading.Event()
+
+
+@function_tool(timeout=30, isolation="asyncio")
+async def wait_forever() -> str:
+    """Waits until it is cancelled, and says so."""
+    STARTED.set()
+    try:
+        await asyncio.sleep(3600)
+    finally:
+        STOPPED.set()
+    return "never"
+
+
+def test_cancelling_the_run_halts_it_and_stops_the_running_call(dev_server: Temporal) -> None:
+    STARTED.clear()
+    STOPPED.clear()
+    model = ScriptedModel([calls(call("wait_forever", id="c1"))])
+    agent = TemporalAgent("cancelled", model, [wait_forever], heartbeat_timeout=0.4)
+    with working(dev_server, agent) as queue:
+        handle = dev_server.run(start_run(dev_server.client, agent, "wait", run_id=run_id(),
+                                          task_queue=queue))
+        eventually(STARTED.is_set, "the call starting")
+        dev_server.run(handle.cancel())
+        done = dev_server.run(outcome(handle))
+        assert isinstance(done, Halted) and done.reason == "cancelled"
+        eventually(STOPPED.is_set, "the call being stopped")
+
+
+def test_bad_start_input_is_refused_by_the_client_and_fails_a_raw_run_once(
+        dev_server: Temporal) -> None:
+    agent = TemporalAgent("strict", ScriptedModel(["never"]), [add])
+    with working(dev_server, agent) as queue:
+        with pytest.raises(ValueError, match="prompt as a non-empty str"):
+            dev_server.run(start_run(dev_server.client, agent, "", run_id=run_id(),
+                                     task_queue=queue))
+        handle = dev_server.run(dev_server.client.start_workflow(
+            WORKFLOW, {"agent": "strict", "fingerprint": agent.fingerprint, "prompt": []},
+            id=run_id(), task_queue=queue))
+        with pytest.raises(WorkflowFailureError) as failed:
+            dev_server.run(outcome(handle))
+    cause = failed.value.cause
+    assert isinstance(cause, ApplicationError) and cause.type == "RunStartRefused"
+    assert "the message sequence is empty" in cause.message

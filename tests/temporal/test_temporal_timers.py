@@ -7,7 +7,7 @@ from __future__ import annotations
 from temporalio.api.history.v1 import History
 
 from tests.temporal._harness import Temporal, run_id, tool_texts, working
-from toolvisor import AskUser, CallContext, Completed, ModelError, Pending, function_tool
+from toolvisor import AskUser, CallContext, Completed, Failed, ModelError, Pending, function_tool
 from toolvisor.temporal import TemporalAgent, outcome, start_run
 from toolvisor.testing import ScriptedModel, call, calls
 
@@ -71,3 +71,21 @@ def test_a_failing_model_is_retried_by_the_model_policy_after_a_durable_timer(
     attempts = [e.activity_task_scheduled_event_attributes.retry_policy.maximum_attempts
                 for e in history.events if e.HasField("activity_task_scheduled_event_attributes")]
     assert attempts == [1, 1]
+
+
+@function_tool
+def sign(ctx: CallContext) -> Pending:
+    """Waits for a signature; without one in a minute, the turn fails."""
+    ctx.completion_key()
+    return Pending(deadline=60, on_timeout="fail_turn")
+
+
+def test_a_pending_call_that_fails_its_turn_at_its_deadline_fails_the_run(
+        skipping_server: Temporal) -> None:
+    agent = TemporalAgent("fail-turn", ScriptedModel([calls(call("sign", id="c1"))]), [sign])
+    with working(skipping_server, agent) as queue:
+        handle = skipping_server.run(start_run(skipping_server.client, agent, "sign",
+                                               run_id=run_id(), task_queue=queue))
+        done = skipping_server.run(outcome(handle))
+    assert isinstance(done, Failed)
+    assert "'c1' (sign) was not resolved before its deadline" in done.error

@@ -38,6 +38,10 @@ async def start_run(client: Client, agent: TemporalAgent, prompt: str, *, run_id
         task_queue: The task queue the agent's workers poll.
         state: The run's initial state (JSON data), read by tools as ``ctx.state``.
     """
+    if not isinstance(agent, TemporalAgent):
+        raise TypeError(f"start_run needs a TemporalAgent, got {type(agent).__name__}")
+    if not isinstance(prompt, str) or not prompt:
+        raise ValueError(f"start_run needs the user's prompt as a non-empty str, got {prompt!r}")
     start = {"agent": agent.name, "fingerprint": agent.fingerprint, "prompt": prompt,
              "state": dict(state or {})}
     return await client.start_workflow(WORKFLOW, start, id=run_id, task_queue=task_queue)

@@ -82,7 +82,11 @@ class AgentRun:
         agent = _agent(start)
         machine = self._machine = TurnMachine(
             agent.machine_config(workflow.random().getrandbits(32)))
-        self._take(machine.start(start["prompt"], state=start.get("state")))
+        try:
+            self._take(machine.start(start.get("prompt", ""), state=start.get("state")))
+        except (TypeError, ValueError) as exc:  # no run can come of it: fail once, naming it
+            raise ApplicationError(f"the run's start was refused: {exc}",
+                                   type="RunStartRefused", non_retryable=True) from exc
         try:
             while True:
                 waiting = machine.outstanding
