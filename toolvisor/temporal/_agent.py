@@ -36,12 +36,15 @@ class TemporalAgent:
             ``isolation``, ``retryable``); each call runs in an activity under a
             ``ToolRunner``.
         system_prompt: The system prompt, if any.
-        on_tool_error: The policy for failed tool calls (the only retry authority).
-        tool_policies: Per-tool policies by tool name.
+        on_tool_error: The policy for failed tool calls (the only retry authority). It runs
+            in the workflow: a function must decide from the call and its error alone (no
+            clock, no I/O), as the machine does, or the run's history no longer replays.
+        tool_policies: Per-tool policies by tool name (each runs in the workflow too).
         mode: ``sequential``, ``parallel_batch_approval`` or ``parallel_streaming``.
         max_turns: The most model calls a run makes.
         max_call_attempts: The most runs of one call, whatever a policy says.
-        on_model_error: The policy for failed model calls (the only retry authority).
+        on_model_error: The policy for failed model calls (the only retry authority; it
+            runs in the workflow too).
         max_model_attempts: The most tries of one turn's model call.
         model_timeout: Seconds one model call may take.
         tool_timeout: Seconds a tool call may take when its tool names no ``timeout``.

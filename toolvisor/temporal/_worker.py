@@ -64,11 +64,16 @@ class AgentWorker:
         self._owned = runner is None
         self._runner = ToolRunner(process_workers=process_workers) if runner is None \
             else runner
-        self._activities = Activities(self._agents, self._runner)
-        self._worker = Worker(
-            client, task_queue=task_queue, workflows=[AgentRun],
-            activities=[self._activities.model_call, self._activities.tool_call],
-            workflow_runner=_sandbox(), workflow_failure_exception_types=_FAILURES)
+        try:
+            self._activities = Activities(self._agents, self._runner)
+            self._worker = Worker(
+                client, task_queue=task_queue, workflows=[AgentRun],
+                activities=[self._activities.model_call, self._activities.tool_call],
+                workflow_runner=_sandbox(), workflow_failure_exception_types=_FAILURES)
+        except BaseException:
+            if self._owned:  # its threads would outlive a worker that never was
+                self._runner.close()
+            raise
         self._held: list[TemporalAgent] = []
         for agent in self._agents:
             _registry.hold(agent)
