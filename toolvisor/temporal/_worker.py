@@ -28,7 +28,8 @@ _FAILURES: list[type[BaseException]] = [ToolvisorError]  # a toolvisor error in 
 def _sandbox() -> SandboxedWorkflowRunner:
     """Temporal's sandbox with toolvisor (and pydantic, its values' base) passed through:
     imported once, outside it. The package's ``__init__`` imports the whole runtime (actors,
-    threads, a random seed at import), which the sandbox refuses to import, and would import
+    threads; its logging's structlog imports rich, whose ``rich.style`` draws
+    ``random.getrandbits`` at import), which the sandbox refuses to import, and would import
     again for every run; what the workflow uses of it is the pure machine, which reads no
     clock and draws no randomness of its own (the replay test checks it)."""
     return SandboxedWorkflowRunner(restrictions=SandboxRestrictions.default
