@@ -26,7 +26,7 @@ from toolvisor import (
     ToolError,
     function_tool,
 )
-from toolvisor.temporal import WORKFLOW, TemporalAgent, outcome, start_run
+from toolvisor.temporal import WORKFLOW, AgentWorker, TemporalAgent, outcome, start_run
 from toolvisor.testing import ScriptedModel, call, calls
 
 
@@ -50,6 +50,9 @@ def test_a_two_turn_run_with_a_tool_completes(dev_server: Temporal) -> None:
                  if e.HasField("activity_task_scheduled_event_attributes")]
     assert [(a.activity_id, a.retry_policy.maximum_attempts) for a in scheduled] == [
         ("model-2", 1), ("tool-1.1.c1", 1), (scheduled[2].activity_id, 1)]
+    tool = scheduled[1]  # stopped by the runner at 5 s; Temporal's timeout only for a lost worker
+    assert (tool.start_to_close_timeout.ToTimedelta().total_seconds(),
+            tool.heartbeat_timeout.ToTimedelta().total_seconds()) == (5 + 5, 10)
 
 
 def test_a_hung_sync_tool_is_killed_at_its_deadline_and_its_effect_never_lands(
@@ -281,3 +284,18 @@ def test_bad_start_input_is_refused_by_the_client_and_fails_a_raw_run_once(
     cause = failed.value.cause
     assert isinstance(cause, ApplicationError) and cause.type == "RunStartRefused"
     assert "the message sequence is empty" in cause.message
+
+
+def test_bad_settings_are_refused_naming_what_to_fix(dev_server: Temporal) -> None:
+    model = ScriptedModel(["hi"])
+    with pytest.raises(ValueError, match=r"TemporalAgent\.name must be a non-empty str"):
+        TemporalAgent("", model)
+    with pytest.raises(TypeError, match=r"must have respond\(\) or arespond\(\)"):
+        TemporalAgent("no-model", object())  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="heartbeat_timeout"):
+        TemporalAgent("beatless", model, heartbeat_timeout=0)
+    with pytest.raises(TypeError, match="non-empty list of TemporalAgent"):
+        AgentWorker(dev_server.client, [], task_queue="unused")
+    twins = [TemporalAgent("twin", model), TemporalAgent("twin", model)]
+    with pytest.raises(ValueError, match="two of the worker's agents have the same name"):
+        AgentWorker(dev_server.client, twins, task_queue="unused")
