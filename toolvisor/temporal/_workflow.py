@@ -183,9 +183,9 @@ class AgentRun:
         machine.date_questions(now)
         for pending in suspended.pending:
             self._parked_at.setdefault(pending.call_id, now)
+        waiting = machine.waiting_calls()  # the machine changes only once this returns
         while True:
             now = workflow.now().timestamp()
-            waiting = machine.waiting_calls()
             answers: dict[str, Any] = {c: self._inbox.pop(c) for c in list(self._inbox)
                                        if c in waiting}
             overdue = [p for p in suspended.pending if p.call_id not in answers
@@ -208,7 +208,8 @@ class AgentRun:
                          if d is not None]
             timeout = None if not deadlines else timedelta(seconds=max(min(deadlines) - now, 0))
             with contextlib.suppress(TimeoutError):  # a deadline came: look again
-                await workflow.wait_condition(lambda: bool(self._inbox), timeout=timeout)
+                await workflow.wait_condition(
+                    lambda: any(c in waiting for c in self._inbox), timeout=timeout)
 
     def _deadline(self, pending: PendingCall) -> float | None:
         parked = self._parked_at.get(pending.call_id)
@@ -220,8 +221,7 @@ class AgentRun:
     @workflow.update(name="answer")
     async def answer(self, call_id: str, answer: Any) -> None:
         """Answer the question of call ``call_id``; returns once the run has taken it."""
-        self._inbox[call_id] = answer
-        await workflow.wait_condition(lambda: call_id not in self._inbox)
+        await self._deliver(call_id, answer)
 
     @answer.validator
     def _check_answer(self, call_id: str, answer: Any) -> None:
@@ -237,8 +237,7 @@ class AgentRun:
     async def complete(self, call_id: str, result: dict[str, Any]) -> None:
         """Complete the pending (or manual) call ``call_id`` with ``result`` (``{"kind":
         "ok"|"err", "value": ...}``); returns once the run has taken it."""
-        self._inbox[call_id] = result_from_json(result)
-        await workflow.wait_condition(lambda: call_id not in self._inbox)
+        await self._deliver(call_id, result_from_json(result))
 
     @complete.validator
     def _check_complete(self, call_id: str, result: dict[str, Any]) -> None:
@@ -249,6 +248,15 @@ class AgentRun:
         if not isinstance(result, dict) or result.get("kind") not in ("ok", "err"):
             raise ValueError(f"a completion is {{'kind': 'ok' or 'err', 'value': ...}}, got "
                              f"{result!r}")
+
+    async def _deliver(self, call_id: str, value: Any) -> None:
+        """Put an update's answer in the inbox and wait until the run has taken it. Two
+        updates for one call validated in the same activation: the first one wins."""
+        if call_id in self._inbox:
+            raise ApplicationError(f"call {call_id!r} was answered already",
+                                   type="UpdateRefused", non_retryable=True)
+        self._inbox[call_id] = value
+        await workflow.wait_condition(lambda: call_id not in self._inbox)
 
     @workflow.query(name="questions")
     def questions(self) -> list[dict[str, Any]]:
