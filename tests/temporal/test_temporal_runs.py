@@ -299,3 +299,22 @@ def test_bad_settings_are_refused_naming_what_to_fix(dev_server: Temporal) -> No
     twins = [TemporalAgent("twin", model), TemporalAgent("twin", model)]
     with pytest.raises(ValueError, match="two of the worker's agents have the same name"):
         AgentWorker(dev_server.client, twins, task_queue="unused")
+
+
+@function_tool
+def bump(ctx: CallContext) -> int:
+    """Adds one to the run's counter."""
+    assert ctx.state is not None
+    value = ctx.state.get("n", 0) + 1
+    ctx.state.set("n", value)
+    return int(value)
+
+
+def test_a_calls_state_writes_are_the_runs_state(dev_server: Temporal) -> None:
+    model = ScriptedModel([calls(call("bump", id="c1")), calls(call("bump", id="c2")), "2"])
+    agent = TemporalAgent("counter", model, [bump])
+    with working(dev_server, agent) as queue:
+        handle = dev_server.run(start_run(dev_server.client, agent, "count", run_id=run_id(),
+                                          task_queue=queue, state={"n": 0}))
+        done = dev_server.run(outcome(handle))
+    assert (done.state, tool_texts(done)) == ({"n": 2}, {"c1": "1", "c2": "2"})
