@@ -3,6 +3,9 @@ validated updates; a refused update leaves the run's history as it was."""
 
 from __future__ import annotations
 
+import base64
+import json
+
 import pytest
 
 from tests.temporal._harness import Temporal, eventually, run_id, tool_texts, working
@@ -12,6 +15,7 @@ from toolvisor.temporal import (
     UpdateRefusedError,
     answer,
     complete,
+    complete_key,
     outcome,
     pending_calls,
     questions,
@@ -74,3 +78,38 @@ def test_a_pending_call_is_completed_by_an_update_and_only_while_it_waits(
             dev_server.run(complete(handle, "c1", {"receipt": 8}))
     assert isinstance(done, Completed) and done.text == "paid"
     assert tool_texts(done) == {"c1": '{"receipt":7}'}
+
+
+KEYS: dict[str, str] = {}  # stands in for the shop the key is sent to
+
+
+@function_tool
+def invoice(ctx: CallContext) -> Pending:
+    """Sends an invoice; the shop completes the call with the key when it is paid."""
+    KEYS["invoice"] = ctx.completion_key()
+    return Pending(deadline=600)
+
+
+def _other_attempt(key: str) -> str:
+    """The key of the same call's second attempt (a key the run does not wait on)."""
+    run, turn, _, call_id = json.loads(base64.urlsafe_b64decode(key[len("tvt1."):]))
+    text = json.dumps([run, turn, 2, call_id], separators=(",", ":"))
+    return "tvt1." + base64.urlsafe_b64encode(text.encode()).decode()
+
+
+def test_a_pending_call_is_completed_with_its_key_alone(dev_server: Temporal) -> None:
+    KEYS.clear()
+    model = ScriptedModel([calls(call("invoice", id="c1")), "invoiced"])
+    agent = TemporalAgent("invoices", model, [invoice])
+    with working(dev_server, agent) as queue:
+        handle = dev_server.run(start_run(dev_server.client, agent, "bill", run_id=run_id(),
+                                          task_queue=queue))
+        eventually(lambda: dev_server.run(pending_calls(handle)), "the pending call")
+        key = KEYS["invoice"]
+        with pytest.raises(ValueError, match="is no completion key of a run on Temporal"):
+            dev_server.run(complete_key(dev_server.client, "c1", "paid"))
+        with pytest.raises(UpdateRefusedError, match="the key is for turn 1, attempt 2"):
+            dev_server.run(complete_key(dev_server.client, _other_attempt(key), "paid"))
+        dev_server.run(complete_key(dev_server.client, key, error="card declined"))
+        done = dev_server.run(outcome(handle))
+    assert isinstance(done, Completed) and "card declined" in tool_texts(done)["c1"]

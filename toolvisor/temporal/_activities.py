@@ -37,6 +37,7 @@ from toolvisor.machine import CallToRun, StateView
 from toolvisor.temporal import _refused
 from toolvisor.temporal._agent import TemporalAgent
 from toolvisor.temporal._codec import answer_to_json, plain, result_to_json
+from toolvisor.temporal._keys import completion_key
 from toolvisor.temporal._registry import agent_named
 
 MODEL_ACTIVITY = "toolvisor.model"
@@ -64,11 +65,11 @@ class _Progress:
 
 
 class _Keys:
-    """Completion keys of a call on Temporal: the key names the run and the call; the call's
-    result arrives by ``toolvisor.temporal.complete`` with the call id."""
+    """Completion keys of a call on Temporal: the key names the run and this attempt of the
+    call; the call's result arrives by ``complete_key`` (or ``complete`` with the call id)."""
 
     def __init__(self, workflow_id: str, planned: CallToRun) -> None:
-        self._key = f"{workflow_id}/{planned.turn}.{planned.attempt}.{planned.call.id}"
+        self._key = completion_key(workflow_id, planned.turn, planned.attempt, planned.call.id)
         self.issued: str | None = None
 
     def issue(self) -> str:

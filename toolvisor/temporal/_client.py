@@ -14,6 +14,7 @@ from toolvisor.contract import Err, Ok, ToolvisorError
 from toolvisor.machine import PendingCall, Question
 from toolvisor.temporal._agent import TemporalAgent
 from toolvisor.temporal._codec import FinalOutcome, outcome_from_json, result_to_json
+from toolvisor.temporal._keys import parse_key
 from toolvisor.temporal._workflow import WORKFLOW
 
 RunHandle: TypeAlias = WorkflowHandle[Any, Any]
@@ -56,9 +57,9 @@ async def outcome(handle: RunHandle) -> FinalOutcome:
     return outcome_from_json(await handle.result())
 
 
-async def _update(handle: RunHandle, name: str, call_id: str, value: Any) -> None:
+async def _update(handle: RunHandle, name: str, *args: Any) -> None:
     try:
-        await handle.execute_update(name, args=[call_id, value])
+        await handle.execute_update(name, args=list(args))
     except WorkflowUpdateFailedError as exc:
         cause = exc.cause
         text = cause.message if isinstance(cause, ApplicationError) else str(cause or exc)
@@ -97,6 +98,25 @@ async def complete(handle: RunHandle, call_id: str, value: Any = None, *,
     """
     result = Ok(value) if error is None else Err(error)
     await _update(handle, "complete", call_id, result_to_json(result))
+
+
+async def complete_key(client: Client, key: str, value: Any = None, *,
+                       error: Any = None) -> None:
+    """Complete the call that took ``key`` (``ctx.completion_key()``) and returned
+    ``Pending``: ``Ok(value)``, or ``Err(error)`` when ``error`` is given. The key names the
+    run, so a system holding only the key completes the call. ``UpdateRefusedError`` for a
+    call, or an attempt of it, that is not waiting; ``ValueError`` for text that is no key.
+
+    Args:
+        client: The connected Temporal client.
+        key: The key the call took.
+        value: The call's result (JSON data).
+        error: The call's error instead (JSON data), for ``on_tool_error``.
+    """
+    run_id, turn, attempt, call_id = parse_key(key)
+    result = Ok(value) if error is None else Err(error)
+    await _update(client.get_workflow_handle(run_id), "complete", call_id,
+                  result_to_json(result), [turn, attempt])
 
 
 async def questions(handle: RunHandle) -> list[Question]:

@@ -234,17 +234,27 @@ class AgentRun:
             raise ValueError(why)
 
     @workflow.update(name="complete")
-    async def complete(self, call_id: str, result: dict[str, Any]) -> None:
+    async def complete(self, call_id: str, result: dict[str, Any],
+                       attempt: list[int] | None = None) -> None:
         """Complete the pending (or manual) call ``call_id`` with ``result`` (``{"kind":
-        "ok"|"err", "value": ...}``); returns once the run has taken it."""
+        "ok"|"err", "value": ...}``); returns once the run has taken it. ``attempt`` (``[turn,
+        attempt]``, from a completion key) must be the one the run waits on."""
         await self._deliver(call_id, result_from_json(result))
 
     @complete.validator
-    def _check_complete(self, call_id: str, result: dict[str, Any]) -> None:
+    def _check_complete(self, call_id: str, result: dict[str, Any],
+                        attempt: list[int] | None = None) -> None:
         waiting = _completable(self._machine)
         if call_id not in waiting or call_id in self._inbox:
             raise ValueError(f"call {call_id!r} is not waiting for a completion; waiting: "
                              f"{sorted(waiting)}")
+        machine = self._machine
+        assert machine is not None
+        waits_on = machine.waiting_calls()[call_id]
+        if attempt is not None and tuple(attempt) != waits_on:
+            raise ValueError(f"the key is for turn {attempt[0]}, attempt {attempt[1]} of call "
+                             f"{call_id!r}; the run waits on turn {waits_on[0]}, attempt "
+                             f"{waits_on[1]}")
         if not isinstance(result, dict) or result.get("kind") not in ("ok", "err"):
             raise ValueError(f"a completion is {{'kind': 'ok' or 'err', 'value': ...}}, got "
                              f"{result!r}")
