@@ -119,9 +119,14 @@ class Activities:
     async def model_call(self, data: dict[str, Any]) -> dict[str, Any]:
         """Ask agent ``data["agent"]``'s model ``data["request"]``: its response, or the
         ``ModelError`` for the workflow's model policy (never raised: one attempt)."""
-        calls = self._models[agent_named(data["agent"]).name]
+        agent = agent_named(data["agent"])
+        calls = self._models[agent.name]
         request = ModelRequest.model_validate(data["request"])
-        answer: ModelAnswer = await _outcome(lambda on_done: calls.start(request, on_done))
+        beating = asyncio.create_task(_beat(_Progress(), agent.heartbeat_timeout))
+        try:
+            answer: ModelAnswer = await _outcome(lambda on_done: calls.start(request, on_done))
+        finally:
+            beating.cancel()
         return answer_to_json(answer)
 
     @activity.defn(name=TOOL_ACTIVITY)

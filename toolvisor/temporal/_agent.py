@@ -51,8 +51,8 @@ class TemporalAgent:
         timeout_grace: Seconds added to a call's timeout for its activity's
             ``start_to_close``: the runner stops the call first, so Temporal's timeout only
             fires for a worker that was lost.
-        heartbeat_timeout: Seconds without a heartbeat after which Temporal takes a tool
-            call's worker as lost (the activity heartbeats several times within it).
+        heartbeat_timeout: Seconds without a heartbeat after which Temporal takes a model
+            or tool call's worker as lost (the activity heartbeats several times within it).
     """
 
     name: str
