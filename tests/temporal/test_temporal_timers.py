@@ -4,10 +4,21 @@ waiting pass in a moment and survive any worker."""
 
 from __future__ import annotations
 
+import itertools
+
 from temporalio.api.history.v1 import History
 
 from tests.temporal._harness import Temporal, run_id, tool_texts, working
-from toolvisor import AskUser, CallContext, Completed, Failed, ModelError, Pending, function_tool
+from toolvisor import (
+    AskUser,
+    CallContext,
+    Completed,
+    Failed,
+    ModelError,
+    Pending,
+    RetryPolicy,
+    function_tool,
+)
 from toolvisor.temporal import TemporalAgent, outcome, start_run
 from toolvisor.testing import ScriptedModel, call, calls
 
@@ -89,3 +100,28 @@ def test_a_pending_call_that_fails_its_turn_at_its_deadline_fails_the_run(
         done = skipping_server.run(outcome(handle))
     assert isinstance(done, Failed)
     assert "'c1' (sign) was not resolved before its deadline" in done.error
+
+
+_runs = itertools.count(1)
+
+
+@function_tool(retryable=True)
+def sync_ledger() -> str:
+    """Fails its first run; the retry waits five minutes."""
+    if next(_runs) == 1:
+        raise RuntimeError("ledger busy")
+    return "synced"
+
+
+def test_a_tool_retry_waits_its_backoff_on_a_durable_timer(skipping_server: Temporal) -> None:
+    model = ScriptedModel([calls(call("sync_ledger", id="c1")), "synced"])
+    agent = TemporalAgent("tool-retry", model, [sync_ledger],
+                          on_tool_error=RetryPolicy(base_delay=300, max_delay=600, jitter=0.5))
+    with working(skipping_server, agent) as queue:
+        handle = skipping_server.run(start_run(skipping_server.client, agent, "sync",
+                                               run_id=run_id(), task_queue=queue))
+        done = skipping_server.run(outcome(handle))
+        history = skipping_server.run(handle.fetch_history())
+    assert tool_texts(done) == {"c1": "synced"}
+    (backoff,) = _timers(history)
+    assert 150 <= backoff <= 300  # base_delay, less up to half of it as jitter
