@@ -9,6 +9,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+from temporalio.runtime import Runtime
 
 from tests.support.events import Events
 from tests.support.postgres import PostgresServer, StoreTargets
@@ -36,6 +37,14 @@ def _process_isolation_helpers() -> None:
     """The forkserver and resource tracker live as long as the test process: start them first,
     so the per-test leak check does not count their descriptors."""
     prepare_process_isolation()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _temporal_runtime() -> None:
+    """Temporal's core runtime (its threads, an event poll and a socket pair) lives as long as
+    the test process once a client connects (the guide's examples, ``tests/temporal``): start
+    it first, so the per-test leak check does not count its descriptors."""
+    Runtime.default()
 
 
 @pytest.fixture(autouse=True)
