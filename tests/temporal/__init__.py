@@ -1,1 +1,1 @@
-"""The tests of toolvisor.temporal: runs on a real Temporal dev server and the time-skipping test server."""
+"""Tests of ``toolvisor.temporal``: runs on a real Temporal dev server and test server."""
