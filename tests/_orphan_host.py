@@ -17,7 +17,7 @@ from contextlib import ExitStack
 from pathlib import Path
 
 from tests._orphan_handlers import spin
-from toolvisor import Agent, CallContext, Tool
+from toolvisor import Agent, CallContext, Timeouts, Tool
 from toolvisor.executor import ToolRunner
 from toolvisor.mcp import McpToolProvider
 from toolvisor.testing import ScriptedModel, call, calls
@@ -49,7 +49,7 @@ def main(kinds: list[str]) -> None:
                     "local", [sys.executable, "-m", "tests._mcp_server"], cwd=str(ROOT),
                     errlog=sys.stdout)
                 model = ScriptedModel([calls(call("spin", {}, id="c1")), "done"])
-                agent = stack.enter_context(Agent(model, mcp=[server], tool_timeout=600))
+                agent = stack.enter_context(Agent(model, [server], timeouts=Timeouts(tool=600)))
                 calls_.append(lambda agent=agent: agent.run("go"))
                 continue
             isolation = "sandbox" if kind == "sandbox" else "process"
