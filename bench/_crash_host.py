@@ -23,7 +23,7 @@ from typing import Any, Literal, TypeAlias
 
 from pydantic import BaseModel, ConfigDict
 
-from toolvisor import Agent, CallContext, Ok, Tool
+from toolvisor import Agent, CallContext, Ok, Timeouts, Tool, Tracing
 from toolvisor.contract import ModelRequest, ModelResponse, ToolResultMessage, UserMessage
 from toolvisor.machine import Mode
 from toolvisor.testing import FunctionModel, call, calls
@@ -179,7 +179,8 @@ def main(phase: str, plan_path: str, store: str, *run_ids: str) -> None:
         plan = HostPlan.model_validate_json(text.read())
     host = Host(plan, first=phase == "first")
     with Agent(model(plan), host.tools(), store=store, mode=plan.mode,
-               on_progress=host.on_progress, tool_timeout=RUN_TIMEOUT) as agent:
+               tracing=Tracing(on_progress=host.on_progress),
+               timeouts=Timeouts(tool=RUN_TIMEOUT)) as agent:
         if phase == "first":  # returns only if the runs end before the kill (a failure)
             ended = asyncio.run(_run_all(agent, [r.name for r in plan.runs]))
             for outcome in ended:
@@ -187,7 +188,7 @@ def main(phase: str, plan_path: str, store: str, *run_ids: str) -> None:
         else:
             for run_id in run_ids:
                 emit({"outcome": describe(run_id, agent.resume_run(run_id,
-                                                                   timeout=RUN_TIMEOUT))})
+                                                                   wait_for=RUN_TIMEOUT))})
 
 
 if __name__ == "__main__":

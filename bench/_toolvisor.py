@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import _handlers
-from toolvisor import Agent, Completed, Tool
+from toolvisor import Agent, Completed, Limits, Tool
 from toolvisor.contract import (
     AssistantMessage,
     Message,
@@ -78,7 +78,7 @@ def turn_rows(repeats: int, sizes: tuple[int, ...]) -> list[Row]:
             for size in sizes:
                 workers = min(size, MAX_PROCESS_WORKERS) if kind == "nap" else 2
                 with Agent(batch_model(size, kind), [tool],
-                           process_workers=max(2, workers)) as agent:
+                           limits=Limits(process_workers=max(2, workers))) as agent:
                     median, low, high = median_turn_ms(agent, repeats)
                 rows.append({"kind": "turn", "tool": kind, "isolation": isolation,
                              "batch": size, "turn_median_ms": median, "turn_min_ms": low,

@@ -19,7 +19,7 @@ import time
 from typing import Any
 
 from bench._handlers import no_op
-from toolvisor import Agent, CallContext, Durability, Ok, Tool
+from toolvisor import Agent, CallContext, Durability, Limits, Ok, Tool
 from toolvisor.contract import ModelRequest, ToolResultMessage, UserMessage
 from toolvisor.durable import RunStore
 from toolvisor.testing import FunctionModel, call, calls
@@ -87,5 +87,5 @@ async def respond(request: ModelRequest) -> Any:
 
 def make_agent(store: RunStore) -> Agent:
     ttl = float(os.environ.get("BENCH_LEASE_TTL", "30"))
-    return Agent(FunctionModel(respond), TOOLS, max_turns=4,
+    return Agent(FunctionModel(respond), TOOLS, limits=Limits(turns=4),
                  durability=Durability(store=store, lease_ttl=ttl))

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from bench._handlers import no_op
-from toolvisor import Agent, Completed, Tool
+from toolvisor import Agent, Completed, Limits, Tool
 from toolvisor.contract import ModelRequest, ToolResultMessage, UserMessage
 from toolvisor.testing import FunctionModel, call, calls
 
@@ -76,7 +76,7 @@ def toolvisor_runs(kind: str, runs: int) -> dict[str, Any]:
         return answer(request)
 
     model = FunctionModel(async_model if kind == "async" else sync_model, keep_requests=False)
-    with Agent(model, [Tool("noop", handler=no_op)], max_turns=4) as agent:
+    with Agent(model, [Tool("noop", handler=no_op)], limits=Limits(turns=4)) as agent:
         asyncio.run(_gather(agent.arun, 1))  # warm up: threads, loop, imports
         threads = PeakThreads()
         started = time.perf_counter()
@@ -153,7 +153,7 @@ def hung_neighbour() -> dict[str, Any]:
 
     with Agent(FunctionModel(model)) as agent:
         alone = quick(agent)
-        hung = threading.Thread(target=lambda: agent.run("hang", timeout=1.0), daemon=True)
+        hung = threading.Thread(target=lambda: agent.run("hang", wait_for=1.0), daemon=True)
         hung.start()
         in_model.wait()
         beside = quick(agent)

@@ -17,7 +17,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from toolvisor import Agent, CallContext, Completed, Ok, Tool
+from toolvisor import Agent, CallContext, Completed, Limits, Ok, Tool
 from toolvisor.contract import ModelRequest, ToolResultMessage
 from toolvisor.resilience import Breaker, Resilience
 from toolvisor.testing import FunctionModel, call, calls
@@ -57,7 +57,7 @@ def measure_one(label: str, resilience: Resilience | None) -> dict[str, Any]:
 
     guard = None if resilience is None else {"lookup": resilience}
     with Agent(FunctionModel(respond), [Tool("lookup", handler=lookup, timeout=TIMEOUT)],
-               resilience=guard, max_concurrent_calls=RUNS) as agent, \
+               limits=Limits(per_tool=guard, concurrent_calls=RUNS)) as agent, \
             ThreadPoolExecutor(AT_ONCE) as pool:
         started = time.perf_counter()
         outcomes = list(pool.map(lambda i: agent.run(f"price of ACME, run {i}"), range(RUNS)))

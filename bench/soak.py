@@ -60,6 +60,7 @@ from toolvisor import (
     Completed,
     Failed,
     InvalidArguments,
+    Limits,
     ModelError,
     RunOutcome,
     Suspended,
@@ -589,7 +590,7 @@ def _one_run(agent: Agent, model: SoakModel, calls_left: int,
     """One run on ``agent``; ``None`` when it did not end (the soak must stop)."""
     prompt = model.start_run(calls_left)
     try:
-        return agent.run(prompt, timeout=config.run_timeout)
+        return agent.run(prompt, wait_for=config.run_timeout)
     except TimeoutError as exc:
         ledger.problem(f"{model.mode}: {prompt}: {exc}")
         return None
@@ -611,8 +612,8 @@ def run_soak(config: SoakConfig) -> SoakReport:
             model = SoakModel(mode, random.Random(seeds.getrandbits(64)), config, ledger)
             agent = Agent(FunctionModel(model.respond, keep_requests=False),
                           soak_tools(config.hang_timeout), on_tool_error=model.policy,
-                          on_model_error=MODEL_RETRY, mode=mode, max_turns=MAX_TURNS,
-                          output_projection=budget)
+                          on_model_error=MODEL_RETRY, mode=mode,
+                          limits=Limits(turns=MAX_TURNS, tool_output=budget))
             agents.append((agent, model))
         report.checkpoints.append(checkpoint(0, started))
         every = max(1, config.calls // config.checkpoints)

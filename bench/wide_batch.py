@@ -13,7 +13,7 @@ from typing import Any
 
 from bench._toolvisor import batch_model
 from bench.model_half import PeakThreads, _peak_rss_mib
-from toolvisor import Agent, Completed, Ok, Tool
+from toolvisor import Agent, Completed, Limits, Ok, Timeouts, Tool
 from toolvisor.contract import ToolResultMessage
 
 SIZES = (1000, 10000)
@@ -29,12 +29,12 @@ def one_turn(size: int) -> dict[str, Any]:
     tool = Tool(name="nap", handler=half_second, isolation="asyncio")
     # every call at once: the default max_concurrent_calls (1,024) would end the rest at once
     # as not_started, and the turn would time a few real calls among thousands refused
-    with Agent(batch_model(size, "nap"), [tool], tool_timeout=60.0,
-               max_concurrent_calls=size) as agent:
-        agent.run("warm up", timeout=120)
+    with Agent(batch_model(size, "nap"), [tool], timeouts=Timeouts(tool=60.0),
+               limits=Limits(concurrent_calls=size)) as agent:
+        agent.run("warm up", wait_for=120)
         threads = PeakThreads()
         start = time.perf_counter()
-        outcome = agent.run("go", timeout=120)
+        outcome = agent.run("go", wait_for=120)
         wall = time.perf_counter() - start
         peak = threads.stop()
     assert isinstance(outcome, Completed), outcome

@@ -50,7 +50,7 @@ def main() -> None:
         "Weather in Lima": [calls(call("forecast", {"city": "Lima"})), "Lima: 21 C, clear"],
     })
     try:
-        with Agent(model, mcp=[weather], on_tool_error=on_tool_error) as agent:
+        with Agent(model, [weather], on_tool_error=on_tool_error) as agent:
             restarts.connected.acquire()
             print("tools:", [s.name for s in agent.registry.specs()])
             first = agent.run("Weather in Oslo, then crash the server")

@@ -25,6 +25,7 @@ from toolvisor import (
     Ok,
     RetryPolicy,
     Suspended,
+    Tracing,
     tool,
 )
 from toolvisor.models import AnthropicModel, OpenAIChatModel, ProviderModel
@@ -115,7 +116,7 @@ def main() -> int:
         return 0
     print(f"toolvisor against {model!r}\n{PROMPT}")
     with capture_events() as events, Agent(
-            model, [stock, price, order], on_progress=narrate,
+            model, [stock, price, order], tracing=Tracing(on_progress=narrate),
             on_tool_error=RetryPolicy(max_attempts=2, base_delay=0.1),
             on_model_error=ModelRetryPolicy(max_attempts=3)) as agent:
         outcome = agent.run(PROMPT)

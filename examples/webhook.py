@@ -63,7 +63,7 @@ def main() -> None:
             print(f"provider got: {OUTBOX[-1]['amount']} EUR, callback key {key[:16]}...")
             print("webhook receiver (another process):",
                   webhook_receiver(store, key, {"status": "paid"}))
-            outcome = agent.resume_run(first.run_id, timeout=60)
+            outcome = agent.resume_run(first.run_id, wait_for=60)
     assert isinstance(outcome, Completed)
     print(f"{type(outcome).__name__}: {outcome.text}")
 

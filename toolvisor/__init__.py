@@ -8,7 +8,7 @@ logging. The rest of the public API is in a few named modules (``toolvisor.testi
 """
 
 from toolvisor._logging import configure_logging, dropped_events, set_event_sink
-from toolvisor.agent import Agent, RunOutcome
+from toolvisor.agent import Agent, Clocks, Limits, RunOutcome, Timeouts, Tracing
 from toolvisor.call import OutputBudget, OutputProjection
 from toolvisor.contract import (
     AskUser,
@@ -78,6 +78,7 @@ __all__ = [
     "CallContext",
     "CapabilityError",
     "ChildStartError",
+    "Clocks",
     "Completed",
     "ContinueRun",
     "Decision",
@@ -92,6 +93,7 @@ __all__ = [
     "HandlerResult",
     "InvalidArguments",
     "InvalidHandlerError",
+    "Limits",
     "ManualCall",
     "ModelError",
     "ModelErrorInfo",
@@ -121,10 +123,12 @@ __all__ = [
     "StateConflict",
     "StoreError",
     "Suspended",
+    "Timeouts",
     "Tool",
     "ToolCall",
     "ToolError",
     "ToolvisorError",
+    "Tracing",
     "UndescribedToolWarning",
     "UnknownRunError",
     "configure_logging",

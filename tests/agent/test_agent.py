@@ -19,6 +19,7 @@ from toolvisor import (
     Failed,
     Halt,
     Halted,
+    Limits,
     Ok,
     Suspended,
     Tool,
@@ -191,7 +192,7 @@ def test_huge_outputs_are_bounded_by_the_output_budget() -> None:
     big = Tool(name="big", handler=lambda a: Ok("x" * 100_000))
     model = ScriptedModel([calls(call("big", id="b")), "ok"])
     budget = OutputProjection(OutputBudget(max_bytes=1024))
-    with Agent(model, [big], output_projection=budget) as agent:
+    with Agent(model, [big], limits=Limits(tool_output=budget)) as agent:
         agent.run("go")
     text = tool_texts(model.requests[1])["b"]
     assert len(text.encode()) <= 1024 and "bytes truncated" in text
@@ -208,7 +209,7 @@ def test_a_model_that_raises_fails_the_run() -> None:
 
 def test_max_turns_bounds_the_loop() -> None:
     model = FunctionModel(lambda request: calls(call("add", {"a": 1, "b": 1})))
-    with Agent(model, TOOLS, max_turns=2) as agent:
+    with Agent(model, TOOLS, limits=Limits(turns=2)) as agent:
         outcome = agent.run("loop forever")
     assert isinstance(outcome, Halted) and outcome.reason == "max_turns"
     assert len(model.requests) == 2
@@ -237,14 +238,14 @@ def test_a_run_past_its_timeout_is_cancelled() -> None:
 
     with Agent(FunctionModel(slow_model)) as agent:
         with pytest.raises(TimeoutError, match="was cancelled"):
-            agent.run("hi", timeout=0.05)
+            agent.run("hi", wait_for=0.05)
         release.set()
 
 
 @pytest.mark.parametrize(("kwargs", "message"), [
     ({"on_tool_error": "explode"}, "on_tool_error"),
     ({"mode": "chaotic"}, "mode"),
-    ({"max_turns": 0}, "max_turns"),
+    ({"limits": {"turns": 0}}, "limits must be a toolvisor.Limits"),
     ({"tools": [Tool(name="t"), Tool(name="t")]}, "two tools are named 't'"),
 ])
 def test_invalid_configuration_is_refused_at_construction(kwargs: dict[str, Any],

@@ -25,7 +25,7 @@ def test_a_tool_added_to_a_provider_mid_session_is_offered_and_runs() -> None:
     plugins = DynamicToolProvider()
     model = ScriptedModel({"weather?": [calls(call("weather", id="w1")), "first"],
                            "weather now?": [calls(call("weather", id="w2")), "second"]})
-    with Agent(model, registry=ToolRegistry({"plugins": plugins})) as agent:
+    with Agent(model, ToolRegistry({"plugins": plugins})) as agent:
         first = agent.run("weather?")
         plugins.add(Tool(name="weather", handler=lambda a: Ok("sunny")))
         second = agent.run("weather now?")
@@ -45,7 +45,7 @@ def test_a_handler_edits_the_session_catalog_through_its_context() -> None:
     registry.remove_member("admin")
     model = ScriptedModel([calls(call("admin", id="a1")), calls(call("unlock", id="u")),
                            calls(call("admin", id="a2")), "done"])
-    with Agent(model, registry=registry) as agent:
+    with Agent(model, registry) as agent:
         outcome = agent.run("get root")
     assert isinstance(outcome, Completed)
     assert offered(model, 0) == ["unlock"] and offered(model, 2) == ["unlock", "admin"]
@@ -53,10 +53,9 @@ def test_a_handler_edits_the_session_catalog_through_its_context() -> None:
     assert "not_found" in got["a1"] and got["u"] == '["admin"]' and got["a2"] == "root"
 
 
-def test_tools_passed_with_a_registry_join_it_and_a_wrong_registry_is_refused() -> None:
+def test_tools_passed_with_a_registry_join_it_and_a_wrong_catalog_is_refused() -> None:
     registry = ToolRegistry()
-    with Agent(ScriptedModel([]), [Tool(name="t", handler=lambda a: Ok(1))],
-               registry=registry) as agent:
+    with Agent(ScriptedModel([]), [registry, Tool(name="t", handler=lambda a: Ok(1))]) as agent:
         assert agent.registry is registry and registry.members() == {"t"}
-    with pytest.raises(TypeError, match="registry must be a ToolRegistry"):
-        Agent(ScriptedModel([]), registry={"t": 1})  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="tools must be a sequence of Tool and McpToolProvider"):
+        Agent(ScriptedModel([]), {"t": 1})  # type: ignore[arg-type]

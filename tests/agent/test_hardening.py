@@ -84,12 +84,12 @@ def test_a_timeout_while_waiting_never_cancels_a_durable_run(store: SqliteRunSto
     model = ScriptedModel([calls(call("slow", id="c1")), "finished"])
     with model, Agent(model, [Tool("slow", handler=slow)], store=store) as agent:
         with pytest.raises(TimeoutError, match="it goes on"):
-            agent.run("go", timeout=0.05)
+            agent.run("go", wait_for=0.05)
         assert started.wait(10)  # the run went on after the wait stopped
         with pytest.raises(TimeoutError, match="it goes on"):
-            agent.resume_run(run_ids[0], timeout=0.05)
+            agent.resume_run(run_ids[0], wait_for=0.05)
         gate.set()
-        outcome = agent.resume_run(run_ids[0], timeout=10)
+        outcome = agent.resume_run(run_ids[0], wait_for=10)
     assert isinstance(outcome, Completed) and outcome.text == "finished"
 
 
@@ -130,7 +130,7 @@ def test_a_wait_overdue_while_no_process_hosted_the_run_resolves_on_resume(
     now[0] += 61  # the deadline passes while no process hosts the run
     with SqliteRunStore(path, clock=lambda: now[0], poll_interval=0.01) as store, \
             Agent(model(), [Tool("hook", handler=pending)], store=store) as agent:
-        outcome = agent.resume_run(suspended.run_id, timeout=10)
+        outcome = agent.resume_run(suspended.run_id, wait_for=10)
     assert isinstance(outcome, Completed), outcome
     assert "pending_deadline_exceeded" in (outcome.text or "")
 

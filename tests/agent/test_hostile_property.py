@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.support.runs import nested
-from toolvisor import Agent, AskUser, Completed, Ok, Suspended, tool
+from toolvisor import Agent, AskUser, Completed, Ok, Suspended, Tracing, tool
 from toolvisor.contract import ModelRequest, ModelResponse, ToolResultMessage, UserMessage
 from toolvisor.durable import SignatureError
 from toolvisor.machine import CallAttempt, ContinueRun
@@ -111,7 +111,7 @@ def test_one_hostile_run_never_touches_the_others(kind: str, normal: int) -> Non
 
     tools = [echo, crash, bad_return, unencodable, approve]
     with Agent(FunctionModel(respond), tools, on_tool_error=policy,
-               on_progress=on_progress) as agent:
+               tracing=Tracing(on_progress=on_progress)) as agent:
         hostile, others = asyncio.run(drive_all(agent, kind, normal))
     assert [o.text if isinstance(o, Completed) else o for o in others] == [
         f"normal {i}: 1 result(s)" for i in range(normal)]

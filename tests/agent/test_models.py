@@ -11,7 +11,16 @@ from typing import Any
 import pytest
 
 from tests.support.runs import cancel_arun_once, close_while_running
-from toolvisor import Agent, Completed, Failed, ModelError, OrchestratorStopped, function_tool
+from toolvisor import (
+    Agent,
+    Completed,
+    Failed,
+    ModelError,
+    OrchestratorStopped,
+    Timeouts,
+    Tracing,
+    function_tool,
+)
 from toolvisor.contract import ModelRequest, ModelResponse, UserMessage
 from toolvisor.durable import SqliteRunStore
 from toolvisor.machine import ModelRetryPolicy, RetryAfter
@@ -85,7 +94,7 @@ def test_a_hung_model_does_not_delay_another_run_and_times_out_through_the_polic
             return "too late"
         return "quick"
 
-    with capture_events() as events, Agent(FunctionModel(model), model_timeout=0.2,
+    with capture_events() as events, Agent(FunctionModel(model), timeouts=Timeouts(model=0.2),
                                            on_model_error="fail") as agent:
         hung: list[Any] = []
         runner = threading.Thread(target=lambda: hung.append(agent.run("hang")))
@@ -191,8 +200,8 @@ def test_a_durable_run_restored_during_a_model_backoff_continues(
             backing_off.set()
 
     script = [ModelError("unavailable", status=503), "recovered"]
-    first = Agent(ScriptedModel(script), store=store,
-                  on_model_error=lambda e: RetryAfter(0.2), on_progress=on_progress)
+    first = Agent(ScriptedModel(script), store=store, on_model_error=lambda e: RetryAfter(0.2),
+                  tracing=Tracing(on_progress=on_progress))
     stopped = close_while_running(first, backing_off)  # the host dies during the backoff
     assert isinstance(stopped, OrchestratorStopped)
     assert store.get_run(run_ids[0]).status == "running"  # type: ignore[union-attr]
@@ -200,7 +209,7 @@ def test_a_durable_run_restored_during_a_model_backoff_continues(
     second_model = ScriptedModel(script)  # the run goes on at its turn's second attempt
     with second_model, Agent(second_model, store=store,
                              on_model_error=lambda e: RetryAfter(0.2)) as second:
-        outcome = second.resume_run(run_ids[0], timeout=10)
+        outcome = second.resume_run(run_ids[0], wait_for=10)
     assert isinstance(outcome, Completed) and outcome.text == "recovered"
 
 
@@ -220,7 +229,7 @@ def test_resume_run_tries_the_model_again_for_a_run_that_failed_on_it(
 def test_model_settings_are_checked() -> None:
     with pytest.raises(TypeError, match="async arespond"):
         Agent(object())  # type: ignore[arg-type]
-    with pytest.raises(ValueError, match="model_timeout must be a positive"):
-        Agent(ScriptedModel([]), model_timeout=0)
+    with pytest.raises(ValueError, match=r"Timeouts\.model must be a positive"):
+        Agent(ScriptedModel([]), timeouts=Timeouts(model=0))
     with pytest.raises(TypeError, match="a model policy is"):
         Agent(ScriptedModel([]), on_model_error=3)  # type: ignore[arg-type]

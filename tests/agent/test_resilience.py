@@ -18,12 +18,15 @@ from tests.support.runs import close_while_running
 from toolvisor import (
     Agent,
     CallContext,
+    Clocks,
     Completed,
     Err,
+    Limits,
     Ok,
     OrchestratorStopped,
     Tool,
     ToolError,
+    Tracing,
     set_event_sink,
 )
 from toolvisor.contract import ModelRequest, ToolResultMessage
@@ -115,11 +118,12 @@ def test_the_breaker_opens_refuses_without_running_then_trials_and_closes(
         seen.append(error)
         return ContinueRun()
 
-    with Agent(calling("search"), [Tool("search", handler=dep.handler)],
-               on_tool_error=policy, resilience_clock=clock,
-               on_progress=lambda run_id, event, data: progress.append((event, data)),
-               resilience={"search": Resilience(breaker=Breaker(consecutive_failures=2,
-                                                                open_for=60))}) as agent:
+    with Agent(calling("search"), [Tool("search", handler=dep.handler)], on_tool_error=policy,
+               clocks=Clocks(monotonic=clock),
+               tracing=Tracing(
+                   on_progress=lambda run_id, event, data: progress.append((event, data))),
+               limits=Limits(per_tool={"search": Resilience(breaker=Breaker(consecutive_failures=2,
+                                                                open_for=60))})) as agent:
         assert agent.resilience_state().tools["search"].breaker.status == "closed"  # type: ignore[union-attr]
         for _ in range(2):
             agent.run("look it up")
@@ -156,7 +160,7 @@ def test_a_failed_trial_reopens_and_one_resilience_guards_every_tool() -> None:
     every = Resilience(breaker=Breaker(consecutive_failures=1, open_for=10))
     with Agent(calling("a", "b"), [Tool("a", handler=dep.handler),
                                    Tool("b", handler=other.handler)],
-               resilience=every, resilience_clock=clock) as agent:
+               limits=Limits(per_tool=every), clocks=Clocks(monotonic=clock)) as agent:
         assert agent.resilience_state().tools == {}  # a tool appears once called
         agent.run("go")
         assert set(agent.resilience_state().tools) == {"a", "b"}  # a breaker each
@@ -184,8 +188,8 @@ def test_an_open_tool_can_leave_the_catalog_until_it_is_tried_again() -> None:
     breaker = Breaker(consecutive_failures=1, open_for=30, hide_while_open=True)
     with Agent(FunctionModel(respond), [Tool("search", handler=dep.handler),
                                          Tool("other", handler=lambda a: Ok())],
-               resilience={"search": Resilience(breaker=breaker)},
-               resilience_clock=clock) as agent:
+               limits=Limits(per_tool={"search": Resilience(breaker=breaker)}),
+               clocks=Clocks(monotonic=clock)) as agent:
         agent.run("go")
         agent.run("go")
         clock.advance(30)
@@ -233,8 +237,8 @@ def test_a_bulkhead_holds_concurrency_at_n_across_runs_and_loses_no_call(
         gate.release.set()
         return await asyncio.gather(*tasks)
 
-    with Agent(calling("db"), [Tool("db", handler=gate.handler)],
-               resilience={"db": Resilience(bulkhead=Bulkhead(max_concurrent=2))}) as agent:
+    with Agent(calling("db"), [Tool("db", handler=gate.handler)], limits=Limits(
+            per_tool={"db": Resilience(bulkhead=Bulkhead(max_concurrent=2))})) as agent:
         outcomes = asyncio.run(six_runs(agent))
         state = agent.resilience_state().tools["db"].bulkhead
     assert [results(o) for o in outcomes] == [["done"]] * 6
@@ -246,7 +250,7 @@ def test_bulkhead_refusals_say_which_limit(events: Events) -> None:
     gate = Gate()
     bulkhead = Bulkhead(max_concurrent=1, max_queue=1, max_wait=0.05)
     with Agent(calling("db", "db", "db"), [Tool("db", handler=gate.handler)],
-               resilience={"db": Resilience(bulkhead=bulkhead)}) as agent:
+               limits=Limits(per_tool={"db": Resilience(bulkhead=bulkhead)})) as agent:
         outcome_box: list[Any] = []
         runner = threading.Thread(target=lambda: outcome_box.append(agent.run("go")))
         runner.start()
@@ -276,8 +280,8 @@ def test_cancelling_a_run_drops_its_queued_calls(events: Events) -> None:
         gate.release.set()
         return await holder
 
-    with Agent(calling("db"), [Tool("db", handler=gate.handler)],
-               resilience={"db": Resilience(bulkhead=Bulkhead(max_concurrent=1))}) as agent:
+    with Agent(calling("db"), [Tool("db", handler=gate.handler)], limits=Limits(
+            per_tool={"db": Resilience(bulkhead=Bulkhead(max_concurrent=1))})) as agent:
         assert results(asyncio.run(scenario(agent))) == ["done"]
     assert gate.ran == 1
 
@@ -288,7 +292,7 @@ def test_closing_the_agent_with_calls_waiting_leaves_nothing_behind(events: Even
         return Ok("late")
 
     agent = Agent(calling("db", "db"), [Tool("db", handler=hang)],
-                  resilience={"db": Resilience(bulkhead=Bulkhead(max_concurrent=1))})
+                  limits=Limits(per_tool={"db": Resilience(bulkhead=Bulkhead(max_concurrent=1))}))
     # One call runs, one waits with a deadline timer; the leak check (autouse) then finds no
     # timer thread left.
     assert isinstance(close_while_running(agent, events.reached("call_waiting")),
@@ -302,8 +306,8 @@ def test_a_fail_fast_rate_limit_refuses_with_its_next_turn() -> None:
     dep.up = True
     limit = RateLimit(calls=1, per=60, max_wait=0)
     with Agent(calling("mail"), [Tool("mail", handler=dep.handler)],
-               resilience={"mail": Resilience(rate_limit=limit)},
-               resilience_clock=clock) as agent:
+               limits=Limits(per_tool={"mail": Resilience(rate_limit=limit)}),
+               clocks=Clocks(monotonic=clock)) as agent:
         assert results(agent.run("send")) == ["fresh data"]
         (refused,) = results(agent.run("send"))
         clock.advance(60)
@@ -319,8 +323,8 @@ def test_calls_beyond_the_rate_wait_their_turn(events: Events) -> None:
     dep.up = True
     limit = RateLimit(calls=1, per=0.02, max_wait=5)
     with Agent(calling("mail", "mail", "mail"), [Tool("mail", handler=dep.handler)],
-               resilience={"mail": Resilience(rate_limit=limit)},
-               resilience_clock=FakeClock()) as agent:  # the bucket's time stands still;
+               limits=Limits(per_tool={"mail": Resilience(rate_limit=limit)}),
+               clocks=Clocks(monotonic=FakeClock())) as agent:  # the bucket's time stands still;
         assert results(agent.run("send")) == ["fresh data"] * 3  # the waits are real
     assert dep.ran == 3
     assert [e["seconds"] for e in events.named("call_waiting")] == pytest.approx([0.02, 0.04])
@@ -330,14 +334,15 @@ def test_calls_beyond_the_rate_wait_their_turn(events: Events) -> None:
 
 @pytest.mark.parametrize("resilience", [5, {"x": Breaker()}, {3: Resilience()}])
 def test_bad_resilience_is_refused(resilience: Any) -> None:
-    with pytest.raises(TypeError, match="resilience"):
-        Agent(calling(), resilience=resilience)
+    with pytest.raises(TypeError, match=r"Limits\.per_tool must be a Resilience, a mapping from "
+                                        "tool name to Resilience, or None"):
+        Agent(calling(), limits=Limits(per_tool=resilience))
 
 
 def test_the_state_is_json() -> None:
-    with Agent(calling(), resilience={"t": Resilience(
+    with Agent(calling(), limits=Limits(per_tool={"t": Resilience(
             breaker=Breaker(), bulkhead=Bulkhead(max_concurrent=3),
-            rate_limit=RateLimit(calls=5))}) as agent:
+            rate_limit=RateLimit(calls=5))})) as agent:
         data = json.loads(agent.resilience_state().model_dump_json())
     assert data["tools"]["t"]["breaker"]["status"] == "closed"
     assert data["tools"]["t"]["bulkhead"]["max_concurrent"] == 3
@@ -381,7 +386,7 @@ def test_under_random_outcomes_no_call_is_lost_or_run_while_its_breaker_is_open(
         return await asyncio.gather(*(agent.arun("go") for _ in range(runs)))
 
     with Agent(calling(*["dep"] * per_run), [Tool("dep", handler=handler)],
-               resilience={"dep": guard}, resilience_clock=clock) as agent:
+               limits=Limits(per_tool={"dep": guard}), clocks=Clocks(monotonic=clock)) as agent:
         outcomes_of_runs = asyncio.run(all_runs())
         state = agent.resilience_state().tools["dep"]
     assert ran_while_open == []

@@ -129,7 +129,7 @@ def test_a_restored_retry_waits_only_what_is_left_and_no_call_runs_twice(
     closed_while_backing_off(lambda host: host.resume_run(run.run_id), 35.0)
     clock.advance(40)
     with agent() as last:
-        outcome = last.resume_run(run.run_id, timeout=10)  # its backoff is over: no wait
+        outcome = last.resume_run(run.run_id, wait_for=10)  # its backoff is over: no wait
     assert isinstance(outcome, Completed) and outcome.text == "done"
     events.wait_for("retry_waiting", tool_call_id="f", attempt=2, seconds=0.0)
     assert sorted(journal.entries) == ["flaky attempt 1", "flaky attempt 2", "slow"]  # once each

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from tests.support.runs import nested
-from toolvisor import Agent, Completed, Failed, Halted, Ok, function_tool, tool
+from toolvisor import Agent, Completed, Failed, Halted, Ok, Tracing, function_tool, tool
 from toolvisor.contract import ModelRequest, UserMessage
 from toolvisor.machine import CallAttempt
 from toolvisor.testing import FunctionModel, call, calls, capture_events
@@ -58,7 +58,8 @@ def test_a_progress_callback_that_raises_is_logged_and_ignored_and_said_once_on_
         raise RuntimeError("dashboard down")
 
     model = FunctionModel(lambda r: "done" if len(r.messages) > 1 else calls(call("noop")))
-    with capture_events() as events, Agent(model, [noop], on_progress=on_progress) as agent:
+    with capture_events() as events, Agent(model, [noop],
+                                           tracing=Tracing(on_progress=on_progress)) as agent:
         first, second = agent.run("a"), agent.run("b")
     assert isinstance(first, Completed) and isinstance(second, Completed)
     failed = [e for e in events if e["event"] == "progress_callback_failed"]

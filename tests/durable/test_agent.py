@@ -80,12 +80,12 @@ def pending_tool(**pending: Any) -> Tool:
 def test_a_pending_call_suspends_with_its_key_and_the_resolution_finishes_the_run(
         store: RunStore) -> None:
     with Agent(one_call("hook"), [pending_tool(deadline=600)], store=store) as agent:
-        suspended = agent.run("go", timeout=30)
+        suspended = agent.run("go", wait_for=30)
         assert isinstance(suspended, Suspended)
         assert suspended.run_id is not None and set(suspended.keys) == {"c1"}
         assert store.get_run(suspended.run_id) is not None
         assert agent.resolve(suspended.keys["c1"], ok={"paid": True}) == "accepted"
-        assert final(agent.resume_run(suspended.run_id, timeout=30)) == {"paid": True}
+        assert final(agent.resume_run(suspended.run_id, wait_for=30)) == {"paid": True}
         # late and duplicate resolutions change nothing
         assert agent.resolve(suspended.keys["c1"], ok="again") == "already_resolved"
         assert store.get_run(suspended.run_id).status == "completed"  # type: ignore[union-attr]
@@ -94,10 +94,10 @@ def test_a_pending_call_suspends_with_its_key_and_the_resolution_finishes_the_ru
 def test_an_error_resolution_reaches_the_model_as_a_reported_error(
         store: RunStore) -> None:
     with Agent(one_call("hook"), [pending_tool()], store=store) as agent:
-        suspended = agent.run("go", timeout=30)
+        suspended = agent.run("go", wait_for=30)
         assert isinstance(suspended, Suspended)
         assert agent.resolve(suspended.keys["c1"], error="card declined") == "accepted"
-        assert final(agent.resume_run(suspended.run_id or "", timeout=30)) == {
+        assert final(agent.resume_run(suspended.run_id or "", wait_for=30)) == {
             "error": "card declined"}
 
 
@@ -110,13 +110,13 @@ def test_a_resolution_that_arrives_before_the_run_waits_is_kept(
 
     with Agent(one_call("hook"), [Tool(name="hook", handler=fast_webhook)],
                store=store) as agent:
-        assert final(agent.run("go", timeout=30)) == "early"
+        assert final(agent.run("go", wait_for=30)) == "early"
 
 
 def test_a_tampered_or_foreign_key_is_refused_and_changes_nothing(
         store: RunStore, store_targets: StoreTargets) -> None:
     with Agent(one_call("hook"), [pending_tool()], store=store) as agent:
-        suspended = agent.run("go", timeout=30)
+        suspended = agent.run("go", wait_for=30)
         assert isinstance(suspended, Suspended)
         key = suspended.keys["c1"]
         flipped = key[:-2] + ("A" if key[-2] != "A" else "B") + key[-1]
@@ -128,7 +128,7 @@ def test_a_tampered_or_foreign_key_is_refused_and_changes_nothing(
         assert agent.resolve(foreign, ok="forged") == "unknown_or_revoked"
         assert store.resolution(key) is None
         assert agent.resolve(key, ok="real") == "accepted"
-        assert final(agent.resume_run(suspended.run_id or "", timeout=30)) == "real"
+        assert final(agent.resume_run(suspended.run_id or "", wait_for=30)) == "real"
 
 
 def test_a_key_taken_by_a_call_that_did_not_return_pending_is_revoked(
@@ -141,7 +141,7 @@ def test_a_key_taken_by_a_call_that_did_not_return_pending_is_revoked(
 
     with Agent(one_call("hook"), [Tool(name="hook", handler=changed_its_mind)],
                store=store) as agent:
-        assert final(agent.run("go", timeout=30)) == "done at once"
+        assert final(agent.run("go", wait_for=30)) == "done at once"
         assert agent.resolve(taken[0], ok="late") == "unknown_or_revoked"
 
 
@@ -149,7 +149,7 @@ def test_pending_without_a_key_fails_the_call_with_its_code(
         store: RunStore) -> None:
     keyless = Tool(name="hook", handler=lambda arguments: Pending())
     with Agent(one_call("hook"), [keyless], store=store) as agent:
-        seen = final(agent.run("go", timeout=30))["error"]
+        seen = final(agent.run("go", wait_for=30))["error"]
     assert seen["reason"] == "invalid_return"
     assert seen["code"] == "pending_tool_missing_completion_key"
     result = execute(keyless, {})  # and without any store at all
@@ -182,10 +182,10 @@ def clocked(store_target: str, clock: StoreClock) -> Iterator[RunStore]:
 def test_on_timeout_error_as_result_feeds_a_timeout_error_to_the_model(
         clocked: RunStore, clock: StoreClock) -> None:
     with Agent(one_call("hook"), [pending_tool(deadline=60)], store=clocked) as agent:
-        suspended = agent.run("go", timeout=30)
+        suspended = agent.run("go", wait_for=30)
         assert isinstance(suspended, Suspended)
         clock.now += 61  # past the deadline
-        seen = final(agent.resume_run(suspended.run_id or "", timeout=30))["error"]
+        seen = final(agent.resume_run(suspended.run_id or "", wait_for=30))["error"]
         assert agent.resolve(suspended.keys["c1"], ok="too late") == "already_resolved"
     assert seen["reason"] == "timeout"
     assert seen["code"] == "pending_deadline_exceeded"
@@ -195,10 +195,10 @@ def test_on_timeout_fail_turn_ends_the_run_failed(
         clocked: RunStore, clock: StoreClock) -> None:
     tool = pending_tool(deadline=60, on_timeout="fail_turn")
     with Agent(one_call("hook"), [tool], store=clocked) as agent:
-        suspended = agent.run("go", timeout=30)
+        suspended = agent.run("go", wait_for=30)
         assert isinstance(suspended, Suspended)
         clock.now += 61  # past the deadline
-        outcome = agent.resume_run(suspended.run_id or "", timeout=30)
+        outcome = agent.resume_run(suspended.run_id or "", wait_for=30)
     assert isinstance(outcome, Failed), outcome
     assert "fail_turn" in outcome.error
     assert clocked.get_run(suspended.run_id or "").status == "failed"  # type: ignore[union-attr]
@@ -218,9 +218,9 @@ def test_cancelling_a_run_cancels_its_waits_and_calls_the_hook_when_asked(
 
     tool = Tool(name="hook", handler=handler, on_cancel=stop_work)
     with Agent(one_call("hook"), [tool], store=store) as agent:
-        suspended = agent.run("go", timeout=30)
+        suspended = agent.run("go", wait_for=30)
         assert isinstance(suspended, Suspended)
-        outcome = agent.cancel_run(suspended.run_id or "", timeout=30)
+        outcome = agent.cancel_run(suspended.run_id or "", wait_for=30)
         assert isinstance(outcome, Halted) and outcome.reason == "cancelled"
         assert agent.resolve(suspended.keys["c1"], ok="after cancel") == "already_resolved"
     key = suspended.keys["c1"]
@@ -239,7 +239,7 @@ def test_without_a_store_the_durable_capabilities_say_so() -> None:
         return Ok(ctx.durable_effects().run_json("s", 1, lambda x: x))
 
     with Agent(one_call("j"), [Tool(name="j", handler=journaled)]) as agent:
-        seen = final(agent.run("go", timeout=30))["error"]
+        seen = final(agent.run("go", wait_for=30))["error"]
         with pytest.raises(DurableError) as raised:
             agent.resolve("tvk1.x.y", ok=1)
     assert seen["reason"] == "handler_raised"
@@ -269,7 +269,7 @@ def test_durable_effects_run_through_the_agent(store: RunStore) -> None:
         return Ok(effects.run_json("charge", 5, lambda cents: ran.append(cents) or cents))
 
     with Agent(one_call("j"), [Tool(name="j", handler=journaled)], store=store) as agent:
-        assert final(agent.run("go", timeout=30)) == 5
+        assert final(agent.run("go", wait_for=30)) == 5
     assert ran == [5]
     assert [e.type for e in store.process_events()] == ["charged"]
 
@@ -290,7 +290,7 @@ def test_an_awaited_event_is_cancelled_when_the_runner_gives_up_on_the_call(
 
     with Agent(one_call("slow"), [Tool(name="slow", handler=awaits, timeout=0.1)],
                store=store) as agent:
-        seen = final(agent.run("go", timeout=30))["error"]
+        seen = final(agent.run("go", wait_for=30))["error"]
         assert gave_up.wait(30)
     assert seen["reason"] == "timeout"
 
@@ -305,15 +305,15 @@ def test_an_asked_question_and_a_pending_key_are_answered_separately(
 
     ask = Tool(name="ask", handler=lambda arguments: AskUser("sure?"))
     with Agent(FunctionModel(respond), [ask, pending_tool()], store=store) as agent:
-        suspended = agent.run("go", timeout=30)
+        suspended = agent.run("go", wait_for=30)
         assert isinstance(suspended, Suspended) and set(suspended.keys) == {"c1"}
         with pytest.raises(ValueError, match=r"agent\.resolve"):
             agent.resume(suspended, {"c1": "not like this"})
         assert agent.resolve(suspended.keys["c1"], ok="hooked") == "accepted"
-        asking = agent.resume_run(suspended.run_id or "", timeout=30)
+        asking = agent.resume_run(suspended.run_id or "", wait_for=30)
         assert isinstance(asking, Suspended) and not asking.keys
         assert asking.run_id == suspended.run_id
-        assert final(agent.resume(asking, "yes", timeout=30)) == {"q": "yes", "c1": "hooked"}
+        assert final(agent.resume(asking, "yes", wait_for=30)) == {"q": "yes", "c1": "hooked"}
 
 
 def test_the_durability_settings_are_checked_and_the_store_is_given_once(
@@ -335,8 +335,8 @@ def test_a_durability_makes_runs_durable_as_store_does(store_target: str) -> Non
                             lease_ttl=5)
     with Agent(one_call("hook"), [pending_tool(deadline=600)],
                durability=durability) as agent:
-        suspended = agent.run("go", timeout=30)
+        suspended = agent.run("go", wait_for=30)
         assert isinstance(suspended, Suspended) and suspended.run_id is not None
         assert agent.store is not None and agent.store.get_run(suspended.run_id) is not None
         assert agent.resolve(suspended.keys["c1"], ok="hooked") == "accepted"
-        assert final(agent.resume_run(suspended.run_id, timeout=30)) == "hooked"
+        assert final(agent.resume_run(suspended.run_id, wait_for=30)) == "hooked"

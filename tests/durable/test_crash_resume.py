@@ -162,7 +162,7 @@ def test_a_killed_run_is_listed_by_the_command_line_and_resumed_by_its_id(
     assert line["host"]["holder"].startswith(f"{socket.gethostname()}:{pid}:")
 
     with scenario_agent("batch", "resume", store, str(tmp_path)) as agent:
-        outcome = agent.resume_run(run_id, timeout=60)
+        outcome = agent.resume_run(run_id, wait_for=60)
     assert (outcome.run_id, outcome.status) == (run_id, "completed")
     assert outcome.text == "done: fast done / slow done"
     line = listed(store)[run_id]
@@ -186,7 +186,7 @@ def test_a_killed_run_waiting_on_a_key_is_listed_with_its_key(
 
     assert cli("resolve", "--store", store, key, "--ok", '"pong"').returncode == 0
     with scenario_agent("webhook", "resume", store, str(tmp_path)) as agent:
-        outcome = agent.resume_run(run_id, timeout=60)
+        outcome = agent.resume_run(run_id, wait_for=60)
     assert (outcome.run_id, outcome.text) == (run_id, "hook said pong")
     assert listed(store)[run_id]["waiting"] == []
 

@@ -62,7 +62,7 @@ def test_a_paused_host_is_refused_its_next_write_after_another_took_its_run_over
 
         with open_store(store_target, clock=lambda: time.time() + 3600) as later, \
                 fenced_agent(later, fifo) as taker:
-            taken = taker.resume_run(run_id, timeout=60)  # past the lease's ttl on its clock
+            taken = taker.resume_run(run_id, wait_for=60)  # past the lease's ttl on its clock
             assert isinstance(taken, Completed) and taken.text.startswith("work said ")
             assert "interrupted" in taken.text  # the call was not journaled: not run again
             assert later.leases() == []  # the run ended: the taker let its lease go

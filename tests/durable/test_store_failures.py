@@ -139,7 +139,7 @@ def respond(request: ModelRequest) -> ModelResponse:
 def stopped_by_the_store(agent: Agent, store: str, what: str) -> Failed:
     """Run the script; the run ends at once, failed with the store's one line."""
     started = time.monotonic()
-    outcome = agent.run("go", timeout=20)
+    outcome = agent.run("go", wait_for=20)
     assert time.monotonic() - started < 10
     assert isinstance(outcome, Failed), outcome
     assert outcome.error.startswith(f"run store {store!r} {what} ("), outcome.error
@@ -152,7 +152,7 @@ def resumed_without_rerunning(target: str, run_id: str, counts: Path) -> None:
     ``fill``'s was not, and a call that is not retryable is not run twice (the model is told
     it was interrupted)."""
     with Agent(FunctionModel(respond), tools(counts, lambda: None), store=target) as again:
-        outcome = again.resume_run(run_id, timeout=20)
+        outcome = again.resume_run(run_id, wait_for=20)
     assert isinstance(outcome, Completed), outcome
     assert outcome.text == "done"
     assert counts.read_text().split() == ["pay", "fill"]

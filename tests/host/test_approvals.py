@@ -18,6 +18,7 @@ from toolvisor import (
     Agent,
     AlreadyResumedError,
     AskUser,
+    Clocks,
     Completed,
     Ok,
     Pending,
@@ -228,7 +229,8 @@ def expired_code(seen: Seen) -> str | None:
 
 def test_without_a_store_a_resume_after_the_deadline_gets_the_default_not_the_answer() -> None:
     clock, seen = FakeClock(1000.0), Seen()
-    with Agent(asking(EXPIRING), [EXPIRING], clock=clock, on_tool_error=seen) as agent:
+    with Agent(asking(EXPIRING), [EXPIRING], clocks=Clocks(wall=clock),
+               on_tool_error=seen) as agent:
         suspended = agent.run("ship it")
         assert isinstance(suspended, Suspended)
         assert suspended.questions[0].expires_at == 1060.0 == suspended.expires_at
@@ -240,7 +242,7 @@ def test_without_a_store_a_resume_after_the_deadline_gets_the_default_not_the_an
 
 def test_a_declared_default_answers_an_expired_question() -> None:
     clock = FakeClock(0.0)
-    with Agent(asking(DEFAULTING), [DEFAULTING], clock=clock) as agent:
+    with Agent(asking(DEFAULTING), [DEFAULTING], clocks=Clocks(wall=clock)) as agent:
         suspended = agent.run("ship it")
         assert isinstance(suspended, Suspended)
         clock.advance(60)
@@ -257,7 +259,7 @@ def test_a_hosted_question_is_answered_by_its_default_at_the_deadline(tmp_path: 
         assert not seen.decided.is_set()
         clock.advance(60)  # nobody resumes: the host's timer answers it
         assert seen.decided.wait(10)
-        assert "question_expired" in final_text(agent.resume_run(suspended.run_id, timeout=10))
+        assert "question_expired" in final_text(agent.resume_run(suspended.run_id, wait_for=10))
         with pytest.raises(AlreadyResumedError, match=r"its question expired at 1060\.0"):
             agent.resume(suspended, "yes")
     assert expired_code(seen) == QUESTION_EXPIRED_CODE
@@ -274,7 +276,7 @@ def test_a_question_deadline_survives_a_restart_and_a_late_answer_is_discarded(
     clock.advance(30)  # a restart half way: the deadline does not move
     with SqliteRunStore(path, clock=clock) as store, \
             Agent(asking(EXPIRING), [EXPIRING], store=store) as agent:
-        again = agent.resume_run(suspended.run_id, timeout=10)
+        again = agent.resume_run(suspended.run_id, wait_for=10)
         assert isinstance(again, Suspended) and again.expires_at == 1060.0
     clock.advance(31)  # past it while no process hosts the run
     with SqliteRunStore(path, clock=clock) as store, \
@@ -294,7 +296,7 @@ def test_a_restart_after_the_deadline_answers_by_default_on_resume_run(tmp_path:
     clock.advance(120)
     with SqliteRunStore(path, clock=clock) as store, \
             Agent(asking(DEFAULTING), [DEFAULTING], store=store) as agent:
-        assert final_text(agent.resume_run(suspended.run_id, timeout=10)) == "tool said: no"
+        assert final_text(agent.resume_run(suspended.run_id, wait_for=10)) == "tool said: no"
 
 
 def test_the_deadline_shows_in_the_suspended_and_its_short_repr(tmp_path: Path) -> None:
@@ -328,7 +330,8 @@ def test_the_repr_names_the_keys_calls_not_the_keys(tmp_path: Path) -> None:
 
 def test_the_live_view_shows_a_question_deadline_and_its_expiry() -> None:
     clock, out = FakeClock(0.0), io.StringIO()
-    with live(out) as board, Agent(asking(EXPIRING), [EXPIRING], clock=clock) as agent:
+    with live(out) as board, Agent(asking(EXPIRING), [EXPIRING],
+                                   clocks=Clocks(wall=clock)) as agent:
         suspended = agent.run("ship it")
         assert isinstance(suspended, Suspended)
         console = Console(file=io.StringIO(), width=120, color_system=None)

@@ -49,7 +49,7 @@ def test_closing_either_agent_first_leaves_both_runs_waiting_and_the_key_complet
     researcher, writer = agents("key", store_target, str(tmp_path))
     closing = {"writer": writer, "researcher": researcher}
     with researcher, writer:
-        suspended = writer.run("write", timeout=WAIT)
+        suspended = writer.run("write", wait_for=WAIT)
         assert isinstance(suspended, Suspended)
         closing[first].close()  # the other one stays open a moment, then closes too
     parent = suspended.run_id
@@ -62,8 +62,8 @@ def test_closing_either_agent_first_leaves_both_runs_waiting_and_the_key_complet
     resolve_elsewhere(store_target, child_key, "pong")
     researcher, writer = agents("key", store_target, str(tmp_path))
     with researcher, writer:
-        assert researcher.resume_run(child, timeout=WAIT).text == "hook said pong"
-        assert writer.resume_run(parent, timeout=WAIT).text == "wrote: hook said pong"
+        assert researcher.resume_run(child, wait_for=WAIT).text == "hook said pong"
+        assert writer.resume_run(parent, wait_for=WAIT).text == "wrote: hook said pong"
     assert steps(tmp_path) == ["child-model-1", "hook", "child-model-2"]
     assert store.leases() == []
 
@@ -73,7 +73,7 @@ def test_a_parent_left_open_completes_once_its_closed_childs_key_completes_the_c
     researcher, writer = agents("key", store_target, str(tmp_path))
     with writer:
         with researcher:
-            suspended = writer.run("write", timeout=WAIT)
+            suspended = writer.run("write", wait_for=WAIT)
             assert isinstance(suspended, Suspended)
         # the researcher closed: the writer stops following its child, and waits on
         (child_key,) = suspended.keys.values()
@@ -81,6 +81,6 @@ def test_a_parent_left_open_completes_once_its_closed_childs_key_completes_the_c
         again, other = agents("key", store_target, str(tmp_path))
         with again, other:
             child = the_child(store, suspended.run_id)
-            assert again.resume_run(child, timeout=WAIT).text == "hook said pong"
-        assert writer.resume_run(suspended.run_id, timeout=WAIT).text == "wrote: hook said pong"
+            assert again.resume_run(child, wait_for=WAIT).text == "hook said pong"
+        assert writer.resume_run(suspended.run_id, wait_for=WAIT).text == "wrote: hook said pong"
     assert steps(tmp_path) == ["child-model-1", "hook", "child-model-2"]

@@ -131,7 +131,7 @@ def test_a_child_waiting_on_a_key_suspends_the_parent_showing_the_childs_key(
                     if r.run_id != suspended.run_id]
         assert [w.key for w in writer.store.open_waits(child)] == [child_key]  # type: ignore[union-attr]
         assert writer.resolve(child_key, ok="pong") == "accepted"
-        outcome = writer.resume_run(suspended.run_id, timeout=30)
+        outcome = writer.resume_run(suspended.run_id, wait_for=30)
     assert isinstance(outcome, Completed) and outcome.text == "wrote: hook said pong"
 
 
@@ -159,7 +159,7 @@ def test_a_child_waiting_on_a_second_key_keeps_the_parent_waiting(
         assert researcher.session_host.snapshot(child).status == "suspended"
         (second,) = [w.key for w in writer.store.open_waits(child)]  # type: ignore[union-attr]
         assert writer.resolve(second, ok="pong") == "accepted"
-        outcome = writer.resume_run(suspended.run_id, timeout=30)
+        outcome = writer.resume_run(suspended.run_id, wait_for=30)
     assert isinstance(outcome, Completed) and outcome.text == "wrote: hooks said ping/pong"
 
 
@@ -179,5 +179,5 @@ def test_cancelling_the_parent_cancels_the_child_whose_key_it_relays(tmp_path: P
         (child,) = [r.run_id for r in writer.store.runs()  # type: ignore[union-attr]
                     if r.run_id != suspended.run_id]
         writer.cancel_run(suspended.run_id)
-        outcome = researcher.resume_run(child, timeout=30)
+        outcome = researcher.resume_run(child, wait_for=30)
     assert isinstance(outcome, Halted) and outcome.reason == "cancelled"

@@ -89,7 +89,7 @@ def test_a_restored_parent_that_attached_to_its_child_before_its_key_was_resolve
     suspended = suspend_and_kill("key", tmp_path, first_host)
     researcher, writer = agents("key", str(tmp_path / "runs.sqlite"), str(tmp_path))
     with researcher, writer:
-        waiting = writer.resume_run(suspended["parent"], timeout=30)
+        waiting = writer.resume_run(suspended["parent"], wait_for=30)
         assert isinstance(waiting, Suspended)
         # the parent attached to its child before giving this out; a round trip through the
         # child's orchestrator makes sure the child was restored (re-emitting its suspension
@@ -98,7 +98,7 @@ def test_a_restored_parent_that_attached_to_its_child_before_its_key_was_resolve
         assert child.status == "suspended"
         (child_key,) = waiting.keys.values()
         assert writer.resolve(child_key, ok="pong") == "accepted"
-        done = writer.resume_run(suspended["parent"], timeout=30)
+        done = writer.resume_run(suspended["parent"], wait_for=30)
     assert done.text == "wrote: hook said pong"
     assert steps(tmp_path) == ["child-model-1", "hook", "child-model-2"]
 
@@ -117,7 +117,7 @@ def test_another_agent_on_the_store_answers_the_child_and_one_without_its_agent_
     store = tmp_path / "runs.sqlite"
     researcher, writer = agents("question", str(store), str(tmp_path))
     with researcher, writer:
-        suspended = writer.run("write", timeout=30)
+        suspended = writer.run("write", wait_for=30)
         assert isinstance(suspended, Suspended)
     lone = Agent(FunctionModel(lambda request: calls(call("research", {"prompt": "dig"}))),
                  [Tool(name="research", handler=lambda arguments: "no child")], store=store,
@@ -127,7 +127,7 @@ def test_another_agent_on_the_store_answers_the_child_and_one_without_its_agent_
     assert refused.value.code == "child_agent_not_found"
     researcher, writer = agents("question", str(store), str(tmp_path))
     with researcher, writer:
-        outcome = writer.resume(suspended, "2024", timeout=30)
+        outcome = writer.resume(suspended, "2024", wait_for=30)
     assert outcome.text == "wrote: report for 2024"
     assert steps(tmp_path) == ["child-model-1", "child-model-2", "record 2024", "child-model-3"]
 
@@ -166,17 +166,17 @@ def test_new_agents_answer_a_chain_of_three_and_a_spent_suspended_is_refused(
     store = tmp_path / "runs.sqlite"
     analyst, researcher, writer = chain(store)
     with analyst, researcher, writer:
-        first = writer.run("write", timeout=30)
+        first = writer.run("write", wait_for=30)
         assert isinstance(first, Suspended)
     assert first.questions[0].question == "researcher > analyst > Which year?"
     analyst, researcher, writer = chain(store)
     with analyst, researcher, writer:
-        second = writer.resume(first, "1", timeout=30)
+        second = writer.resume(first, "1", wait_for=30)
     assert isinstance(second, Suspended)
     assert second.questions[0].question == "researcher > analyst > Which month?"
     analyst, researcher, writer = chain(store)
     with analyst, researcher, writer:
         with pytest.raises(AlreadyResumedError, match="resumed already"):
-            writer.resume(first, "2", timeout=30)  # its question was answered
-        outcome = writer.resume(second, "2", timeout=30)
+            writer.resume(first, "2", wait_for=30)  # its question was answered
+        outcome = writer.resume(second, "2", wait_for=30)
     assert outcome.text == "research: analyse: report for 1/2"

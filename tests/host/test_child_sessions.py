@@ -15,7 +15,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from rich.console import Console
 
-from toolvisor import Agent, CallContext, Completed, Halted, Ok, Tool
+from toolvisor import Agent, CallContext, Completed, Halted, Limits, Ok, Tool, Tracing
 from toolvisor.contract import CapabilityError, ModelRequest, ToolResultMessage
 from toolvisor.observe import live, render
 from toolvisor.testing import FunctionModel, ScriptedModel, call, calls
@@ -181,7 +181,7 @@ def test_depth_past_the_limit_is_refused() -> None:
             depths.append((ctx.sessions.snapshot_current().parent_run_id is not None, str(exc)))
             raise
 
-    assert refused(recurse, max_session_depth=1) == "child done"
+    assert refused(recurse, limits=Limits(session_depth=1)) == "child done"
     assert len(depths) == 1
     in_child, error = depths[0]  # the child (depth 1) ran; its own child (depth 2) did not
     assert in_child and error.startswith("session_depth_exceeded: a child session here would "
@@ -197,7 +197,8 @@ def test_fan_out_past_the_limit_is_refused() -> None:
 
     model = ScriptedModel({"go": [calls(call("fan", id="f")), "done"],
                            "leaf": ["leaf", "leaf", "leaf"]})
-    with Agent(model, [Tool(name="fan", handler=fan_out)], max_child_sessions=2) as agent:
+    with Agent(model, [Tool(name="fan", handler=fan_out)],
+               limits=Limits(child_sessions=2)) as agent:
         outcome = agent.run("go")
     text = results(outcome)["f"]
     assert "too_many_child_sessions" in text and "already started 2 child runs" in text
@@ -227,8 +228,8 @@ def test_a_closed_session_and_a_call_that_ended_refuse_children() -> None:
 
 
 def test_bad_limits_are_refused_naming_the_setting() -> None:
-    with pytest.raises(ValueError, match="max_session_depth must be an int >= 0, got -1"):
-        Agent(ScriptedModel([]), max_session_depth=-1)
+    with pytest.raises(ValueError, match=r"Limits\.session_depth must be an int >= 0, got -1"):
+        Agent(ScriptedModel([]), limits=Limits(session_depth=-1))
 
 
 def test_the_trace_shows_the_child_run_under_the_parents_tool_call() -> None:
@@ -236,10 +237,10 @@ def test_the_trace_shows_the_child_run_under_the_parents_tool_call() -> None:
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     with Agent(ScriptedModel(["found"]), name="researcher",
-               tracer_provider=provider) as researcher:
+               tracing=Tracing(provider=provider)) as researcher:
         research = researcher.as_tool(name="research", description="ask the researcher")
         model = ScriptedModel([calls(call("research", {"prompt": "find"})), "wrote"])
-        with Agent(model, [research], name="writer", tracer_provider=provider) as writer:
+        with Agent(model, [research], name="writer", tracing=Tracing(provider=provider)) as writer:
             writer.run("write")
     provider.shutdown()
     by_name = {span.name: span for span in exporter.get_finished_spans()}

@@ -14,7 +14,7 @@ import pytest
 
 from tests.support.event_table import documented_events
 from tests.support.runs import cancel_arun_once
-from toolvisor import Agent, CallContext, Completed, ModelError, Ok, function_tool
+from toolvisor import Agent, CallContext, Completed, ModelError, Ok, Timeouts, function_tool
 from toolvisor.contract import (
     CapabilityError,
     ModelRequest,
@@ -154,7 +154,7 @@ def test_the_model_timeout_bounds_each_attempt() -> None:
         release.set()
         return ranked("on time")
 
-    with Agent(FunctionModel(slow), [rank], model_timeout=0.5,
+    with Agent(FunctionModel(slow), [rank], timeouts=Timeouts(model=0.5),
                on_model_error=QUICK_RETRY) as agent:
         outcome = agent.run("go")
     assert release.is_set()

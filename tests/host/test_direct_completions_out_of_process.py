@@ -23,7 +23,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from tests.support import completion_handlers as ch
 from tests.support.provider_server import ProviderServer
 from tests.support.provider_wire import ChatWire, Turn
-from toolvisor import Agent, CallContext, Tool, function_tool
+from toolvisor import Agent, CallContext, Tool, Tracing, function_tool
 from toolvisor.contract import (
     ModelError,
     ModelRequest,
@@ -109,7 +109,7 @@ def test_each_attempt_of_a_completion_is_a_chat_span_under_the_tools_span(
         RANK_PROMPT: [ModelError("unavailable", "503"),
                       ModelResponse(text="otp", usage=Usage(input_tokens=7, output_tokens=2))],
     })
-    with model, Agent(model, [rank], tracer_provider=provider,
+    with model, Agent(model, [rank], tracing=Tracing(provider=provider),
                       on_model_error=ModelRetryPolicy(base_delay=0.0, jitter=0.0)) as agent:
         agent.run("go")
     finished = exporter.get_finished_spans()

@@ -28,6 +28,7 @@ from toolvisor import (
     ProcessInfo,
     Tool,
     ToolError,
+    Tracing,
     UnknownRunError,
 )
 from toolvisor.contract import ModelResponse
@@ -91,8 +92,9 @@ def test_a_process_progress_reaches_on_progress(isolation: str) -> None:
     told: list[dict[str, Any]] = []
     model = two_turns_later("start_report_in", "read_report",
                             {"quarter": "Q3", "isolation": isolation, "reporting": True})
-    with Agent(model, host.TOOLS, on_progress=lambda run_id, event, data: told.append(
-            data) if event == "tool_progress" else None) as agent:
+    with Agent(model, host.TOOLS, tracing=Tracing(
+            on_progress=lambda run_id, event, data: told.append(data)
+            if event == "tool_progress" else None)) as agent:
         outcome = agent.run("go")
     assert read_text(outcome, "c_read") == "reported"
     handle = outcome.state["report"]

@@ -16,7 +16,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from rich.console import Console
 
 from tests.support import progress_handlers as ph
-from toolvisor import Agent, CallContext, Completed, Ok, Tool
+from toolvisor import Agent, CallContext, Completed, Ok, Tool, Tracing
 from toolvisor.executor import ToolRunner
 from toolvisor.isolation import prepare_process_isolation
 from toolvisor.observe import Board, live, render
@@ -49,9 +49,10 @@ def test_progress_reaches_on_progress_the_live_view_and_the_span(isolation: str)
     told: list[tuple[str, str, dict[str, Any]]] = []
     model = ScriptedModel([calls(call("build_report", {}, id="c1")), "done"])
     out = io.StringIO()
-    with live(out), Agent(model, [reporting_tool(isolation)], tracer_provider=provider,
-                          on_progress=lambda *told_: told.append(told_)) as agent:
-        outcome = agent.run("build it", timeout=60)
+    with live(out), Agent(model, [reporting_tool(isolation)],
+                          tracing=Tracing(provider=provider,
+                                          on_progress=lambda *told_: told.append(told_))) as agent:
+        outcome = agent.run("build it", wait_for=60)
     provider.shutdown()
     assert isinstance(outcome, Completed), outcome
 

@@ -72,7 +72,7 @@ def test_a_run_cancelled_while_it_waits_on_a_key_leaves_nothing_behind(
         assert isinstance(suspended, Suspended) and suspended.run_id is not None
         actor = orchestrator(agent)
         assert suspended.run_id in kept(actor)["waits"]  # its key waiter, while it waits
-        assert isinstance(agent.cancel_run(suspended.run_id, timeout=30), Halted)
+        assert isinstance(agent.cancel_run(suspended.run_id, wait_for=30), Halted)
         assert kept(actor) == nothing()
 
 
@@ -99,7 +99,7 @@ def test_a_run_cancelled_during_its_model_call_leaves_nothing_behind(
         runner.start()
         assert asked.wait(30)
         actor = orchestrator(agent)
-        assert isinstance(agent.cancel_run(run_ids[0], timeout=30), Halted)
+        assert isinstance(agent.cancel_run(run_ids[0], wait_for=30), Halted)
         release.set()
         runner.join(30)
         assert isinstance(outcome[0], Halted)

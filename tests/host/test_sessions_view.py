@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from tests.support import session_handlers as sh
-from toolvisor import Agent, CallContext, Completed, Ok, Tool
+from toolvisor import Agent, CallContext, Completed, Limits, Ok, Timeouts, Tool
 from toolvisor.contract import ModelInfo, SessionSnapshot, ToolResultMessage
 from toolvisor.isolation import prepare_process_isolation
 from toolvisor.testing import ScriptedModel, call, calls
@@ -97,7 +97,7 @@ def test_a_worker_uses_its_sessions_over_the_context_link(
                            "child prompt": ["child answer"]})
     tools = [Tool(name="inspect", handler=sh.inspects, isolation=isolation),  # type: ignore[arg-type]
              Tool(name="extra", handler=lambda a: Ok(1))]
-    with Agent(model, tools, process_workers=1, tool_timeout=60) as agent:
+    with Agent(model, tools, limits=Limits(process_workers=1), timeouts=Timeouts(tool=60)) as agent:
         agent.registry.remove_member("extra")
         outcome = agent.run("parent prompt")
     assert isinstance(outcome, Completed)

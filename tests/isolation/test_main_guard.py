@@ -65,7 +65,7 @@ print(json.dumps({"first": first, "refusals": refusals, "mid_run": mid_run}), fl
 GUARDED = """\
 import json
 import os
-from toolvisor import Agent, Ok, tool
+from toolvisor import Agent, Limits, Ok, tool
 from toolvisor.testing import ScriptedModel, call, calls
 
 print(f"the top level runs as {__name__}", flush=True)
@@ -78,7 +78,7 @@ def where(arguments: dict) -> Ok:
 
 def main() -> None:
     model = ScriptedModel([calls(call("where", {})), lambda request: request.messages[-1].content])
-    with Agent(model, [where], process_workers=1) as agent:
+    with Agent(model, [where], limits=Limits(process_workers=1)) as agent:
         print(json.dumps({"pid": os.getpid(), "answer": agent.run("where?").text}), flush=True)
 
 

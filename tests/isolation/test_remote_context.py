@@ -32,6 +32,7 @@ from toolvisor import (
     Tool,
     ToolCall,
     ToolError,
+    Tracing,
 )
 from toolvisor.contract import CapabilityError, ModelRequest, ModelResponse, ToolResultMessage
 from toolvisor.durable import DurableEffects, SqliteRunStore
@@ -145,7 +146,7 @@ def test_state_writes_and_reads_from_a_worker_land_in_the_run(
         return ModelResponse(text="done")
 
     with Agent(FunctionModel(respond), [in_worker(rh.uses_state)], store=store) as agent:
-        outcome = agent.run("go", state={"visits": 1}, timeout=30)
+        outcome = agent.run("go", state={"visits": 1}, wait_for=30)
     assert isinstance(outcome, Completed), outcome
     assert outcome.state["visits"] == 3
     assert outcome.state["worker_pid"] != os.getpid()
@@ -163,11 +164,11 @@ def test_a_worker_takes_a_completion_key_and_the_run_waits_for_it(
 
     with Agent(FunctionModel(respond), [in_worker(rh.parks, name="hook")],
                store=store) as agent:
-        suspended = agent.run("go", timeout=30)
+        suspended = agent.run("go", wait_for=30)
         assert isinstance(suspended, Suspended), suspended
         assert agent.resolve(suspended.keys["c1"], ok={"paid": True}) == "accepted"
         assert suspended.run_id is not None
-        outcome = agent.resume_run(suspended.run_id, timeout=30)
+        outcome = agent.resume_run(suspended.run_id, wait_for=30)
     assert isinstance(outcome, Completed), outcome
     assert json.loads(outcome.text) == {"paid": True}
     assert log.read_text().splitlines() == ["register"]
@@ -192,7 +193,7 @@ def test_an_external_event_awaited_in_a_worker_is_delivered(
                store=store) as agent:
         resolver = threading.Thread(target=deliver)
         resolver.start()
-        outcome = agent.run("go", timeout=30)
+        outcome = agent.run("go", wait_for=30)
         resolver.join()
     assert isinstance(outcome, Completed), outcome
     assert outcome.text == "approved"
@@ -236,8 +237,8 @@ def traced_run(tool: Tool) -> tuple[Any, dict[str, ReadableSpan]]:
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     model = FunctionModel(lambda request: calls(call(tool.name, {}, id="c1")) if not answers(
         request) else ModelResponse(text=answers(request)["c1"]))
-    with Agent(model, [tool], tracer_provider=provider) as agent:
-        outcome = agent.run("go", timeout=30)
+    with Agent(model, [tool], tracing=Tracing(provider=provider)) as agent:
+        outcome = agent.run("go", wait_for=30)
     provider.shutdown()
     assert isinstance(outcome, Completed), outcome
     return json.loads(outcome.text), {s.name: s for s in exporter.get_finished_spans()}

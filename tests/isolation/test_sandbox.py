@@ -127,7 +127,7 @@ def test_the_sandbox_cannot_start_processes_of_the_run_outside_it() -> None:
     """``ctx.processes`` would run a function the sandbox names in the agent: not served."""
     model = ScriptedModel([calls(call("boxed", {}, id="c1")), "done"])
     with Agent(model, [sandboxed(h.starts_a_process)]) as agent:
-        outcome = agent.run("go", timeout=60)
+        outcome = agent.run("go", wait_for=60)
     assert [m.content for m in outcome.messages if m.role == "tool"] == ["not_served"]
 
 
@@ -135,7 +135,7 @@ def test_the_sandbox_reads_the_catalog_but_cannot_widen_it() -> None:
     model = ScriptedModel([calls(call("boxed", {}, id="c1")), "done"])
     other = Tool(name="other", handler=h.echo)
     with Agent(model, [sandboxed(h.edits_the_catalog), other]) as agent:
-        outcome = agent.run("go", timeout=60)
+        outcome = agent.run("go", wait_for=60)
     assert [m.content for m in outcome.messages if m.role == "tool"] == [
         '[["boxed","other"],"not_served","not_served"]']
 

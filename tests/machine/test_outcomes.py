@@ -25,12 +25,14 @@ from toolvisor import (
     Failed,
     Halt,
     Halted,
+    Limits,
     ModelError,
     Ok,
     Pending,
     RunNotCompletedError,
     Suspended,
     ToolvisorError,
+    Tracing,
     function_tool,
 )
 from toolvisor.contract import Usage
@@ -93,7 +95,7 @@ def test_reading_text_of_a_run_refused_by_its_provider_says_why(
     wire = ChatWire()
     provider.script(wire.error(401, "Incorrect API key provided: sk-wrong"))
     ids = RunIds()
-    with Agent(wire.model(provider.url), on_progress=ids) as agent:
+    with Agent(wire.model(provider.url), tracing=Tracing(on_progress=ids)) as agent:
         outcome = agent.run("Say hello")
     assert isinstance(outcome, Failed) and outcome.status == "failed"
     assert outcome.run_id == ids.seen[0]
@@ -108,7 +110,7 @@ def test_reading_text_of_a_run_refused_by_its_provider_says_why(
 def test_a_completed_run_reads_as_every_outcome_does() -> None:
     ids = RunIds()
     model = ScriptedModel([calls(call("ask", id="c1")), "Oslo it is."])
-    with Agent(model, [ask], on_progress=ids) as agent:
+    with Agent(model, [ask], tracing=Tracing(on_progress=ids)) as agent:
         waiting = agent.run("Where?", state={"n": 1})
         done = agent.resume(waiting, "Oslo")
     assert isinstance(waiting, Suspended) and isinstance(done, Completed)
@@ -159,12 +161,12 @@ def test_the_text_of_a_run_waiting_on_a_key_says_how_to_deliver_it(tmp_path: Pat
      'halted (budget_spent) after 1 turn, so it has no text: its result is {"spent": 3}'),
     ("continue", [calls(call("refuse", id=f"c{i}")) for i in range(2)],
      "halted (max_turns) after 2 turns, so it has no text: the model still asked for tools at "
-     "its last turn (raise max_turns?)"),
+     "its last turn (raise Agent(limits=Limits(turns=...))?)"),
 ], ids=["crash", "reported", "handler_halt", "max_turns"])
 def test_the_text_of_a_halted_run_says_why_it_halted(policy: str, script: list[Any],
                                                      expected: str) -> None:
     with Agent(ScriptedModel(script), [crash, refuse, stop], on_tool_error=policy,
-               max_turns=2) as agent:
+               limits=Limits(turns=2)) as agent:
         halted = agent.run("go")
     assert isinstance(halted, Halted) and halted.status == "halted"
     assert str(not_completed(halted)) == f"run {halted.run_id} {expected}"
@@ -196,7 +198,7 @@ def test_a_cancelled_run_has_status_cancelled_and_says_so(tmp_path: Path) -> Non
     outcomes: list[Any] = []
     with Agent(ScriptedModel([calls(call("slow"))]), [slow],
                store=tmp_path / "runs.sqlite") as agent:
-        runner = threading.Thread(target=lambda: outcomes.append(agent.run("go", timeout=10)))
+        runner = threading.Thread(target=lambda: outcomes.append(agent.run("go", wait_for=10)))
         runner.start()
         assert started.wait(10)
         assert agent.store is not None

@@ -19,7 +19,7 @@ import anyio
 import pytest
 from mcp import Client, StdioServerParameters
 
-from toolvisor import Agent, Completed
+from toolvisor import Agent, Completed, Tracing
 from toolvisor.mcp import McpToolProvider
 from toolvisor.testing import ScriptedModel, call, calls
 
@@ -77,9 +77,10 @@ def run_with_progress(provider: McpToolProvider, tool: str, arguments: dict[str,
     """One call of the server's ``tool`` in a run: the ``tool_progress`` data it reported."""
     told: list[dict[str, Any]] = []
     model = ScriptedModel([calls(call(tool, arguments, id="m1")), "done"])
-    with Agent(model, mcp=[provider], on_progress=lambda run_id, event, data: told.append(
-            data) if event == "tool_progress" else None) as agent:
-        outcome = agent.run("go", timeout=60)
+    with Agent(model, [provider], tracing=Tracing(
+            on_progress=lambda run_id, event, data: told.append(data)
+            if event == "tool_progress" else None)) as agent:
+        outcome = agent.run("go", wait_for=60)
     assert isinstance(outcome, Completed), outcome
     assert all((d["tool_call_id"], d["tool_name"]) == ("m1", tool) for d in told)
     return told

@@ -96,7 +96,7 @@ def local() -> str:
 
 
 def test_the_servers_tools_join_the_catalog_with_their_schemas(http_url: str) -> None:
-    with Agent(ScriptedModel([]), [local], mcp=[http(http_url)]) as agent:
+    with Agent(ScriptedModel([]), [local, http(http_url)]) as agent:
         specs = {s.name: s for s in agent.registry.specs()}
         assert {"add", "echo", "boom", "local"} <= set(specs)
         assert specs["add"].input_schema["required"] == ["a", "b"]
@@ -112,7 +112,7 @@ def test_calls_reports_and_crashes_are_told_apart(http_url: str) -> None:
                                  call("boom", {"why": "disk full"}, id="reported"),
                                  call("rpc_error", {}, id="rpc"),
                                  call("missing", {}, id="unknown")), "done"])
-    with Agent(model, mcp=[http(http_url)], on_tool_error=policy) as agent:
+    with Agent(model, [http(http_url)], on_tool_error=policy) as agent:
         outcome = agent.run("go")
     assert isinstance(outcome, Completed)
     assert results(outcome)["ok"].content == '{"result":5}'
@@ -134,7 +134,7 @@ def test_a_tool_added_at_run_time_reaches_the_next_model_request(http_url: str) 
             return calls(call("late", {"word": "hi"}, id="l"))
         return ModelResponse(text="done")
 
-    with Agent(FunctionModel(respond), mcp=[http(http_url)]) as agent:
+    with Agent(FunctionModel(respond), [http(http_url)]) as agent:
         generation = agent.registry.generation
         outcome = agent.run("go")
         assert agent.registry.generation > generation
@@ -146,7 +146,7 @@ def test_the_timeout_cancels_the_call_on_the_server(http_url: str) -> None:
     policy = Recorder()
     model = ScriptedModel([calls(call("hang", {}, id="h")),
                            calls(call("was_cancelled", {}, id="w")), "done"])
-    with Agent(model, mcp=[http(http_url, timeout=0.5)], on_tool_error=policy) as agent:
+    with Agent(model, [http(http_url, timeout=0.5)], on_tool_error=policy) as agent:
         outcome = agent.run("go")
     assert crash_of(policy.errors["h"]).reason == "timeout"
     assert results(outcome)["w"].content == '{"result":true}'
@@ -154,7 +154,7 @@ def test_the_timeout_cancels_the_call_on_the_server(http_url: str) -> None:
 
 def test_a_request_without_the_token_cannot_connect(http_url: str) -> None:
     with pytest.raises(ChildStartError, match="mcp:web"):
-        Agent(ScriptedModel([]), mcp=[McpToolProvider.http("web", http_url,
+        Agent(ScriptedModel([]), [McpToolProvider.http("web", http_url,
                                                            connect_timeout=10)])
 
 
@@ -163,7 +163,7 @@ def test_a_server_that_exits_mid_call_is_restarted(events: Events) -> None:
     model = ScriptedModel({
         "go": [calls(call("pid", {}, id="before")), calls(call("die", {}, id="d")), "waiting"],
         "again": [calls(call("pid", {}, id="after")), "done"]})
-    with Agent(model, mcp=[stdio()], on_tool_error=policy) as agent:
+    with Agent(model, [stdio()], on_tool_error=policy) as agent:
         first = agent.run("go")
         events.wait_for("child_restarted", child_id="connection")
         second = agent.run("again")
@@ -182,7 +182,7 @@ def test_a_server_that_keeps_dying_is_given_up_and_the_rest_goes_on(events: Even
     model = ScriptedModel([calls(call("echo", {"text": "x"}, id="gone"),
                                  call("local", {}, id="mine")), "done"])
     doomed = stdio("--doomed", max_restarts=2, max_seconds=120)
-    with Agent(model, [local], mcp=[doomed], on_tool_error=policy) as agent:
+    with Agent(model, [local, doomed], on_tool_error=policy) as agent:
         events.wait_for("restart_intensity_exceeded", supervisor_id="mcp:local")
         events.wait_for("tool_source_orphaned", source="mcp:local")
         state = agent.registry.state()
@@ -242,7 +242,7 @@ def test_a_redeployed_http_server_is_reconnected_to_with_backoff(events: Events)
     first_server, url = serve_http()
     servers = [first_server]
     try:
-        with Agent(model, mcp=[http(url, reconnect_delay=0.05)]) as agent:
+        with Agent(model, [http(url, reconnect_delay=0.05)]) as agent:
             first = agent.run("go")
             stop_server(first_server)
             events.wait_for("child_restarted", child_id="connection")
@@ -264,7 +264,7 @@ def test_a_server_that_stays_away_is_given_up_after_its_reconnect_attempts(
     server, url = serve_http()
     try:
         with Agent(ScriptedModel(["unused"]),
-                   mcp=[http(url, reconnect_attempts=2, reconnect_delay=0.01)]) as agent:
+                   [http(url, reconnect_attempts=2, reconnect_delay=0.01)]) as agent:
             stop_server(server)
             events.wait_for("restart_intensity_exceeded", child_id="connection")
             events.wait_for("tool_source_orphaned")
@@ -283,7 +283,7 @@ def test_a_server_redeployed_while_idle_is_renewed_without_a_restart(events: Eve
     first_server, url = serve_http("--legacy")
     servers = [first_server]
     try:
-        with Agent(model, mcp=[http(url)]) as agent:
+        with Agent(model, [http(url)]) as agent:
             first = agent.run("go")
             assert "late" not in {spec.name for spec in agent.registry.specs()}
             stop_server(first_server)
@@ -313,7 +313,7 @@ def test_a_call_refused_for_its_session_runs_once_on_the_renewed_one(
                            calls(call("refused", {}, id="r")), "done"])
     server, url = serve_http("--legacy", "--refuse", refuse)
     try:
-        with Agent(model, mcp=[http(url)]) as agent:
+        with Agent(model, [http(url)]) as agent:
             outcome = agent.run("go")
     finally:
         stop_server(server)
@@ -337,7 +337,7 @@ def test_the_reference_server_redeployed_while_idle_is_renewed_in_place(
     first, port = reference.start()
     servers = [first]
     try:
-        with Agent(model, mcp=[McpToolProvider.http(
+        with Agent(model, [McpToolProvider.http(
                 "everything", f"http://127.0.0.1:{port}/mcp")]) as agent:
             before = agent.run("go")
             reference.stop(first)
@@ -365,7 +365,7 @@ def test_a_server_that_forgets_every_session_is_given_up(events: Events) -> None
                            calls(call("count", {}, id="c")), "done"])
     server, url = serve_http("--legacy")
     try:
-        with Agent(model, mcp=[http(url, reconnect_attempts=1, reconnect_delay=0.01)],
+        with Agent(model, [http(url, reconnect_attempts=1, reconnect_delay=0.01)],
                    on_tool_error=policy) as agent:
             agent.run("go")
             events.wait_for("tool_source_orphaned", source="mcp:web")
@@ -387,7 +387,7 @@ def test_an_http_server_that_exits_mid_call_is_told_as_over_stdio(
     model = ScriptedModel([calls(call("die", {}, id="d")), "done"])
     server, url = serve_http(*flags)
     try:
-        with Agent(model, mcp=[http(url, reconnect_delay=0.05)], on_tool_error=policy) as agent:
+        with Agent(model, [http(url, reconnect_delay=0.05)], on_tool_error=policy) as agent:
             agent.run("go")
             events.wait_for("child_restarted", child_id="connection")
     finally:
@@ -402,14 +402,14 @@ def test_an_unreachable_server_is_told_by_its_real_cause() -> None:
         port = probe.getsockname()[1]
     with pytest.raises(ChildStartError, match="ConnectError: All connection attempts failed"
                        ) as raised:
-        Agent(ScriptedModel([]), mcp=[http(f"http://127.0.0.1:{port}/mcp", connect_timeout=10)])
+        Agent(ScriptedModel([]), [http(f"http://127.0.0.1:{port}/mcp", connect_timeout=10)])
     assert "ExceptionGroup" not in str(raised.value)
 
 
 def test_an_unknown_tool_is_told_the_whole_catalog(http_url: str) -> None:
     policy = Recorder()
     model = ScriptedModel([calls(call("missing", {}, id="m")), "done"])
-    with Agent(model, [local], mcp=[http(http_url)], on_tool_error=policy) as agent:
+    with Agent(model, [local, http(http_url)], on_tool_error=policy) as agent:
         agent.run("go")
     error = crash_of(policy.errors["m"])
     assert error.reason == "not_found"
@@ -419,7 +419,7 @@ def test_an_unknown_tool_is_told_the_whole_catalog(http_url: str) -> None:
 
 def test_tools_that_need_tasks_are_withheld_from_the_catalog(
         legacy_url: str, events: Events) -> None:
-    with Agent(ScriptedModel([]), mcp=[http(legacy_url)]) as agent:
+    with Agent(ScriptedModel([]), [http(legacy_url)]) as agent:
         offered = {spec.name for spec in agent.registry.specs()}
     assert "long_job" not in offered and {"add", "pid"} <= offered
     withheld = events.wait_for("mcp_tool_withheld", source="mcp:web")
@@ -432,7 +432,7 @@ def test_an_error_a_toolvisor_server_sends_is_encoded_once() -> None:
     served = McpToolProvider.stdio("served", [sys.executable, "-m", "toolvisor.cli", "mcp",
                                               "serve", "tests.programs.serve_tools:tools"],
                                    cwd=str(ROOT))
-    with Agent(model, mcp=[served], on_tool_error=policy) as agent:
+    with Agent(model, [served], on_tool_error=policy) as agent:
         outcome = agent.run("go")
     assert results(outcome)["r"].content == '{"error":"not today"}'
     assert policy.errors["r"] == "not today"
@@ -444,7 +444,7 @@ def test_an_error_a_toolvisor_server_sends_is_encoded_once() -> None:
 def test_the_client_introduces_itself_as_toolvisor(
         http_url: str, legacy_url: str, server: str) -> None:
     model = ScriptedModel([calls(call("client", {}, id="c")), "done"])
-    with Agent(model, mcp=[http(http_url if server == "http" else legacy_url)]) as agent:
+    with Agent(model, [http(http_url if server == "http" else legacy_url)]) as agent:
         outcome = agent.run("go")
     expected = f"toolvisor {importlib.metadata.version('toolvisor')}"
     assert json.loads(results(outcome)["c"].content) == {"result": expected}
@@ -454,11 +454,11 @@ def test_a_stdio_servers_stderr_goes_to_errlog(tmp_path: Path) -> None:
     """A path is appended to; an open file is written to (and stays the caller's)."""
     path = tmp_path / "server.log"
     with Agent(ScriptedModel([calls(call("pid", {}, id="p")), "done"]),
-               mcp=[stdio(errlog=path)]) as agent:
+               [stdio(errlog=path)]) as agent:
         first = json.loads(results(agent.run("go"))["p"].content)["result"]
     with (tmp_path / "open.log").open("w") as log, \
             Agent(ScriptedModel([calls(call("pid", {}, id="q")), "done"]),
-                  mcp=[stdio(errlog=log)]) as agent:
+                  [stdio(errlog=log)]) as agent:
         second = json.loads(results(agent.run("again"))["q"].content)["result"]
     assert f"tests.programs.mcp_server {first} serving on stdio" in path.read_text()
     assert f"tests.programs.mcp_server {second} serving on stdio" in (

@@ -15,7 +15,7 @@ from pydantic import BaseModel
 
 from tests.support.provider_server import ProviderServer
 from tests.support.provider_wire import KEY, WIRES, Call, Turn, Wire
-from toolvisor import Agent, Completed, Failed, InvalidArguments, ModelError, Ok, tool
+from toolvisor import Agent, Completed, Failed, InvalidArguments, ModelError, Ok, Tracing, tool
 from toolvisor.machine import CallAttempt, ContinueRun, ModelRetryPolicy, RetryAfter
 
 
@@ -198,7 +198,7 @@ def test_a_broken_stream_is_unavailable_and_its_retry_sends_no_duplicate_call(
 
     seen: list[str] = []
     outcome = run(provider, wire, stream=True, seen=seen, on_model_error=policy,
-                  on_progress=progress)
+                  tracing=Tracing(on_progress=progress))
 
     assert isinstance(outcome, Completed)
     assert [e.reason for e in errors] == ["unavailable"]
@@ -220,7 +220,7 @@ def test_text_deltas_are_progress_events_of_their_turn(provider: ProviderServer,
         if event == "model_text_delta":
             deltas.append(data)
 
-    run(provider, wire, stream=True, seen=[], on_progress=progress)
+    run(provider, wire, stream=True, seen=[], tracing=Tracing(on_progress=progress))
     assert len(deltas) >= 4
     assert "".join(d["text"] for d in deltas if d["turn"] == 1) == "Looking."
     assert "".join(d["text"] for d in deltas if d["turn"] == 2) == FINAL.text

@@ -1,6 +1,6 @@
 """A model that takes the connection and never answers is visible: the user is told, with no
 logging set up, that the run waits on it and that its call is retried; ``first_byte_timeout``
-ends such an attempt long before ``model_timeout``."""
+ends such an attempt long before ``Timeouts.model``."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.support.provider_server import ProviderServer, Reply
-from toolvisor import Agent, Failed, ModelRetryPolicy
+from toolvisor import Agent, Failed, ModelRetryPolicy, Timeouts
 from toolvisor.models import OpenAIChatModel
 from toolvisor.testing import capture_events
 
@@ -33,11 +33,11 @@ def silent(provider: ProviderServer) -> Iterator[ProviderServer]:
 
 def test_a_silent_model_is_told_on_stderr_with_no_logging_set_up(silent: ProviderServer) -> None:
     program = textwrap.dedent(f"""
-        from toolvisor import Agent
+        from toolvisor import Agent, Timeouts
         from toolvisor.models import OpenAIChatModel
 
         model = OpenAIChatModel("m", base_url={silent.url + "/v1"!r}, api_key="k")
-        with Agent(model, model_timeout=0.5, model_warn_after=0.1,
+        with Agent(model, timeouts=Timeouts(model=0.5, model_warn_after=0.1),
                    on_model_error="fail") as agent:
             print(agent.run("hello").status)
     """)
@@ -47,7 +47,7 @@ def test_a_silent_model_is_told_on_stderr_with_no_logging_set_up(silent: Provide
     told = [line for line in done.stderr.splitlines() if line.startswith("toolvisor: run ")]
     assert [line.split(": ", 2)[2] for line in told] == [
         "the model has not answered for 0.1 s (turn 1, attempt 1); the attempt ends at "
-        "model_timeout=0.5 s",
+        "Timeouts.model=0.5 s",
         "the model call failed (turn 1, attempt 1): the model did not answer within 0.5 s; "
         "the run fails"], done.stderr
 
@@ -58,7 +58,7 @@ def test_first_byte_timeout_ends_a_silent_attempt_before_model_timeout(
                             first_byte_timeout=0.2)
     started = time.monotonic()
     with caplog.at_level(logging.WARNING, logger="toolvisor"), \
-            Agent(model, model_timeout=30, on_model_error=TWO_ATTEMPTS) as agent:
+            Agent(model, timeouts=Timeouts(model=30), on_model_error=TWO_ATTEMPTS) as agent:
         outcome = agent.run("hello")
     assert time.monotonic() - started < 10  # two attempts of 0.2 s, not of 30 s
     assert isinstance(outcome, Failed) and outcome.model_error is not None
@@ -74,7 +74,7 @@ def test_with_a_sink_installed_the_notices_go_there_only(
         silent: ProviderServer, caplog: pytest.LogCaptureFixture) -> None:
     model = OpenAIChatModel("m", base_url=silent.url + "/v1", api_key="k")
     with caplog.at_level(logging.WARNING, logger="toolvisor"), capture_events() as events, \
-            Agent(model, model_timeout=0.5, model_warn_after=0.05,
+            Agent(model, timeouts=Timeouts(model=0.5, model_warn_after=0.05),
                   on_model_error=TWO_ATTEMPTS) as agent:
         assert agent.run("hello").status == "failed"
     assert [r for r in caplog.records if r.name == "toolvisor"] == []
@@ -84,12 +84,11 @@ def test_with_a_sink_installed_the_notices_go_there_only(
                     ("model_call_waiting", "warning", 2), ("model_call_failed", "warning", 2)]
 
 
-@pytest.mark.parametrize("setting", [{"model_warn_after": 0}, {"model_warn_after": "soon"}])
-def test_model_warn_after_must_be_seconds(setting: dict[str, object]) -> None:
-    with pytest.raises(ValueError, match="model_warn_after must be a positive, finite number "
-                                         "of seconds or None"):
-        Agent(OpenAIChatModel("m", base_url="http://127.0.0.1:9", api_key="k"),
-              **setting)  # type: ignore[arg-type]
+@pytest.mark.parametrize("after", [0, "soon"])
+def test_model_warn_after_must_be_seconds(after: object) -> None:
+    with pytest.raises(ValueError, match=r"Timeouts\.model_warn_after must be a positive, finite "
+                                         "number of seconds or None"):
+        Timeouts(model_warn_after=after)  # type: ignore[arg-type]
 
 
 def test_first_byte_timeout_must_be_seconds() -> None:

@@ -9,7 +9,15 @@ from typing import Any
 import pytest
 
 from tests.support import handlers as h
-from toolvisor import Agent, Completed, Tool, configure_logging, dropped_events, set_event_sink
+from toolvisor import (
+    Agent,
+    Completed,
+    Limits,
+    Tool,
+    configure_logging,
+    dropped_events,
+    set_event_sink,
+)
 from toolvisor._logging import get_event_log
 from toolvisor.testing import ScriptedModel, call, calls, capture_events
 
@@ -101,7 +109,7 @@ def test_a_sink_that_raises_costs_its_events_never_an_agent_or_a_run(
     previous = set_event_sink(breaks_after_one)
     try:
         with Agent(ScriptedModel({"go": [batch, "first"], "again": [batch, "second"]}), tools,
-                   process_workers=1) as agent:
+                   limits=Limits(process_workers=1)) as agent:
             outcomes = [agent.run("go"), agent.run("again")]
     finally:
         set_event_sink(previous)

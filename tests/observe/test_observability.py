@@ -13,7 +13,7 @@ from opentelemetry.trace import StatusCode
 
 from tests.support.event_table import documented_events
 from tests.support.observed_run import ask, observed_run
-from toolvisor import Agent, Ok, Tool, function_tool
+from toolvisor import Agent, Limits, Ok, Tool, Tracing, function_tool
 from toolvisor.contract import ModelRequest
 from toolvisor.host import tracing_for
 from toolvisor.resilience import Breaker, Resilience
@@ -74,7 +74,7 @@ def tree(finished: tuple[ReadableSpan, ...]) -> list[tuple[str, list[str]]]:
 
 def test_a_run_is_one_trace_tree(spans: tuple[TracerProvider, InMemorySpanExporter]) -> None:
     provider, exporter = spans
-    observed_run(tracer_provider=provider, name="planner")
+    observed_run(tracing=Tracing(provider=provider), name="planner")
     finished = exporter.get_finished_spans()
     shape = tree(finished)
     assert [name for name, _ in shape] == ["invoke_agent planner"] * 2
@@ -128,7 +128,7 @@ def test_a_run_is_one_trace_tree(spans: tuple[TracerProvider, InMemorySpanExport
 def test_content_is_recorded_only_when_asked(
         spans: tuple[TracerProvider, InMemorySpanExporter]) -> None:
     provider, exporter = spans
-    observed_run(tracer_provider=provider, trace_content=True)
+    observed_run(tracing=Tracing(provider=provider, content=True))
     flaky = [s for s in exporter.get_finished_spans() if s.name == "execute_tool flaky"]
     results = {(s.attributes or {})["gen_ai.tool.call.result"] for s in flaky}
     assert "second try works" in results
@@ -154,7 +154,7 @@ def test_a_model_sdk_span_nests_under_its_chat_span(
         return answer(request)
 
     model = FunctionModel(answer_async if is_async else answer)
-    with Agent(model, tracer_provider=provider) as agent:
+    with Agent(model, tracing=Tracing(provider=provider)) as agent:
         assert agent.run("hello").text == "hi"
     by_name = {s.name.split(" ")[0]: s for s in exporter.get_finished_spans()}
     http, chat = by_name["POST"], by_name["chat"]
@@ -174,7 +174,8 @@ def test_a_refused_call_s_span_has_its_error_code(
 
     model = ScriptedModel([calls(call("down", id="1")), calls(call("down", id="2")), "sorry"])
     guard = Resilience(breaker=Breaker(consecutive_failures=1, open_for=60))
-    with Agent(model, [down], resilience=guard, tracer_provider=provider) as agent:
+    with Agent(model, [down], limits=Limits(per_tool=guard),
+               tracing=Tracing(provider=provider)) as agent:
         agent.run("try twice")
     first, second = sorted((s for s in exporter.get_finished_spans()
                             if s.name == "execute_tool down"), key=lambda s: s.start_time or 0)
@@ -189,7 +190,8 @@ def test_a_durable_run_s_resumes_are_spans_of_the_same_conversation(
         spans: tuple[TracerProvider, InMemorySpanExporter], tmp_path: Path) -> None:
     provider, exporter = spans
     model = ScriptedModel([calls(call("ask", id="a")), "done"])
-    with Agent(model, [ask], store=tmp_path / "runs.sqlite", tracer_provider=provider) as agent:
+    with Agent(model, [ask], store=tmp_path / "runs.sqlite",
+               tracing=Tracing(provider=provider)) as agent:
         waiting = agent.run("go")
         assert agent.resume(waiting, "yes").text == "done"
         with pytest.raises(ValueError):
@@ -219,7 +221,7 @@ def test_a_tool_s_own_span_nests_under_its_call(
     lookup = Tool(name="lookup", handler=work_async if isolation == "asyncio"
                   else lambda arguments: work())
     model = ScriptedModel([calls(call("lookup", id="l")), "done"])
-    with Agent(model, [lookup], tracer_provider=provider) as agent:
+    with Agent(model, [lookup], tracing=Tracing(provider=provider)) as agent:
         assert agent.run("look it up").text == "done"
     by_name = {s.name: s for s in exporter.get_finished_spans()}
     select, execute = by_name["SELECT"], by_name["execute_tool lookup"]

@@ -11,7 +11,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from tests.support.events import Events
 from tests.support.local_mcp import stdio
-from toolvisor import Agent, Completed, function_tool
+from toolvisor import Agent, Completed, Tracing, function_tool
 from toolvisor.observe import live
 from toolvisor.testing import ScriptedModel, call, calls
 
@@ -28,8 +28,8 @@ def test_a_connection_restarted_mid_run_is_an_event_of_the_run_span(
 
     model = ScriptedModel([calls(call("die", {}, id="d"), call("until_restarted", {}, id="w")),
                            "done"])
-    with live(io.StringIO()) as board, Agent(model, [until_restarted], mcp=[stdio()],
-                                             tracer_provider=provider) as agent:
+    with live(io.StringIO()) as board, Agent(model, [until_restarted, stdio()],
+                                             tracing=Tracing(provider=provider)) as agent:
         outcome = agent.run("go")
     assert isinstance(outcome, Completed)
     assert board.restarts == 1  # the live view's count is fed by the same restart
@@ -48,7 +48,7 @@ def test_with_no_run_in_flight_a_restart_and_a_give_up_are_spans_of_their_own(
         events: Events, spans: tuple[TracerProvider, InMemorySpanExporter]) -> None:
     provider, exporter = spans
     doomed = stdio("--doomed", max_restarts=1, max_seconds=120)
-    with Agent(ScriptedModel([]), mcp=[doomed], name="idle", tracer_provider=provider):
+    with Agent(ScriptedModel([]), [doomed], name="idle", tracing=Tracing(provider=provider)):
         events.wait_for("restart_intensity_exceeded", supervisor_id="mcp:local")
         finished = exporter.get_finished_spans()
     told = [(s.name, dict(s.attributes or {}), [(e.name, dict(e.attributes or {}))

@@ -79,9 +79,9 @@ def main(scenario: str, phase: str, store: str, workdir: str, run_id: str | None
     researcher, writer = agents(scenario, phase, store, workdir)
     with researcher, writer:
         if run_id is None:
-            outcome = writer.run("write", timeout=60)
+            outcome = writer.run("write", wait_for=60)
         else:
-            outcome = writer.resume_run(run_id, timeout=60)
+            outcome = writer.resume_run(run_id, wait_for=60)
         emit({"outcome": outcome.text})
 
 

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from toolvisor import Agent, CallContext, Ok, Pending, Suspended, Tool
+from toolvisor import Agent, CallContext, Ok, Pending, Suspended, Tool, Tracing
 from toolvisor.contract import ModelRequest, ModelResponse, ToolResultMessage
 from toolvisor.testing import FunctionModel, call, calls
 
@@ -209,7 +209,7 @@ def scenario_agent(scenario: str, phase: str, store: str, workdir: str) -> Agent
              Tool(name="ship", handler=once.ship, input_schema=RECORD_SCHEMA),
              Tool(name="remote", handler=remote, input_schema=RECORD_SCHEMA,
                   isolation="process")]
-    return Agent(model, tools, store=store, on_progress=on_progress)
+    return Agent(model, tools, store=store, tracing=Tracing(on_progress=on_progress))
 
 
 def main(scenario: str, phase: str, store: str, workdir: str, run_id: str | None = None) -> None:
@@ -217,9 +217,9 @@ def main(scenario: str, phase: str, store: str, workdir: str, run_id: str | None
     with scenario_agent(scenario, phase, store, workdir) as agent:
         if phase == "resume":
             assert run_id is not None
-            outcome = agent.resume_run(run_id, timeout=60)
+            outcome = agent.resume_run(run_id, wait_for=60)
         else:
-            outcome = agent.run("go", timeout=60)
+            outcome = agent.run("go", wait_for=60)
         emit({"outcome": describe(outcome)})
         if phase == "first" and scenario == "webhook":
             emit({"blocked": "suspended"})

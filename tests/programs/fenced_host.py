@@ -54,7 +54,7 @@ def fenced_agent(store: str | RunStore, fifo: Path) -> Agent:
 def main(store: str, fifo: str) -> None:
     with fenced_agent(store, Path(fifo)) as agent:
         try:
-            emit({"outcome": describe(agent.run("go", timeout=120))})
+            emit({"outcome": describe(agent.run("go", wait_for=120))})
         except StaleLeaseError as exc:
             emit({"refused": type(exc).__name__, "message": str(exc)})
     emit({"closed": os.getpid()})

@@ -59,7 +59,7 @@ def main(store: str) -> None:
     })
     mcp = McpToolProvider.stdio("local", [sys.executable, "-m", "tests.programs.mcp_server"],
                                 cwd=str(ROOT))
-    agent = Agent(model, TOOLS, store=store, mcp=[mcp], tool_policies={"flaky": retry_in_an_hour})
+    agent = Agent(model, [*TOOLS, mcp], store=store, on_tool_error={"flaky": retry_in_an_hour})
     first = agent.run("call them all")
     second = agent.run("park")
     threading.Thread(target=agent.run, args=("sleep",), daemon=True).start()

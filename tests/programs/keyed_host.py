@@ -17,7 +17,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from toolvisor import Agent, CallContext, Ok, Tool
+from toolvisor import Agent, CallContext, Ok, Tool, Tracing
 from toolvisor.contract import ModelRequest, ModelResponse, ToolResultMessage
 from toolvisor.testing import FunctionModel, call, calls
 
@@ -64,16 +64,17 @@ def keyed_agent(phase: str, store: str, workdir: str) -> Agent:
     schema = {"type": "object"}
     tools = [Tool(name="charge", handler=charge, input_schema=schema, retryable=True),
              Tool(name="notify", handler=notify, input_schema=schema)]
-    return Agent(FunctionModel(respond), tools, store=store, on_progress=on_progress)
+    return Agent(FunctionModel(respond), tools, store=store,
+                 tracing=Tracing(on_progress=on_progress))
 
 
 def main(phase: str, store: str, workdir: str, run_id: str | None = None) -> None:
     with keyed_agent(phase, store, workdir) as agent:
         if phase == "resume":
             assert run_id is not None
-            outcome = agent.resume_run(run_id, timeout=60)
+            outcome = agent.resume_run(run_id, wait_for=60)
         else:
-            outcome = agent.run("go", timeout=60)
+            outcome = agent.run("go", wait_for=60)
         emit({"outcome": {"kind": outcome.kind, "text": getattr(outcome, "text", None)}})
 
 

@@ -18,7 +18,7 @@ from contextlib import ExitStack
 from pathlib import Path
 
 from tests.support.orphan_handlers import spin
-from toolvisor import Agent, CallContext, Tool
+from toolvisor import Agent, CallContext, Timeouts, Tool
 from toolvisor.executor import ToolRunner
 from toolvisor.mcp import McpToolProvider
 from toolvisor.testing import ScriptedModel, call, calls
@@ -50,7 +50,7 @@ def main(kinds: list[str]) -> None:
                     "local", [sys.executable, "-m", "tests.programs.mcp_server"], cwd=str(ROOT),
                     errlog=sys.stdout)
                 model = ScriptedModel([calls(call("spin", {}, id="c1")), "done"])
-                agent = stack.enter_context(Agent(model, mcp=[server], tool_timeout=600))
+                agent = stack.enter_context(Agent(model, [server], timeouts=Timeouts(tool=600)))
                 calls_.append(lambda agent=agent: agent.run("go"))
                 continue
             isolation = "sandbox" if kind == "sandbox" else "process"

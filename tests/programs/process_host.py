@@ -15,7 +15,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from toolvisor import Agent, CallContext, Err, Ok, Tool, function_tool
+from toolvisor import Agent, CallContext, Err, Ok, Tool, Tracing, function_tool
 from toolvisor.contract import ModelResponse
 from toolvisor.testing import ScriptedModel, call, calls
 
@@ -237,12 +237,12 @@ def main(scenario: str, phase: str, store: str, workdir: str, run_id: str | None
             emit({"run_id": started})
 
     model = ScriptedModel(script(scenario, str(Path(workdir) / "steps.log")))
-    with Agent(model, TOOLS, store=store, on_progress=on_progress) as agent:
+    with Agent(model, TOOLS, store=store, tracing=Tracing(on_progress=on_progress)) as agent:
         if phase == "resume":
             assert run_id is not None
-            outcome = agent.resume_run(run_id, timeout=60)
+            outcome = agent.resume_run(run_id, wait_for=60)
         else:
-            outcome = agent.run("go", timeout=60)
+            outcome = agent.run("go", wait_for=60)
         read = [m.content for m in outcome.messages if getattr(m, "tool_call_id", None)
                 == "c_read"]
         emit({"outcome": {"kind": outcome.kind, "read": read}})

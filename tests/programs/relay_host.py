@@ -89,7 +89,7 @@ def main(scenario: str, phase: str, store: str, workdir: str, run_id: str = "") 
     saved = Path(workdir) / "suspended.json"
     with researcher, writer:
         if phase == "first":
-            outcome = writer.run("write", timeout=60)
+            outcome = writer.run("write", wait_for=60)
             assert isinstance(outcome, Suspended)
             saved.write_text(outcome.model_dump_json(), encoding="utf-8")
             (child,) = [r.run_id for r in researcher.store.runs()  # type: ignore[union-attr]
@@ -99,18 +99,18 @@ def main(scenario: str, phase: str, store: str, workdir: str, run_id: str = "") 
             threading.Event().wait()
         elif phase.startswith("answer"):  # the Suspended the first host gave, kept
             asked = Suspended.model_validate_json(saved.read_text(encoding="utf-8"))
-            emit({"outcome": writer.resume(asked, run_id or "2025", timeout=60).text})
+            emit({"outcome": writer.resume(asked, run_id or "2025", wait_for=60).text})
         elif phase == "resolve":
-            waiting = writer.resume_run(run_id, timeout=60)
+            waiting = writer.resume_run(run_id, wait_for=60)
             assert isinstance(waiting, Suspended)
             (key,) = waiting.keys.values()
             emit({"keys": waiting.keys, "resolved": writer.resolve(key, ok="pong")})
-            emit({"outcome": writer.resume_run(run_id, timeout=60).text})
+            emit({"outcome": writer.resume_run(run_id, wait_for=60).text})
         else:
-            cancelled = writer.cancel_run(run_id, timeout=60)
+            cancelled = writer.cancel_run(run_id, wait_for=60)
             child = json.loads(Path(workdir, "child").read_text(encoding="utf-8"))
             emit({"parent": cancelled.status,
-                  "child": researcher.resume_run(child, timeout=60).status})
+                  "child": researcher.resume_run(child, wait_for=60).status})
 
 
 if __name__ == "__main__":

@@ -51,10 +51,10 @@ def serve(agent: Agent) -> None:
         if command == "close":
             return
         if command == "run":
-            emit({"outcome": describe(agent.run("go", timeout=30))})
+            emit({"outcome": describe(agent.run("go", wait_for=30))})
         elif command == "resume":
             try:
-                emit({"outcome": describe(agent.resume_run(args[0], timeout=30))})
+                emit({"outcome": describe(agent.resume_run(args[0], wait_for=30))})
             except RunLeasedError as exc:
                 emit({"refused": type(exc).__name__, "message": str(exc)})
         elif command == "resolve":

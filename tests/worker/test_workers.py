@@ -121,7 +121,7 @@ def test_sigterm_leaves_a_parent_and_its_child_waiting_and_the_childs_key_comple
     second.expect(f"finished {parent}")
     assert [line for line in second.lines if line.startswith("finished")] == [
         f"finished {child} completed", f"finished {parent} completed"]
-    assert agent.resume_run(parent, timeout=WAIT).text == "it said it said pong"
+    assert agent.resume_run(parent, wait_for=WAIT).text == "it said it said pong"
     assert steps.read_text(encoding="utf-8").splitlines() == ["hook"]
     assert store.leases() == []
     assert second.terminate() == 0

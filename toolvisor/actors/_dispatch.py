@@ -105,8 +105,9 @@ class ToolCallDispatcher:
         except Exception as exc:
             why = f"{type(exc).__name__}: {exc}"
             if isinstance(exc, TooManyChildrenError):  # say which setting the user holds
-                why += (" (the calls' supervisor holds max_concurrent_calls of the Agent, "
-                        "adapter or MCP server that runs them: raise it to run more at once)")
+                why += (" (the calls' supervisor holds Limits.concurrent_calls of the Agent, or "
+                        "max_concurrent_calls of the adapter or MCP server that runs them: "
+                        "raise it to run more at once)")
             outcome = reply_of(call, tool.name, Err(ToolError(
                 "handler_exit",
                 f"tool error ({tool.name}): handler_exit: the call's actor could not be "

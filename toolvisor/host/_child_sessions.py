@@ -182,13 +182,13 @@ class CallSessions:
                 raise CapabilityError(
                     "session_depth_exceeded",
                     f"a child session here would be {self._depth + 1} levels deep, past the "
-                    f"limit of {limits.max_session_depth}; raise Agent(max_session_depth=...) "
+                    f"limit of {limits.max_session_depth}; raise Limits(session_depth=...) "
                     "or start it from a shallower run")
             if self._children.started >= limits.max_child_sessions:
                 raise CapabilityError(
                     "too_many_child_sessions",
                     f"call {self._call_id!r} already started {self._children.started} child "
-                    f"runs, the limit per call; raise Agent(max_child_sessions=...) or run "
+                    f"runs, the limit per call; raise Limits(child_sessions=...) or run "
                     "fewer turns from one call")
             self._children.started += 1
             ordinal = self._children.started

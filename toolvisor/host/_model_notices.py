@@ -83,7 +83,7 @@ class WaitingModels:
             self._log.notify(
                 "model_call_waiting",
                 f"run {run_id}: the model has not answered for {self._after:g} s (turn {turn}, "
-                f"attempt {attempt}); the attempt ends at model_timeout={self._timeout:g} s",
+                f"attempt {attempt}); the attempt ends at Timeouts.model={self._timeout:g} s",
                 run_id=run_id, turn=turn, attempt=attempt, seconds=self._after)
         if left:
             with contextlib.suppress(RuntimeError):  # the timer closed: its host stopped

@@ -240,7 +240,8 @@ def _halt_detail(halted: Halted) -> str:
     """What a halt carried, in a line: the failed call's error, the policy's complaint, or
     the handler's result as JSON (cut to a few hundred characters)."""
     if halted.reason == "max_turns":
-        return "the model still asked for tools at its last turn (raise max_turns?)"
+        return ("the model still asked for tools at its last turn "
+                "(raise Agent(limits=Limits(turns=...))?)")
     result = halted.result
     if isinstance(result, dict) and isinstance(result.get("tool_call_id"), str):
         error = result.get("error")

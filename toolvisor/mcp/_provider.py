@@ -46,7 +46,7 @@ class McpToolProvider(DynamicToolProvider):
     """The tools of one MCP server, as the catalog source ``mcp:<name>``.
 
     Build one with :meth:`stdio` (a command to spawn) or :meth:`http` (a streamable HTTP
-    URL, with headers for auth) and give it to ``Agent(..., mcp=[provider])``, which adds it
+    URL, with headers for auth) and give it to ``Agent(model, [..., provider])``, which adds it
     to the catalog and its connection to the supervision tree. Calls run as ``asyncio`` tools
     with the agent's tool timeout (or ``timeout``); at the deadline the call is cancelled and
     the server gets the MCP cancellation notification. ``max_restarts`` within

@@ -1,7 +1,7 @@
 """``ProviderModel``: what every provider adapter shares.
 
 An adapter is an async model (``arespond``) over its SDK's async client, with the SDK's own
-retries off so that toolvisor's ``on_model_error`` owns retries and its ``model_timeout`` the
+retries off so that toolvisor's ``on_model_error`` owns retries and its ``Timeouts.model`` the
 deadline of the whole answer; ``first_byte_timeout`` bounds the wait for the provider's first
 byte apart from it (the HTTP client's read timeout), so a server that takes the connection and
 never answers ends the attempt early. Each call sends the adapter's settings with the
@@ -52,7 +52,7 @@ class ProviderModel(ABC):
     ``model`` is the provider's model name. ``api_key`` and ``base_url`` default to the SDK's
     environment variables; or give a ready ``client`` (the SDK's async client, used with
     ``max_retries=0``). ``stream=True`` streams each answer. ``first_byte_timeout`` (seconds,
-    default ``None``: only the agent's ``model_timeout``) is how long the provider may send
+    default ``None``: only the agent's ``Timeouts.model``) is how long the provider may send
     nothing: before the first byte of its answer, and between two reads of it (the HTTP
     client's read timeout); past it the attempt fails with ``timeout``. ``settings`` go with
     every request (``temperature``, ``max_tokens``, ...) except the fields the adapter sets

@@ -2,8 +2,8 @@
 
 Supervision protects the runtime from a tool; these protect a failing dependency from the
 agent, and the agent from a tool that is down. Configure them per tool with ``Agent(...,
-resilience={"name": Resilience(breaker=Breaker(...), bulkhead=Bulkhead(...),
-rate_limit=RateLimit(...))})`` (or one ``Resilience`` for every tool). Each state machine takes
+limits=Limits(per_tool={"name": Resilience(breaker=Breaker(...), bulkhead=Bulkhead(...),
+rate_limit=RateLimit(...))}))`` (or one ``Resilience`` for every tool). Each state machine takes
 an injected clock and has no threads, so a test drives it with plain calls
 (``toolvisor.testing.FakeClock``, ``drive_breaker``).
 """

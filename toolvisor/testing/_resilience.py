@@ -19,8 +19,8 @@ from toolvisor.resilience import (
 
 class FakeClock:
     """A clock that moves only when told: pass it wherever a ``clock`` is taken
-    (``CircuitBreaker``, ``TokenBucket``, ``ToolGate``, ``Agent(resilience_clock=...)``, the
-    questions' ``Agent(clock=...)``, ``SqliteRunStore(path, clock=...)``)."""
+    (``CircuitBreaker``, ``TokenBucket``, ``ToolGate``, ``Agent(clocks=Clocks(monotonic=...))``,
+    the questions' ``Clocks(wall=...)``, ``SqliteRunStore(path, clock=...)``)."""
 
     def __init__(self, start: float = 0.0) -> None:
         self.now = float(start)
