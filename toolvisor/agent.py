@@ -33,7 +33,7 @@ from toolvisor.durable import (
 )
 from toolvisor.executor import ToolRunner
 from toolvisor.host import (
-    AgentSessionHost,
+    AgentSessions,
     AgentTree,
     AnswerRun,
     AttachRun,
@@ -176,7 +176,7 @@ class Agent:
         self._resumed = ResumedSuspensions(
             self._config, clock if self._store is None else self._store.now)
         self._closed = False
-        self.session_host = AgentSessionHost(  # what ctx.sessions starts children on
+        self.session_host = AgentSessions(  # what ctx.sessions starts children on
             name, model, config=self._config, store=self._store, closed=lambda: self._closed,
             orchestrator=self._orchestrator, resume=self._continue,
             limits=SessionLimits(max_session_depth, max_child_sessions))
