@@ -23,16 +23,16 @@ from opentelemetry.context import Context
 from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags
 from opentelemetry.util.types import Attributes, AttributeValue
 
-from toolvisor.isolation._link._remote_context import ContextLink, portable
+from toolvisor.isolation._link._asking import Asks, portable
 
-_Call = tuple[ContextLink, int]
+_Call = tuple[Asks, int]
 _current: ContextVar[_Call | None] = ContextVar("toolvisor_traced_call", default=None)
 _lock = threading.Lock()
 _installed = False  # guarded by _lock
 
 
 @contextlib.contextmanager
-def forwarding(link: ContextLink, tag: int) -> Iterator[None]:
+def forwarding(link: Asks, tag: int) -> Iterator[None]:
     """While the handler of call ``tag`` runs, its spans go to the agent over ``link``."""
     _install()
     token = _current.set((link, tag))
