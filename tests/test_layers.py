@@ -130,6 +130,20 @@ def test_no_package_imports_another_packages_private_module_or_name() -> None:
     assert wrong == [], "import from the package's __init__, exporting what it needs there"
 
 
+def test_a_subpackage_s_private_modules_are_its_own() -> None:
+    """A private module (``toolvisor.host.calls._gates``) is imported only from inside the
+    package that holds it (``toolvisor.host.calls``): its siblings' rooms use its face."""
+    wrong = []
+    for path in PACKAGE.rglob("*.py"):
+        importer = module_name(path)
+        for parts, _name in toolvisor_imports(path):
+            private = next((i for i, part in enumerate(parts) if part.startswith("_")), None)
+            owner = ".".join(parts[:private]) if private is not None else None
+            if owner is not None and importer != owner and not importer.startswith(f"{owner}."):
+                wrong.append(f"{importer} imports {'.'.join(parts)}")
+    assert wrong == [], "import from the package's __init__, exporting what it needs there"
+
+
 def test_the_call_actors_know_nothing_of_runs() -> None:
     for path in (PACKAGE / "actors").rglob("*.py"):
         assert not imported_layers(path) & {"durable", "machine", "registry", "host"}, path
