@@ -4,7 +4,8 @@ The ``Agent`` tells it the commands here; a run's future fails with ``Orchestrat
 the orchestrator stops before the run ends, and a resume with ``AlreadyResumedError`` if its
 ``Suspended`` was spent (``ResumedSuspensions`` keeps that for runs without a store). Inside,
 the host is rooms with a one-way import graph (``host/README.md``); this is the face other
-packages use.
+packages use. ``ModelPerformer`` and ``ToolCallPerformer`` perform one model request and one
+tool call with explicit inputs, for a host of the machine that has no orchestrator.
 """
 
 from toolvisor.host._mail import Reply, reply_future
@@ -20,8 +21,9 @@ from toolvisor.host._protocol import (
     RunLeasedError,
     StartRun,
 )
-from toolvisor.host.calls import ResilienceConfig, ToolGates
-from toolvisor.host.models import ModelCalls, model_info
+from toolvisor.host._run_catalog import RunCatalog
+from toolvisor.host.calls import ResilienceConfig, ToolCallPerformer, ToolGates
+from toolvisor.host.models import ModelCalls, ModelPerformer, WaitingModels, model_info
 from toolvisor.host.observe import SEMCONV_VERSION, RunSpans, tracing_for
 from toolvisor.host.processes import CallProcesses, HostProcesses, Processes
 from toolvisor.host.run import (
@@ -51,6 +53,7 @@ __all__ = [
     "LoopReply",
     "ModelAnswer",
     "ModelCalls",
+    "ModelPerformer",
     "OrchestratorActor",
     "OrchestratorSettings",
     "OrchestratorStopped",
@@ -59,11 +62,14 @@ __all__ = [
     "Reply",
     "ResilienceConfig",
     "ResumedSuspensions",
+    "RunCatalog",
     "RunLeasedError",
     "RunSpans",
     "SessionLimits",
     "StartRun",
+    "ToolCallPerformer",
     "ToolGates",
+    "WaitingModels",
     "agent_tool",
     "durable_call_id",
     "model_info",

@@ -10,6 +10,7 @@ from toolvisor.host.calls._finished_calls import (
     send_results,
 )
 from toolvisor.host.calls._gates import ResilienceConfig, ToolGates
+from toolvisor.host.calls._tool_performer import ToolCallPerformer
 from toolvisor.host.calls._tool_progress import ToolProgress
 
 __all__ = [
@@ -18,6 +19,7 @@ __all__ = [
     "CallTarget",
     "FinishedCalls",
     "ResilienceConfig",
+    "ToolCallPerformer",
     "ToolGates",
     "ToolProgress",
     "send_results",

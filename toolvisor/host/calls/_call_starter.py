@@ -115,6 +115,7 @@ class CallStarter:
         self._waits = waits
         self._finished = finished
         self._me = me
+        self._tell = functools.partial(tell, me)
         self._observe = observe
         self._timer = timer
         self._processes = processes
@@ -254,7 +255,7 @@ class CallStarter:
             trace_scope=None if span is None else span.scope,  # the handler's own spans
             trace_spans=None if span is None else span.remote,  # nest under the call's
             process_admin=call_processes,
-            progress=ToolProgress(self._me, run.run_id, planned, name, span),
+            progress=ToolProgress(self._tell, run.run_id, planned, name, span),
             direct_completions=self._completions.for_call(
                 run.run_id, planned, None if waits is None else durable_call_id(
                     planned.turn, planned.attempt, planned.call.id), span,

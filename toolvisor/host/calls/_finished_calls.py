@@ -97,13 +97,7 @@ class FinishedCalls:
         usage = completions.end() if isinstance(completions, CallCompletions) else NO_USAGE
         if target.span is not None:
             target.span.end(reply.result, reply.text)
-        text = reply.text
-        projection = self._projection
-        if projection.applies_at("dispatch") or projection.applies_at("history"):
-            point: ProjectionPoint = "dispatch" if projection.applies_at("dispatch") else "history"
-            text = projection.project(point, text,
-                                      window=target.window,
-                                      is_error=reply.is_error)
+        text = bounded_text(self._projection, reply.text, target.window, reply.is_error)
         membership = {} if target.membership is None else target.membership()  # its catalog
         # edits go to the run's machine with it
         done = CallOutcome(reply.tool_call_id, reply.result, text, writes=target.view.writes,
@@ -112,6 +106,16 @@ class FinishedCalls:
         if self.add(CallDone(target.run_id, done,
                              None if keys is None else keys.issued, target.ticket)):
             tell(target.me, OutcomesReady())
+
+
+def bounded_text(projection: OutputProjection, text: str, window: OutputWindow,
+                 is_error: bool) -> str:
+    """A call's text as the output budget bounds it when the call ends (at dispatch, else in
+    the history), keeping its ``window`` end."""
+    if projection.applies_at("dispatch") or projection.applies_at("history"):
+        point: ProjectionPoint = "dispatch" if projection.applies_at("dispatch") else "history"
+        return projection.project(point, text, window=window, is_error=is_error)
+    return text
 
 
 def send_results(machine: TurnMachine, outcomes: tuple[CallOutcome, ...]) -> list[Effect]:

@@ -25,7 +25,7 @@ from typing import Any, TypeAlias
 
 from pykka import ActorRef
 
-from toolvisor._logging import get_event_log
+from toolvisor._logging import EventLog, get_event_log
 from toolvisor.actors import CallReply
 from toolvisor.call import encode_checked
 from toolvisor.contract import CallContext, Err, HandlerResult, Tool, ToolCall, ToolError
@@ -41,6 +41,7 @@ from toolvisor.resilience import (
     ResilienceState,
     Start,
     ToolGate,
+    Transition,
     Verdict,
     WakeIn,
 )
@@ -145,6 +146,29 @@ def answer(reply: Callable[[CallReply], None], call: ToolCall, tool_name: str,
     reply(CallReply(call.id, tool_name, result, encode_checked(result)[1]))
 
 
+def refused(log: EventLog, run_id: str, call: ToolCall, tool_name: str,
+            refusal: Refusal) -> Err:
+    """The result of a call its tool's gate refused (logged ``call_refused``)."""
+    log.info("call_refused", run_id=run_id, tool_name=tool_name, tool_call_id=call.id,
+             code=refusal.code, retry_in=refusal.retry_in)
+    metadata = {} if refusal.retry_in is None else {"retry_in": round(refusal.retry_in, 3)}
+    return Err(ToolError(
+        refusal.reason, f"tool error ({tool_name}): {refusal.reason}: {refusal.message}",
+        tool_name=tool_name, tool_call_id=call.id, code=refusal.code, metadata=metadata))
+
+
+def say_move(log: EventLog, run_id: str, tool_name: str, move: Transition,
+             on_progress: Callable[[str, str, dict[str, Any]], None]) -> None:
+    """Log a breaker's move (a warning when it opens) and tell it to ``on_progress``."""
+    event = MOVE_EVENTS[move.after]
+    fields = {"tool_name": tool_name, "before": move.before, "why": move.why}
+    if move.after == "open":
+        log.warning(event, run_id=run_id, **fields)
+    else:
+        log.info(event, run_id=run_id, **fields)
+    on_progress(run_id, event, fields)
+
+
 class GatedCalls:
     """The calls of one orchestrator's runs at their tools' gates. Its thread's alone."""
 
@@ -221,7 +245,7 @@ class GatedCalls:
                 case WakeIn(seconds=seconds):
                     self._wait(call, seconds)
                 case Moved(transition=move):
-                    self._moved(tool_name, call.run_id, move.before, move.after, move.why)
+                    say_move(self._log, call.run_id, tool_name, move, self._on_progress)
 
     def _unwait(self, ticket: int) -> GatedCall:
         """A waiting call leaves the wait (to start or be refused)."""
@@ -248,19 +272,5 @@ class GatedCalls:
         self._by_run.setdefault(call.run_id, set()).add(call.ticket)
 
     def _refuse(self, call: GatedCall, refusal: Refusal) -> None:
-        self._log.info("call_refused", run_id=call.run_id, tool_name=call.tool.name,
-                       tool_call_id=call.call.id, code=refusal.code, retry_in=refusal.retry_in)
-        metadata = {} if refusal.retry_in is None else {"retry_in": round(refusal.retry_in, 3)}
-        answer(call.reply, call.call, call.tool.name, Err(ToolError(
-            refusal.reason, f"tool error ({call.tool.name}): {refusal.reason}: "
-            f"{refusal.message}", tool_name=call.tool.name, tool_call_id=call.call.id,
-            code=refusal.code, metadata=metadata)))
-
-    def _moved(self, tool_name: str, run_id: str, before: str, after: str, why: str) -> None:
-        event = MOVE_EVENTS[after]
-        fields = {"tool_name": tool_name, "before": before, "why": why}
-        if after == "open":
-            self._log.warning(event, run_id=run_id, **fields)
-        else:
-            self._log.info(event, run_id=run_id, **fields)
-        self._on_progress(run_id, event, fields)
+        answer(call.reply, call.call, call.tool.name,
+               refused(self._log, call.run_id, call.call, call.tool.name, refusal))

@@ -9,11 +9,8 @@ progress event ``tool_progress``, while the run is hosted. The model never sees 
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
 
-from pykka import ActorRef
-
-from toolvisor.host._mail import tell
 from toolvisor.host._protocol import ToolProgressed
 from toolvisor.host.observe import ToolSpan
 from toolvisor.machine import CallToRun
@@ -21,13 +18,14 @@ from toolvisor.machine import CallToRun
 
 class ToolProgress:
     """The host's progress sink of one call attempt; safe from any thread (it keeps nothing
-    that changes)."""
+    that changes). ``tell`` is given each report as a ``ToolProgressed`` (the orchestrator's
+    is a ``tell`` of its ``ActorRef``)."""
 
-    __slots__ = ("_fields", "_me", "_run_id", "_span")
+    __slots__ = ("_fields", "_run_id", "_span", "_tell")
 
-    def __init__(self, me: ActorRef[Any], run_id: str, planned: CallToRun, tool_name: str,
-                 span: ToolSpan | None) -> None:
-        self._me = me
+    def __init__(self, tell: Callable[[ToolProgressed], None], run_id: str, planned: CallToRun,
+                 tool_name: str, span: ToolSpan | None) -> None:
+        self._tell = tell
         self._run_id = run_id
         self._span = span
         self._fields = {"turn": planned.turn, "tool_name": tool_name,
@@ -37,8 +35,8 @@ class ToolProgress:
         """Put the report on the call's span and tell the orchestrator."""
         if self._span is not None:
             self._span.progress(message, fraction)
-        tell(self._me, ToolProgressed(self._run_id, {**self._fields, "message": message,
-                                                     "fraction": fraction}))
+        self._tell(ToolProgressed(self._run_id, {**self._fields, "message": message,
+                                                 "fraction": fraction}))
 
     def heartbeat(self) -> None:
         """A heartbeat only keeps the call alive (the runner's business): nothing to tell."""

@@ -9,7 +9,8 @@ from toolvisor.host.models._direct_completions import (
 )
 from toolvisor.host.models._model_calls import ModelCalls
 from toolvisor.host.models._model_info import model_info
-from toolvisor.host.models._model_notices import log_machine_event
+from toolvisor.host.models._model_notices import WaitingModels, log_machine_event
+from toolvisor.host.models._model_performer import ModelPerformer
 from toolvisor.host.models._models_in_flight import ModelsInFlight
 
 __all__ = [
@@ -18,7 +19,9 @@ __all__ = [
     "CompletionModel",
     "Completions",
     "ModelCalls",
+    "ModelPerformer",
     "ModelsInFlight",
+    "WaitingModels",
     "log_machine_event",
     "model_info",
 ]

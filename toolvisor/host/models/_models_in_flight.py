@@ -1,6 +1,6 @@
 """``ModelsInFlight``: the model call each hosted run has in flight.
 
-It starts a run's model call (``LlmCall``) through the agent's ``ModelCalls``, keeps its handle
+It starts a run's model call (``LlmCall``) through a ``ModelPerformer``, keeps its handle
 by run id until it answers or the run is released (then it is cancelled), and tells apart the
 answers and progress of the call in flight from those of a call given up. A call still waiting
 ``model_warn_after`` seconds after it started is said to the user once (``WaitingModels``, on
@@ -22,7 +22,7 @@ from toolvisor.host._protocol import ModelAnswer, ModelAnswered, ModelProgress
 from toolvisor.host._run_catalog import RunCatalog
 from toolvisor.host.models._model_calls import ModelCalls, machine_response
 from toolvisor.host.models._model_notices import WaitingModels
-from toolvisor.host.models._model_request import request_for_model
+from toolvisor.host.models._model_performer import ModelPerformer
 from toolvisor.host.observe import RunObserver
 from toolvisor.machine import LlmCall, ModelReplied, NotPerformed
 
@@ -61,27 +61,24 @@ class ModelsInFlight:
     def __init__(self, models: ModelCalls, me: ActorRef[Any], observe: RunObserver,
                  timer: DeadlineTimer, *, projection: OutputProjection,
                  hidden: Callable[[], frozenset[str]], warn_after: float | None) -> None:
-        self._models = models
-        self._projection = projection
-        self._hidden = hidden
         self._me = me
         self._observe = observe
         self._waiting = None if warn_after is None else WaitingModels(
             get_event_log("orchestrator"), timer, warn_after, models.timeout)
+        self._performer = ModelPerformer(models, projection, hidden=hidden,
+                                         notices=self._waiting)
         self._calls: dict[str, tuple[int, CallHandle]] = {}  # run id -> (LlmCall id, its call)
 
     def start(self, run_id: str, effect: LlmCall, catalog: RunCatalog) -> None:
         """Ask the model what ``effect`` asks, offering the tools of the run's ``catalog``; its
         answer comes back as ``ModelAnswered``."""
-        request = request_for_model(catalog, self._projection, effect.request, self._hidden())
         self._observe.model_started(run_id, effect)
         replies = ModelReplies(self._me, run_id, effect)  # refers to neither the handle nor
         # this table: the call's arguments keep it without a reference cycle
-        handle = self._models.start(request, replies, replies.progress,
-                                    self._observe.scope(run_id))
+        handle = self._performer.start(run_id, effect, catalog, replies,
+                                       progress=replies.progress,
+                                       scope=self._observe.scope(run_id))
         self._calls[run_id] = (effect.id, handle)
-        if self._waiting is not None:
-            self._waiting.add(run_id, effect.turn, effect.attempt)
 
     def progress(self, message: ModelProgress) -> None:
         """A report of the call in flight goes on; one of a call that ended is dropped."""
