@@ -8,7 +8,7 @@ callback only starts the next attempt), each attempt a ``chat`` span under the c
 machine. With a store, each completion is journaled under the call's durable id and step
 ``completion:<source>``: a replay of the call reads it back instead of paying for it again.
 The call's end (its reply, on the call actor's thread: finished, timed out, cancelled, or its
-run released) ends its completions: those in flight are cancelled, later ones refused.
+run's work stopped) ends its completions: those in flight are cancelled, later ones refused.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """``ModelsInFlight``: the model call each hosted run has in flight.
 
 It starts a run's model call (``LlmCall``) through a ``ModelPerformer``, keeps its handle
-by run id until it answers or the run is released (then it is cancelled), and tells apart the
+by run id until it answers or the run's work stops (then it is cancelled), and tells apart the
 answers and progress of the call in flight from those of a call given up. A call still waiting
 ``model_warn_after`` seconds after it started is said to the user once (``WaitingModels``, on
 the orchestrator's timer). Runs on the orchestrator's thread, which owns that table.

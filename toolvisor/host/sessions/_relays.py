@@ -103,7 +103,7 @@ class Relays:
             return (run_id, call_id) in self._keys
 
     def forget(self, run_id: str, call_id: str) -> None:
-        """The parent call's run was released or cancelled: its relays go with it."""
+        """The parent call's run stopped its work or was cancelled: its relays go with it."""
         with self._lock:
             self._relays.pop((run_id, call_id), None)
             self._keys.pop((run_id, call_id), None)

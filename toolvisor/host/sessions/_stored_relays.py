@@ -211,7 +211,7 @@ def follow_child(host: RelayingAgent, run_id: str, call_id: str, key: str, *,
     re-emits the suspension it waits in, and a child whose key was resolved may wait on
     another. The call then shows the child's key (its own, if the child waits on several) and
     attaches again, for the child's next outcome (a child waiting on keys stays hosted, so
-    that attach waits for it). A child let go by its host (its agent closed: its orchestrator
+    that attach waits for it). A child its host handed back (its agent closed: its orchestrator
     stopped; or another host drives it) is followed no more, and neither is one once the
     parent's agent has closed: the parent waits on, and the child's outcome resolves the key
     wherever it ends (``resolve_relayed_key``). Each callback runs on the child's
