@@ -225,7 +225,7 @@ class CallStarter:
             processes, run.run_id,
             durable_call_id(planned.turn, planned.attempt, planned.call.id), token, planned.turn)
         sessions = None if sessions_of is None else CallSessions(
-            run_id=run.run_id, call_id=planned.call.id, host=sessions_of,
+            run_id=run.run_id, call_id=planned.call.id, starter=sessions_of,
             catalog=run.catalog, durable=durable, keys=keys)
         tool = run.catalog.resolve(planned.call.name, CallContext(tool_call=planned.call))
         # (not_found: the handler never runs; the context only names the call in that error)

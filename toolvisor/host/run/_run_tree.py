@@ -20,8 +20,8 @@ def record_run(store: RunStore, sessions: AgentSessions | None, run_id: str) -> 
 
 
 def refuse_child(operation: str, store: RunStore, run_id: str,
-                 host: AgentSessions) -> None:
-    """A ``ValueError`` if ``run_id`` is a child session and the agent of ``host`` is its
+                 sessions: AgentSessions) -> None:
+    """A ``ValueError`` if ``run_id`` is a child session and the agent of ``sessions`` is its
     parent's agent (or not its own): the child's outcome goes to the call that started it, so
     handing it out here would pass it off as the parent's. On the child's own agent (not also
     its parent's) the child's outcome is what the caller asks for.
@@ -30,9 +30,9 @@ def refuse_child(operation: str, store: RunStore, run_id: str,
         operation: The agent's method asked (``resume_run``), named in the error.
         store: The agent's run store.
         run_id: The run asked for.
-        host: The agent asked, as the starter of child sessions (its name).
+        sessions: The agent asked, as the starter of child sessions (its name).
     """
-    agent = host.agent_name
+    agent = sessions.agent_name
     record = store.get_run(run_id) if isinstance(run_id, str) and run_id else None
     if record is None or record.parent_run_id is None:
         return

@@ -53,7 +53,7 @@ _log = get_event_log("sessions")
 class _Session:
     """A child session: the agent hosting it, its transcript so far, its state."""
 
-    host: AgentSessions
+    starter: AgentSessions
     state: Mapping[str, Any] | None
     messages: tuple[Message, ...] = ()
     closed: bool = False
@@ -65,7 +65,7 @@ class _Children:
     """What one call started (guarded by ``CallSessions._lock``)."""
 
     sessions: dict[str, _Session] = field(default_factory=dict)
-    live: dict[str, AgentSessions] = field(default_factory=dict)  # child run -> its host
+    live: dict[str, AgentSessions] = field(default_factory=dict)  # child run -> its agent
     granted: dict[str, AgentSessions] = field(default_factory=dict)  # may be snapshot
     finished: dict[str, SessionSnapshot] = field(default_factory=dict)
     relaying: dict[str, AgentSessions] = field(default_factory=dict)  # children whose key
@@ -76,18 +76,18 @@ class _Children:
 class CallSessions:
     """``ctx.sessions`` for one call of run ``run_id`` (see the module's docstring)."""
 
-    def __init__(self, *, run_id: str, call_id: str, host: AgentSessions,
+    def __init__(self, *, run_id: str, call_id: str, starter: AgentSessions,
                  catalog: RunCatalog, durable: DurableEffectsAccess | None,
                  keys: CompletionKeys | None) -> None:
         self._run_id = run_id
         self._call_id = call_id
-        self._host = host
+        self._starter = starter
         self._catalog = catalog
         self._membership: dict[str, bool] | None = {}  # this call's catalog edits; None once
         # its reply took them
         self._durable = durable
         self._keys = keys
-        link = host.link_of(run_id)
+        link = starter.link_of(run_id)
         self._depth = 0 if link is None else link.depth
         self._lock = threading.Lock()
         self._ended = False
@@ -99,11 +99,11 @@ class CallSessions:
 
     def model(self) -> ModelInfo:
         """The run's model: provider, name and variant."""
-        return self._host.model_info()
+        return self._starter.model_info()
 
     def snapshot_current(self) -> SessionSnapshot:
         """A read-only view of the calling run: transcript so far, state, usage, status."""
-        return self._host.snapshot(self._run_id)
+        return self._starter.snapshot(self._run_id)
 
     def snapshot(self, run_id: str) -> SessionSnapshot:
         """The same view of run ``run_id``: this call's run, or a child this call started."""
@@ -111,15 +111,15 @@ class CallSessions:
             return self.snapshot_current()
         with self._lock:
             finished = self._children.finished.get(run_id)
-            host = self._children.granted.get(run_id)
+            starter = self._children.granted.get(run_id)
         if finished is not None:
             return finished
-        if host is None:
+        if starter is None:
             raise CapabilityError(
                 "snapshot_not_granted",
                 f"run {run_id!r} is not this call's run nor a child session it started: a "
                 "call may read its own run and its children only")
-        return host.snapshot(run_id)
+        return starter.snapshot(run_id)
 
     def tool_catalog(self) -> tuple[CatalogEntry, ...]:
         """Every tool the agent's sources provide, with its spec and whether it is in this
@@ -160,11 +160,11 @@ class CallSessions:
                        state: Mapping[str, Any] | None = None) -> str:
         """A child session on ``agent`` (this call's agent when ``None``); its id names it to
         ``start_turn`` and ``close_session``. No run starts until its first turn."""
-        host = self._host_of(agent)
+        starter = self._starter_of(agent)
         with self._lock:
             self._check_live()
             session = f"{self._call_id}.s{len(self._children.sessions) + 1}"
-            self._children.sessions[session] = _Session(host, state)
+            self._children.sessions[session] = _Session(starter, state)
         return session
 
     def start_turn(self, prompt: str | Sequence[Message], session: str | None = None,
@@ -174,7 +174,7 @@ class CallSessions:
         (``Completed``, ``Failed``, ``Halted`` or ``Suspended``). A child whose host could not
         run it raises ``ToolError`` (``handler_exit``, code ``child_session_crashed``)."""
         if session is None:
-            opened = _Session(self._host_of(agent), state)
+            opened = _Session(self._starter_of(agent), state)
         elif agent is not None or state is not None:
             raise ValueError("start_turn(session=...) runs on the session's own agent and "
                              "state; give agent= and state= to create_session instead")
@@ -183,7 +183,7 @@ class CallSessions:
         request = _prompt_of(opened.messages, prompt)
         with self._lock:
             self._check_live()
-            limits = self._host.limits
+            limits = self._starter.limits
             if self._depth + 1 > limits.max_session_depth:
                 raise CapabilityError(
                     "session_depth_exceeded",
@@ -199,27 +199,27 @@ class CallSessions:
             self._children.started += 1
             ordinal = self._children.started
         child = self._child_run_id(ordinal)
-        host = opened.host
+        starter = opened.starter
         link = ChildLink(self._run_id, self._call_id, self._depth + 1,
                          trace_headers(self.trace_scope))
         _log.info("child_session_started", run_id=child, parent_run_id=self._run_id,
-                  parent_call_id=self._call_id, agent=host.agent_name, depth=link.depth)
-        future = host.start_child(child, request, opened.state, link)
+                  parent_call_id=self._call_id, agent=starter.agent_name, depth=link.depth)
+        future = starter.start_child(child, request, opened.state, link)
         with self._lock:
-            self._children.live[child] = host
-            self._children.granted[child] = host
+            self._children.live[child] = starter
+            self._children.granted[child] = starter
             opened.live = child
             ended = self._ended
         if ended:  # the call ended while the child was being started
-            _cancel(host, child)
+            _cancel(starter, child)
         try:
             outcome = future.result()
         except Exception as exc:
             raise ToolError("handler_exit", f"child session {child!r} on agent "
-                            f"{host.agent_name!r} crashed: {type(exc).__name__}: {exc}",
+                            f"{starter.agent_name!r} crashed: {type(exc).__name__}: {exc}",
                             cause=exc, code="child_session_crashed") from exc
         finally:
-            host.forget(child)
+            starter.forget(child)
             with self._lock:
                 self._children.live.pop(child, None)
                 opened.live = None
@@ -241,39 +241,39 @@ class CallSessions:
         resolving it resumes the child, whose outcome then resolves this call."""
         run_id = getattr(outcome, "run_id", None)
         with self._lock:
-            host = self._children.granted.get(run_id) if isinstance(run_id, str) else None
-        if host is None:
+            starter = self._children.granted.get(run_id) if isinstance(run_id, str) else None
+        if starter is None:
             raise CapabilityError("relay_unsupported", f"run {run_id!r} is not a child session "
                                   "this call started; only its own children's questions relay")
         child_key = waits_on_one_key(outcome)
-        keyed = child_key is not None and self._keys is not None and self._host.store is not None
-        question = None if keyed else relayed_question(host.agent_name, outcome)
+        keyed = child_key is not None and self._keys is not None and self._starter.store is not None
+        question = None if keyed else relayed_question(starter.agent_name, outcome)
         if self._durable is not None:  # a parent resumed after a restart reads it back
-            journal_relay(self._durable, host.agent_name, outcome.run_id,
+            journal_relay(self._durable, starter.agent_name, outcome.run_id,
                           "question" if question else "key")
         if question is None:
             assert child_key is not None
-            return self._relay_key(host, outcome.run_id, child_key)
-        self._host.relays.add(self._run_id, self._call_id,
-                              Relay(host.agent_name, host.resume, outcome))
+            return self._relay_key(starter, outcome.run_id, child_key)
+        self._starter.relays.add(self._run_id, self._call_id,
+                              Relay(starter.agent_name, starter.resume, outcome))
         return question
 
-    def _relay_key(self, host: AgentSessions, child: str, child_key: str) -> Pending:
+    def _relay_key(self, starter: AgentSessions, child: str, child_key: str) -> Pending:
         """Wait on the child's key through this call's own: the child stays linked (cancelled
         with the run), and its next outcome resolves this call's key (journaled under the
         child, so whichever process ends the child resolves it)."""
-        assert self._keys is not None and self._host.store is not None
+        assert self._keys is not None and self._starter.store is not None
         key = self._keys.issue()
         with self._lock:
-            self._children.relaying[child] = host
-        self._host.relays.add_key(self._run_id, self._call_id, child_key)
+            self._children.relaying[child] = starter
+        self._starter.relays.add_key(self._run_id, self._call_id, child_key)
 
         def child_back() -> None:
             with self._lock:
                 self._children.relaying.pop(child, None)
-        relay_key_of(host, child, parent=self._run_id, key=key)
-        follow_child(self._host, self._run_id, self._call_id, key, child=host, child_run=child,
-                     then=child_back)
+        relay_key_of(starter, child, parent=self._run_id, key=key)
+        follow_child(self._starter, self._run_id, self._call_id, key, child=starter,
+                     child_run=child, then=child_back)
         return Pending()
 
     def close_session(self, session: str) -> None:
@@ -283,7 +283,7 @@ class CallSessions:
             opened.closed = True
             live = opened.live
         if live is not None:
-            _cancel(opened.host, live)
+            _cancel(opened.starter, live)
 
     # --- the link ---------------------------------------------------------------------------
 
@@ -303,9 +303,9 @@ class CallSessions:
                 opened.closed = True
             relaying = bool(self._children.relaying) and not run_stopped
         if run_stopped:
-            self._host.relays.forget(self._run_id, self._call_id)
-        for run_id, host in live:
-            _cancel(host, run_id)
+            self._starter.relays.forget(self._run_id, self._call_id)
+        for run_id, starter in live:
+            _cancel(starter, run_id)
         return relaying
 
     def _check_live(self) -> None:
@@ -326,14 +326,14 @@ class CallSessions:
                                       "closed; create a new one")
             return opened
 
-    def _host_of(self, agent: Any) -> AgentSessions:
+    def _starter_of(self, agent: Any) -> AgentSessions:
         if agent is None:
-            return self._host
-        host = getattr(agent, "session_host", None)
-        if not isinstance(host, AgentSessions):
+            return self._starter
+        starter = getattr(agent, "session_host", None)
+        if not isinstance(starter, AgentSessions):
             raise TypeError(f"agent must be a toolvisor Agent (or None for this call's "
                             f"agent), got {type(agent).__name__}")
-        return host
+        return starter
 
     def _child_run_id(self, ordinal: int) -> str:
         """A new run id; in a durable call, journaled first, so a call run again after a
@@ -345,10 +345,10 @@ class CallSessions:
         return run_id
 
 
-def _cancel(host: AgentSessions, run_id: str) -> None:
+def _cancel(starter: AgentSessions, run_id: str) -> None:
     """Cancel a child this call started (nothing to do once its agent has closed)."""
     with contextlib.suppress(CapabilityError):
-        host.cancel(run_id)
+        starter.cancel(run_id)
 
 
 def _prompt_of(transcript: tuple[Message, ...],

@@ -114,10 +114,10 @@ def stored_relay(store: RunStore, run_id: str, durable_id: str) -> StoredRelay |
     return relay
 
 
-def child_host(host: RelayingAgent, name: str, child: str) -> RelayingAgent:
-    """The host of agent ``name`` among this agent and the agents its tools name."""
-    named: dict[int, RelayingAgent] = {id(host): host}
-    for tool in host.tools:
+def child_starter(starter: RelayingAgent, name: str, child: str) -> RelayingAgent:
+    """The ``AgentSessions`` of agent ``name``, among this agent and the agents its tools name."""
+    named: dict[int, RelayingAgent] = {id(starter): starter}
+    for tool in starter.tools:
         if isinstance(tool.handler, AgentToolHandler):
             found = tool.handler.agent.session_host
             named[id(found)] = found
@@ -127,20 +127,20 @@ def child_host(host: RelayingAgent, name: str, child: str) -> RelayingAgent:
     if matches:
         raise CapabilityError(
             "child_agent_ambiguous", f"child run {child!r} was started on agent {name!r}, and "
-            f"agent {host.agent_name!r} and its tools name {len(matches)} agents of that name; "
+            f"agent {starter.agent_name!r} and its tools name {len(matches)} agents of that name; "
             "give each agent its own name (Agent(..., name=...))")
     raise CapabilityError(
         "child_agent_not_found", f"child run {child!r}, relayed by a call of agent "
-        f"{host.agent_name!r}, runs on agent {name!r}, which is neither that agent nor one its "
+        f"{starter.agent_name!r}, runs on agent {name!r}, which is neither that agent nor one its "
         f"tools name ({sorted(h.agent_name for h in named.values())}); give agent "
-        f"{host.agent_name!r} the tool that {name}.as_tool(...) makes, {name!r} having the store "
-        "that holds the child run")
+        f"{starter.agent_name!r} the tool that {name}.as_tool(...) makes, {name!r} having the "
+        "store that holds the child run")
 
 
-def recover_relay(host: RelayingAgent, asked: Suspended, call_id: str) -> Relay | None:
+def recover_relay(starter: RelayingAgent, asked: Suspended, call_id: str) -> Relay | None:
     """The relay of question call ``call_id`` of the verified suspension ``asked``, read back
     from the store; ``None`` if the call relays no child's question."""
-    store, waiting = host.store, asked.waiting_calls().get(call_id)
+    store, waiting = starter.store, asked.waiting_calls().get(call_id)
     if store is None or waiting is None:
         return None
     stored = stored_relay(store, asked.run_id, durable_call_id(*waiting, call_id))
@@ -152,12 +152,12 @@ def recover_relay(host: RelayingAgent, asked: Suspended, call_id: str) -> Relay 
             "relay_mismatch", f"call {call_id!r} of run {asked.run_id!r} journaled a relay of "
             f"agent {stored.agent!r}'s child, but its signed question {question!r} is not that "
             "agent's; the store's journal does not match the run")
-    child = child_host(host, stored.agent, stored.run_id)
+    child = child_starter(starter, stored.agent, stored.run_id)
     suspension = child.stored_suspension(stored.run_id)
     if suspension is not None \
             and [f"{stored.agent} > {q.question}" for q in suspension.questions] == [question]:
         return Relay(stored.agent, child.answer_stored, suspension)
-    parent = host.stored_suspension(asked.run_id)
+    parent = starter.stored_suspension(asked.run_id)
     if parent is None or question not in [q.question for q in parent.questions
                                           if q.call_id == call_id]:
         raise AlreadyResumedError(
@@ -201,7 +201,7 @@ def _resolve_with_outcome(store: RunStore, key: str, outcome: Any, agent_name: s
         store.resolve(key, error=str(result.reason))
 
 
-def follow_child(host: RelayingAgent, run_id: str, call_id: str, key: str, *,
+def follow_child(starter: RelayingAgent, run_id: str, call_id: str, key: str, *,
                  child: RelayingAgent, child_run: str,
                  then: Callable[[], None] = lambda: None) -> None:
     """Resolve ``key``, of call ``call_id`` of run ``run_id``, with child run ``child_run``'s
@@ -217,18 +217,18 @@ def follow_child(host: RelayingAgent, run_id: str, call_id: str, key: str, *,
     wherever it ends (``resolve_relayed_key``). Each callback runs on the child's
     orchestrator's thread.
     """
-    store = host.store
+    store = starter.store
     assert store is not None
 
     def child_back(done: Future[Any]) -> None:
         error = done.exception()
-        if host.closed or isinstance(error, OrchestratorStopped | RunLeasedError):
+        if starter.closed or isinstance(error, OrchestratorStopped | RunLeasedError):
             _log.info("child_unfollowed", run_id=run_id, call_id=call_id, child=child_run,
-                      why="the parent's agent closed" if host.closed else str(error))
+                      why="the parent's agent closed" if starter.closed else str(error))
             return
         outcome = None if error is not None else done.result()
         if waits_on_keys(outcome):
-            host.relays.add_key(run_id, call_id, waits_on_one_key(outcome) or key)
+            starter.relays.add_key(run_id, call_id, waits_on_one_key(outcome) or key)
             # refused only while the child's agent closes: the parent, restored, attaches again
             with contextlib.suppress(CapabilityError):
                 child.attach(child_run).add_done_callback(child_back)
@@ -242,33 +242,33 @@ def follow_child(host: RelayingAgent, run_id: str, call_id: str, key: str, *,
     child.attach(child_run).add_done_callback(child_back)
 
 
-def follow_key_relays(host: RelayingAgent, run_id: str,
+def follow_key_relays(starter: RelayingAgent, run_id: str,
                       waiting: dict[str, tuple[str, str]]) -> None:
     """A restored run waits on the keys of ``waiting`` (``call id -> (durable id, key)``): for
     each call relaying a child's key that no relay in memory follows, follow the child
     (``follow_child``: its outcome resolves the call's key; the child's key is the one
     shown)."""
-    store = host.store
+    store = starter.store
     assert store is not None
     for call_id, (durable_id, key) in waiting.items():
-        if host.relays.follows_key(run_id, call_id):
+        if starter.relays.follows_key(run_id, call_id):
             continue
         stored = stored_relay(store, run_id, durable_id)
         if stored is None or stored.kind != "key":
             continue
-        child = child_host(host, stored.agent, stored.run_id)
+        child = child_starter(starter, stored.agent, stored.run_id)
         child_keys = [w.key for w in store.open_waits(stored.run_id)]
-        host.relays.add_key(run_id, call_id, child_keys[0] if len(child_keys) == 1 else key)
-        follow_child(host, run_id, call_id, key, child=child, child_run=stored.run_id)
+        starter.relays.add_key(run_id, call_id, child_keys[0] if len(child_keys) == 1 else key)
+        follow_child(starter, run_id, call_id, key, child=child, child_run=stored.run_id)
 
 
-def cancel_relayed(host: RelayingAgent, run_id: str, waiting: dict[str, str]) -> None:
+def cancel_relayed(starter: RelayingAgent, run_id: str, waiting: dict[str, str]) -> None:
     """Run ``run_id`` is cancelled while its calls ``waiting`` (``call id -> durable id``)
     wait: drop their relays, and cancel each child they relay (restored from its store if no
     process hosts it)."""
-    store = host.store
+    store = starter.store
     for call_id, durable_id in waiting.items():
-        host.relays.forget(run_id, call_id)
+        starter.relays.forget(run_id, call_id)
         stored = None if store is None else stored_relay(store, run_id, durable_id)
         if stored is not None:
-            child_host(host, stored.agent, stored.run_id).cancel(stored.run_id)
+            child_starter(starter, stored.agent, stored.run_id).cancel(stored.run_id)
