@@ -32,6 +32,7 @@ from toolvisor.executor import Deadline, DeadlineTimer
 from toolvisor.host._hosted_run import HostedRun
 from toolvisor.host._mail import tell
 from toolvisor.host._protocol import RetryDue
+from toolvisor.host.calls._call_context import call_context
 from toolvisor.host.calls._finished_calls import CallTarget, FinishedCalls
 from toolvisor.host.calls._gates import GatedCall, GatedCalls, ToolGates, answer
 from toolvisor.host.calls._tool_progress import ToolProgress
@@ -241,26 +242,14 @@ class CallStarter:
             sessions.trace_scope = span.scope
         if sessions is not None and not isinstance(tool, Err):
             self._runs.setdefault(run.run_id, RunCalls()).sessions[planned.call.id] = sessions
-        ctx = CallContext(  # built once, whole (a dataclasses.replace is ~4 us)
-            session_id=run.run_id,
-            request_id=f"{run.run_id}/{planned.call.id}/{planned.attempt}",
-            tool_call=planned.call,
-            context=self._context,
-            attempt=planned.attempt,
-            turn=planned.turn,
-            state=view,
-            sessions=sessions,
-            completion_keys=keys,
-            durable=durable,
-            trace_scope=None if span is None else span.scope,  # the handler's own spans
-            trace_spans=None if span is None else span.remote,  # nest under the call's
-            process_admin=call_processes,
+        ctx = call_context(
+            run.run_id, planned, view, context=self._context, span=span,
             progress=ToolProgress(self._tell, run.run_id, planned, name, span),
-            direct_completions=self._completions.for_call(
+            sessions=sessions, completion_keys=keys, durable=durable, processes=call_processes,
+            completions=self._completions.for_call(
                 run.run_id, planned, None if waits is None else durable_call_id(
                     planned.turn, planned.attempt, planned.call.id), span,
-                None if durable is None else durable.fence),
-        )
+                None if durable is None else durable.fence))
         reply = CallTarget(self._finished, self._me, run.run_id, view, ctx, token, ticket, span,
                            window, None if sessions is None else sessions.take_membership)
         if isinstance(tool, Err):

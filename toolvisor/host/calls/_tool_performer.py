@@ -6,10 +6,10 @@ span), its tool's gate passed first (it may wait there, or be refused without ru
 handler run by the runner (its isolation, deadline and idle timeout), its span ended with its
 result, and its text bounded by the output budget; the outcome is the ``CallOutcome`` the run's
 machine takes (with the call's state writes). The pieces are the orchestrator's own
-(``ToolProgress``, ``refused``, ``say_move``, ``bounded_text``, the ``RunSpans`` span); what
-differs is the waiting: the orchestrator never blocks (a gate's wait is a message, a call's
-reply another), while :meth:`ToolCallPerformer.perform` blocks its caller (a workflow's
-activity) until the call ends.
+(``call_context``, ``ToolProgress``, ``refused``, ``say_move``, ``bounded_text``, the
+``RunSpans`` span); what differs is the waiting: the orchestrator never blocks (a gate's wait
+is a message, a call's reply another), while :meth:`ToolCallPerformer.perform` blocks its
+caller (a workflow's activity) until the call ends.
 
 Thread-safety: ``perform`` may run on many threads at once. The gates are told on them under
 one ``Condition``, which also guards each waiting ticket's verdict; the gates' own lock guards
@@ -31,6 +31,7 @@ from toolvisor.call import OutputProjection, encode_checked
 from toolvisor.contract import CallContext, HandlerResult, Tool
 from toolvisor.executor import ToolRunner
 from toolvisor.host._protocol import ProgressCallback, ToolProgressed
+from toolvisor.host.calls._call_context import call_context
 from toolvisor.host.calls._finished_calls import bounded_text
 from toolvisor.host.calls._gates import ToolGates, refused, say_move
 from toolvisor.host.calls._tool_progress import ToolProgress
@@ -98,13 +99,9 @@ class ToolCallPerformer:
                                          isolation=tool.isolation or "none",
                                          arguments=call.arguments)
         view = StateView(planned.state)
-        ctx = CallContext(
-            session_id=run_id, request_id=f"{run_id}/{call.id}/{planned.attempt}",
-            tool_call=call, context=self._context, attempt=planned.attempt,
-            turn=planned.turn, state=view,
-            trace_scope=None if span is None else span.scope,
-            trace_spans=None if span is None else span.remote,
-            progress=ToolProgress(self._progressed, run_id, planned, tool.name, span))
+        ctx = call_context(run_id, planned, view, context=self._context, span=span,
+                           progress=ToolProgress(self._progressed, run_id, planned, tool.name,
+                                                 span))
         ticket = self._gates.ticket(tool.name)
         refusal = None if ticket is None else self._pass_gate(run_id, tool.name, ticket)
         result: HandlerResult = refused(self._log, run_id, call, tool.name, refusal) \
