@@ -156,7 +156,7 @@ def test_a_child_waiting_on_a_second_key_keeps_the_parent_waiting(
         events.wait_for("run_waiting_on_keys", run_id=child, call_ids=["h2"])
         # a round trip through the child's orchestrator: its suspension on the second key
         # has reached the parent's call (a suspension on keys is no outcome yet)
-        assert researcher.session_host.snapshot(child).status == "suspended"
+        assert researcher.sessions.snapshot(child).status == "suspended"
         (second,) = [w.key for w in writer.store.open_waits(child)]  # type: ignore[union-attr]
         assert writer.resolve(second, ok="pong") == "accepted"
         outcome = writer.resume_run(suspended.run_id, wait_for=30)

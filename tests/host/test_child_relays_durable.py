@@ -94,7 +94,7 @@ def test_a_restored_parent_that_attached_to_its_child_before_its_key_was_resolve
         # the parent attached to its child before giving this out; a round trip through the
         # child's orchestrator makes sure the child was restored (re-emitting its suspension
         # on its key, which is no outcome yet) before its key is resolved
-        child = researcher.session_host.snapshot(suspended["child"])
+        child = researcher.sessions.snapshot(suspended["child"])
         assert child.status == "suspended"
         (child_key,) = waiting.keys.values()
         assert writer.resolve(child_key, ok="pong") == "accepted"

@@ -27,7 +27,7 @@ from toolvisor.contract import (
 from toolvisor.durable import DurableError, SqliteRunStore
 from toolvisor.executor import DeadlineTimer, ToolRunner
 from toolvisor.host import ModelCalls
-from toolvisor.host._direct_completions import CompletionModel, Completions
+from toolvisor.host.models import CompletionModel, Completions
 from toolvisor.machine import CallToRun, ModelRetryPolicy
 from toolvisor.testing import FunctionModel, ScriptedModel, call, calls, capture_events, execute
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from toolvisor import Ok
 from toolvisor.call import OutputProjection
-from toolvisor.host._finished_calls import CallDone, FinishedCalls
+from toolvisor.host.calls import CallDone, FinishedCalls
 from toolvisor.machine import CallOutcome
 
 

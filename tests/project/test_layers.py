@@ -2,7 +2,8 @@
 
 The table's "imports" column is read here: a module may import only what its row lists, every
 name a row lists is imported by some package of that row, and no package reaches into another
-package's private modules or names.
+package's private modules or names. Inside each package the modules import one another one way:
+no cycle, counting the imports under ``if TYPE_CHECKING:`` and those inside functions.
 """
 
 from __future__ import annotations
@@ -129,6 +130,20 @@ def test_no_package_imports_another_packages_private_module_or_name() -> None:
     assert wrong == [], "import from the package's __init__, exporting what it needs there"
 
 
+def test_a_subpackage_s_private_modules_are_its_own() -> None:
+    """A private module (``toolvisor.host.calls._gates``) is imported only from inside the
+    package that holds it (``toolvisor.host.calls``): its siblings' rooms use its face."""
+    wrong = []
+    for path in PACKAGE.rglob("*.py"):
+        importer = module_name(path)
+        for parts, _name in toolvisor_imports(path):
+            private = next((i for i, part in enumerate(parts) if part.startswith("_")), None)
+            owner = ".".join(parts[:private]) if private is not None else None
+            if owner is not None and importer != owner and not importer.startswith(f"{owner}."):
+                wrong.append(f"{importer} imports {'.'.join(parts)}")
+    assert wrong == [], "import from the package's __init__, exporting what it needs there"
+
+
 def test_the_call_actors_know_nothing_of_runs() -> None:
     for path in (PACKAGE / "actors").rglob("*.py"):
         assert not imported_layers(path) & {"durable", "machine", "registry", "host"}, path
@@ -147,6 +162,78 @@ def test_the_layers_form_no_cycle() -> None:
 
     for layer in allowed:
         visit(layer, ())
+
+
+def module_name(path: Path) -> str:
+    """The dotted name of the module at ``path`` (a package's ``__init__``: the package)."""
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def module_graph() -> dict[str, set[str]]:
+    """Each toolvisor module, and the toolvisor modules it imports anywhere in its text (at its
+    top, under ``if TYPE_CHECKING:``, inside a function): ``from m import name`` imports the
+    module ``m.name`` if there is one, else ``m``."""
+    known = {module_name(p) for p in PACKAGE.rglob("*.py")}
+    graph = {}
+    for path in PACKAGE.rglob("*.py"):
+        imported = set()
+        for parts, name in toolvisor_imports(path):
+            module = ".".join(parts)
+            imported.add(f"{module}.{name}" if f"{module}.{name}" in known else module)
+        graph[module_name(path)] = imported & known - {module_name(path)}
+    return graph
+
+
+def import_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """One cycle through each strongly connected group of ``graph`` (``a -> b -> a``)."""
+    cycles, done = [], set()
+    for start in sorted(graph):
+        if start in done:
+            continue
+        trail: list[str] = []
+        on_trail: set[str] = set()
+
+        def visit(module: str) -> list[str] | None:
+            trail.append(module)
+            on_trail.add(module)
+            for imported in sorted(graph[module]):
+                if imported in on_trail:
+                    return [*trail[trail.index(imported):], imported]
+                if imported not in done and (found := visit(imported)) is not None:
+                    return found
+            trail.pop()
+            on_trail.discard(module)
+            done.add(module)
+            return None
+
+        found = visit(start)
+        if found is not None:
+            cycles.append(found)
+            done.update(found)
+    return cycles
+
+
+def test_the_cycle_finder_names_a_cycle_and_passes_a_tree() -> None:
+    assert import_cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [
+        ["a", "b", "c", "a"]]
+    assert import_cycles({"a": {"b", "c"}, "b": {"c"}, "c": set()}) == []
+
+
+def test_no_package_has_an_import_cycle_inside() -> None:
+    graph = module_graph()
+    cycles = []
+    for package in sorted({p.parent for p in PACKAGE.rglob("__init__.py")}):
+        inside = module_name(package / "__init__.py")
+        within = {m: {i for i in imported if i == inside or i.startswith(f"{inside}.")}
+                  for m, imported in graph.items()
+                  if m == inside or m.startswith(f"{inside}.")}
+        cycles += [" -> ".join(cycle) for cycle in import_cycles(within)
+                   if " -> ".join(cycle) not in cycles]
+    assert cycles == [], (
+        "modules of one package import one another in a cycle (TYPE_CHECKING and function-level "
+        "imports count): move what both need into a module below them, or give the lower one "
+        "a small Protocol of what it calls:\n" + "\n".join(cycles))
 
 
 def test_contract_imports_no_threads_or_actors() -> None:

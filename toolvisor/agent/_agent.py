@@ -32,7 +32,7 @@ from toolvisor.durable import (
 )
 from toolvisor.executor import ToolRunner
 from toolvisor.host import (
-    AgentSessionHost,
+    AgentSessions,
     AgentTree,
     AnswerRun,
     CancelRun,
@@ -163,7 +163,7 @@ class Agent(DurableRuns):
         self._resumed = ResumedSuspensions(
             self._config, clocks.wall if self._store is None else self._store.now)
         self._closed = False
-        self.session_host = AgentSessionHost(  # what ctx.sessions starts children on
+        self.sessions = AgentSessions(  # what ctx.sessions starts children on
             name, model, config=self._config, store=self._store, closed=lambda: self._closed,
             orchestrator=self._orchestrator, resume=self._continue,
             limits=SessionLimits(limits.session_depth, limits.child_sessions))
@@ -175,7 +175,7 @@ class Agent(DurableRuns):
             projection=limits.tool_output or OutputProjection(), on_progress=tracing.on_progress,
             store=self._store, config=self._config, lease_ttl=durability.lease_ttl,
             gates=self._gates, tracing=spans, clock=self._resumed.clock,
-            sessions=self.session_host, model_warn_after=timeouts.model_warn_after)
+            sessions=self.sessions, model_warn_after=timeouts.model_warn_after)
         try:
             self._tree = AgentTree(
                 model, ToolRunner(tool_timeout=timeouts.tool,
@@ -347,7 +347,7 @@ class Agent(DurableRuns):
         check_main_guard(self._registry.process_tools)
         require_signed(self._signer, suspended.signed_text(), suspended.signature)
         answers = answers_for(suspended, answer, self._config.mode)
-        return suspended.run_id, self.session_host.relays.answer(  # relayed ones: children
+        return suspended.run_id, self.sessions.relays.answer(  # relayed ones: children
             suspended, dict(answers), functools.partial(self._answered, suspended))
 
     def _answered(self, suspended: Suspended, answers: dict[str, Any]) -> Future[Any]:

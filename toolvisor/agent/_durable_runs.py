@@ -17,7 +17,7 @@ from typing import Any, TypeAlias, cast
 from toolvisor.contract import Message
 from toolvisor.durable import QUEUED, UNSET, DurableError, ResolveOutcome, RunStore
 from toolvisor.host import (
-    AgentSessionHost,
+    AgentSessions,
     AttachRun,
     CancelRun,
     ClaimRuns,
@@ -42,7 +42,7 @@ class DurableRuns(ABC):
     _store: RunStore | None
     _config: MachineConfig
     _registry: ToolRegistry
-    session_host: AgentSessionHost
+    sessions: AgentSessions
 
     @abstractmethod
     def _orchestrator(self) -> Any:
@@ -63,7 +63,7 @@ class DurableRuns(ABC):
         store = self._require_store("submit")
         machine = TurnMachine(self._config)
         machine.start(prompt, state=state)
-        run_id = store.create_run(status=QUEUED, agent=self.session_host.agent_name).run_id
+        run_id = store.create_run(status=QUEUED, agent=self.sessions.agent_name).run_id
         store.save_checkpoint(run_id, machine.last_effect_id, machine.checkpoint().to_json(),
                               status=QUEUED)
         return run_id
@@ -136,7 +136,7 @@ class DurableRuns(ABC):
         return outcome
 
     def _attach(self, operation: str, run_id: str) -> Future[Any]:
-        refuse_child(operation, self._require_store(operation), run_id, self.session_host)
+        refuse_child(operation, self._require_store(operation), run_id, self.sessions)
         check_main_guard(self._registry.process_tools)
         self._orchestrator().tell(AttachRun(run_id, future := reply_future()))
         return future

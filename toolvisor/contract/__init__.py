@@ -5,7 +5,6 @@ from toolvisor.contract._context import (
     NEVER_CANCELLED,
     CallContext,
     CancelToken,
-    CapabilityError,
     CompletionKeys,
     DurableEffectsAccess,
     StateAccess,
@@ -15,6 +14,7 @@ from toolvisor.contract._context import (
 from toolvisor.contract._direct_completions import NO_DIRECT_COMPLETIONS, DirectCompletions
 from toolvisor.contract._errors import (
     TOOL_ERROR_REASONS,
+    CapabilityError,
     InvalidArguments,
     InvalidHandlerError,
     OpenSchemaWarning,

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from toolvisor.contract._direct_completions import NO_DIRECT_COMPLETIONS, DirectCompletions
-from toolvisor.contract._errors import ToolvisorError
+from toolvisor.contract._errors import CapabilityError
 from toolvisor.contract._idempotency import idempotency_key
 from toolvisor.contract._messages import ToolCall
 from toolvisor.contract._progress import ProgressSink, check_progress
@@ -20,27 +20,6 @@ from toolvisor.contract._sessions import SessionsAccess
 
 if TYPE_CHECKING:
     from toolvisor.contract._processes import ProcessAccess
-
-
-class CapabilityError(ToolvisorError):
-    """A capability of the call context is missing or refused; ``code`` says which, stably.
-
-    ``completion_keys_unavailable`` / ``durable_effects_unavailable``: the run has no session
-    store; give the agent one (``Agent(..., store=path)``). ``toolvisor.durable.DurableError``
-    is a subclass with more codes.
-    """
-
-    code: str
-
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(f"{code}: {message}")
-        self.code = code
-        self.message = message
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        """Pickles with its own arguments (and attributes), so it crosses to and from a worker
-        process intact."""
-        return type(self), (self.code, self.message), self.__dict__
 
 
 @runtime_checkable

@@ -8,8 +8,9 @@ implements it, so the contract never imports the runtime.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
+from toolvisor.contract._errors import CapabilityError
 from toolvisor.contract._messages import ModelRequest, ModelResponse
 
 
@@ -51,14 +52,7 @@ class _NoDirectCompletions:
         return "NO_DIRECT_COMPLETIONS"
 
 
-if TYPE_CHECKING:
-    from toolvisor.contract._context import CapabilityError
-
-
 def _unavailable() -> CapabilityError:
-    from toolvisor.contract._context import CapabilityError  # noqa: PLC0415 - _context imports
-    # this module for its default
-
     return CapabilityError(
         "direct_completions_unavailable",
         "this call has no model to ask: only a call of an agent's run can make a direct "

@@ -1,5 +1,6 @@
 """``ToolvisorError`` (the base of every exception the package defines), ``ToolError`` (the
-closed set of crash reasons), ``InvalidArguments`` and handler errors."""
+closed set of crash reasons), ``InvalidArguments``, handler errors and ``CapabilityError`` (a
+call context's capability missing or refused)."""
 
 from __future__ import annotations
 
@@ -209,3 +210,24 @@ class UndescribedToolWarning(ToolvisorError, UserWarning):
     """Warned when ``@function_tool`` builds a tool with no description (no docstring, no
     ``description=``): the model is told its name and parameters, never what it is for. Filter
     it by this class."""
+
+
+class CapabilityError(ToolvisorError):
+    """A capability of the call context is missing or refused; ``code`` says which, stably.
+
+    ``completion_keys_unavailable`` / ``durable_effects_unavailable``: the run has no session
+    store; give the agent one (``Agent(..., store=path)``). ``toolvisor.durable.DurableError``
+    is a subclass with more codes.
+    """
+
+    code: str
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.message = message
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickles with its own arguments (and attributes), so it crosses to and from a worker
+        process intact."""
+        return type(self), (self.code, self.message), self.__dict__

@@ -5,10 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from toolvisor.contract._tool import Tool
+from typing import Any
 
 
 @dataclass(frozen=True, slots=True)
@@ -17,13 +14,14 @@ class IsolationRules:
 
     ``coroutines``: whether it runs ``async def`` handlers (else plain ones); ``default``:
     picked for a handler of its kind when the tool names no isolation (one per kind);
-    ``check(tool)``: raises if the tool cannot run there (its handler, its ``options``), called
-    once the tool is otherwise valid.
+    ``check(tool)``: raises if the ``Tool`` cannot run there (its handler, its ``options``),
+    called once the tool is otherwise valid (typed ``Any``: ``Tool`` is built on these rules,
+    so this module cannot name it without an import cycle).
     """
 
     coroutines: bool
     default: bool
-    check: Callable[[Tool], None]
+    check: Callable[[Any], None]
 
 
 _rules: dict[str, IsolationRules] = {}  # written when a backend registers, at import time

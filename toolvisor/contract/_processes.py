@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from toolvisor.contract._context import CapabilityError
+from toolvisor.contract._errors import CapabilityError
 from toolvisor.contract._results import Err, Ok
 
 ProcessStatus = Literal["running", "ok", "error", "interrupted"]

@@ -1,43 +1,46 @@
-"""The run host: ``OrchestratorActor`` hosts each run's ``TurnMachine`` and performs its effects.
+"""The run host: ``OrchestratorActor`` drives each run's ``TurnMachine`` and performs its effects.
 
 The ``Agent`` tells it the commands here; a run's future fails with ``OrchestratorStopped`` if
 the orchestrator stops before the run ends, and a resume with ``AlreadyResumedError`` if its
-``Suspended`` was spent (``ResumedSuspensions`` keeps that for runs without a store).
+``Suspended`` was spent (``ResumedSuspensions`` keeps that for runs without a store). Inside,
+the host is rooms with a one-way import graph (``host/README.md``); this is the face other
+packages use. ``ModelPerformer`` and ``ToolCallPerformer`` perform one model request and one
+tool call with explicit inputs, for a host of the machine that has no orchestrator.
 """
 
-from toolvisor.host._agent_tool import agent_tool
-from toolvisor.host._child_sessions import CallSessions
-from toolvisor.host._commands import (
+from toolvisor.host._mail import Reply, reply_future
+from toolvisor.host._protocol import (
     AlreadyResumedError,
     AnswerRun,
     AttachRun,
     CancelRun,
     ClaimRuns,
-    OrchestratorSettings,
+    ModelAnswer,
     OrchestratorStopped,
     ProgressCallback,
+    RunLeasedError,
     StartRun,
-    reply_future,
 )
-from toolvisor.host._durable_waits import PENDING_TIMEOUT_CODE, durable_call_id
-from toolvisor.host._gates import ResilienceConfig, ToolGates
-from toolvisor.host._leases import RunLeasedError
-from toolvisor.host._loop_reply import LoopReply, Reply
-from toolvisor.host._model_calls import ModelAnswer, ModelCalls
-from toolvisor.host._model_info import model_info
-from toolvisor.host._orchestrator import OrchestratorActor
-from toolvisor.host._process_views import CallProcesses, HostProcesses
-from toolvisor.host._processes import Processes
-from toolvisor.host._resumed import ResumedSuspensions
-from toolvisor.host._run_tree import refuse_child
-from toolvisor.host._session_host import AgentSessionHost, SessionLimits
-from toolvisor.host._tracing import SEMCONV_VERSION, Tracing, tracing_for
-from toolvisor.host._tree import AgentTree
+from toolvisor.host._run_catalog import RunCatalog
+from toolvisor.host.calls import ResilienceConfig, ToolCallPerformer, ToolGates
+from toolvisor.host.models import ModelCalls, ModelPerformer, WaitingModels, model_info
+from toolvisor.host.observe import SEMCONV_VERSION, RunSpans, tracing_for
+from toolvisor.host.processes import CallProcesses, HostProcesses, Processes
+from toolvisor.host.run import (
+    AgentTree,
+    LoopReply,
+    OrchestratorActor,
+    OrchestratorSettings,
+    ResumedSuspensions,
+    refuse_child,
+)
+from toolvisor.host.sessions import AgentSessions, CallSessions, SessionLimits, agent_tool
+from toolvisor.host.waits import PENDING_TIMEOUT_CODE, durable_call_id
 
 __all__ = [
     "PENDING_TIMEOUT_CODE",
     "SEMCONV_VERSION",
-    "AgentSessionHost",
+    "AgentSessions",
     "AgentTree",
     "AlreadyResumedError",
     "AnswerRun",
@@ -50,6 +53,7 @@ __all__ = [
     "LoopReply",
     "ModelAnswer",
     "ModelCalls",
+    "ModelPerformer",
     "OrchestratorActor",
     "OrchestratorSettings",
     "OrchestratorStopped",
@@ -58,11 +62,14 @@ __all__ = [
     "Reply",
     "ResilienceConfig",
     "ResumedSuspensions",
+    "RunCatalog",
     "RunLeasedError",
+    "RunSpans",
     "SessionLimits",
     "StartRun",
+    "ToolCallPerformer",
     "ToolGates",
-    "Tracing",
+    "WaitingModels",
     "agent_tool",
     "durable_call_id",
     "model_info",

@@ -16,7 +16,7 @@ import threading
 from collections.abc import Iterable, Mapping
 
 from toolvisor._logging import get_event_log
-from toolvisor.contract import CallContext, CatalogEntry, Err, Tool, ToolSpec
+from toolvisor.contract import CallContext, CatalogEntry, Err, OutputWindow, Tool, ToolSpec
 from toolvisor.registry import ToolRegistry, UnknownToolError
 
 _log = get_event_log("registry")
@@ -50,6 +50,11 @@ class RunCatalog:
     def resolve(self, name: str, ctx: CallContext | None = None) -> Tool | Err:
         """The gate of the run's calls: the tool, or ``not_found`` unless in its catalog."""
         return self._registry.resolve(name, ctx, membership=self.edits())
+
+    def output_window(self, tool_name: str) -> OutputWindow:
+        """Which end of a tool's text the output budget keeps (``head`` for a tool gone)."""
+        tool = self.resolve(tool_name)
+        return "head" if isinstance(tool, Err) else tool.output_window
 
     def set(self, names: Iterable[str], present: bool) -> frozenset[str]:
         """Put ``names`` in the run's catalog or take them out; returns the names whose

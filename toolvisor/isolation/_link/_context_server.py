@@ -17,10 +17,10 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from toolvisor.contract import CallContext, CapabilityError
+from toolvisor.isolation._link._asking import portable
 from toolvisor.isolation._link._remote_context import (
     SERVED,
     Callback,
-    portable,
     receive,
     send,
     transmit,

@@ -42,6 +42,7 @@ from toolvisor.contract import (
     ToolCall,
     trace_headers,
 )
+from toolvisor.isolation._link._asking import portable
 from toolvisor.isolation._link._remote_processes import RemoteProcesses
 
 CAPABILITIES = ("state", "sessions", "completion_keys", "durable", "trace_spans",
@@ -95,15 +96,6 @@ class Callback:
     """Stands for the ``index``-th callable argument of a request; the agent calls it back."""
 
     index: int
-
-
-def portable(exc: BaseException) -> BaseException:
-    """``exc`` if it survives a pickle round trip, else a ``RuntimeError`` that says what it was."""
-    try:
-        pickle.loads(pickle.dumps(exc))
-        return exc
-    except Exception:
-        return RuntimeError(f"{type(exc).__qualname__}: {exc}")
 
 
 def link_closed(exc: BaseException) -> CapabilityError:

@@ -10,12 +10,10 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from toolvisor.contract import Err, Ok, ProcessInfo, Tool
-
-if TYPE_CHECKING:
-    from toolvisor.isolation._link._remote_context import ContextLink
+from toolvisor.isolation._link._asking import Asks
 
 _POLL = 0.05  # seconds between looks while an async handler waits
 
@@ -23,7 +21,7 @@ _POLL = 0.05  # seconds between looks while an async handler waits
 class RemoteProcesses:
     """The run's processes, served by the agent over ``link`` for the call ``tag`` names."""
 
-    def __init__(self, link: ContextLink, tag: int) -> None:
+    def __init__(self, link: Asks, tag: int) -> None:
         self._link = link
         self._tag = tag
 

@@ -3,7 +3,7 @@
 Installed in a worker process (or a Ray worker) as the global tracer provider, once, the first
 time a traced call runs there, and only if the program set none. A handler's
 ``trace.get_tracer(...)`` spans are then forwarded over its call's context link to the agent
-(``host/_remote_spans.py``), which makes them real spans of its own tracer under the call's
+(``host/observe/_remote_spans.py``), which makes them real spans of its own tracer under the call's
 ``execute_tool`` span, so they reach the agent's exporters; the span ids the agent answers
 with are the ones the worker makes current and propagates. ``_current`` names the call the
 running code belongs to (a context variable: a thread the handler starts has none, and its
@@ -23,16 +23,16 @@ from opentelemetry.context import Context
 from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags
 from opentelemetry.util.types import Attributes, AttributeValue
 
-from toolvisor.isolation._link._remote_context import ContextLink, portable
+from toolvisor.isolation._link._asking import Asks, portable
 
-_Call = tuple[ContextLink, int]
+_Call = tuple[Asks, int]
 _current: ContextVar[_Call | None] = ContextVar("toolvisor_traced_call", default=None)
 _lock = threading.Lock()
 _installed = False  # guarded by _lock
 
 
 @contextlib.contextmanager
-def forwarding(link: ContextLink, tag: int) -> Iterator[None]:
+def forwarding(link: Asks, tag: int) -> Iterator[None]:
     """While the handler of call ``tag`` runs, its spans go to the agent over ``link``."""
     _install()
     token = _current.set((link, tag))
