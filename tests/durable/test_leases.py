@@ -139,9 +139,20 @@ def test_a_host_that_stops_renewing_loses_the_run_to_another(
                    durability=Durability(store=store, lease_ttl=0.3)) as stalled:
             suspended = stalled.run("go")
             assert isinstance(suspended, Suspended) and suspended.run_id is not None
-            clock.now += 60  # the store's clock runs past the lease: as if the host hung
             with Agent(ScriptedModel([]), [HOOK], store=store) as taker:
-                assert isinstance(taker.resume_run(suspended.run_id), Suspended)
+                # The store's clock runs past the lease, as if the host hung. Its renewal
+                # thread has not: a renewal tick between the jump and the taker's claim
+                # extends the lease from the new time, so the clock jumps again until the
+                # taker's claim comes first (the window is one tick in many).
+                taken: object = None
+                for _attempt in range(100):
+                    clock.now += 60
+                    try:
+                        taken = taker.resume_run(suspended.run_id)
+                    except RunLeasedError:
+                        continue
+                    break
+                assert isinstance(taken, Suspended)
                 assert lost.wait(10)  # the stalled host's next renewal finds the run gone
     finally:
         set_event_sink(previous)
