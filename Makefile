@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 DEMO_VENV := .venv-demo
 DEMO_STAMP := $(DEMO_VENV)/.installed
 
-.PHONY: demo test lint typecheck unit bench soak soak-workers bench-workers clean bubblewrap \
+.PHONY: demo test lint typecheck unit bench soak soak-workers bench-workers bench-temporal clean bubblewrap \
 	nodejs
 
 $(STAMP): pyproject.toml
@@ -83,6 +83,10 @@ soak-workers: $(STAMP)
 
 bench-workers: $(STAMP)
 	$(BIN)/python -m bench.workers
+
+# toolvisor on Temporal next to pydantic-ai's Temporal integration, on one local dev server
+bench-temporal: $(STAMP)
+	$(BIN)/python -m bench.temporal
 
 clean:
 	rm -rf $(VENV) $(DEMO_VENV) $(MCP_REFERENCE_DIR) build *.egg-info
