@@ -137,7 +137,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=7, help="timed runs per batch size")
     args = parser.parse_args()
     prepare_process_isolation()  # the forkserver starts now, not in the first process call
-    from bench.__main__ import machine  # here: a process worker imports this module again
+    from bench.__main__ import machine  # noqa: PLC0415 - a process worker imports us again
 
     results = asyncio.run(measure(args.repeats))
     versions = {p: importlib.metadata.version(p)
