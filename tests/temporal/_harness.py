@@ -95,12 +95,12 @@ def tool_texts(outcome: FinalOutcome) -> dict[str, str]:
 
 class WorkerChild:
     """``tests.programs.temporal_worker`` in a child process, polling ``queue`` on the
-    server at ``target``; ``stall`` makes its ``stall`` tools hang."""
+    server at ``target`` for what it ``serves``; ``stall`` makes its ``stall`` tools hang."""
 
-    def __init__(self, target: str, queue: str, *, stall: bool) -> None:
+    def __init__(self, target: str, queue: str, *, stall: bool, serves: str = "all") -> None:
         env = dict(os.environ, PYTHONPATH=str(ROOT), TOOLVISOR_TEST_STALL="1" if stall else "0")
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "tests.programs.temporal_worker", target, queue],
+            [sys.executable, "-m", "tests.programs.temporal_worker", target, queue, serves],
             cwd=ROOT, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         self.pid = self.process.pid
 
@@ -137,9 +137,11 @@ class WorkerChild:
 
 
 @contextlib.contextmanager
-def child_worker(server: Temporal, queue: str, *, stall: bool) -> Iterator[WorkerChild]:
+def child_worker(server: Temporal, queue: str, *, stall: bool,
+                 serves: str = "all") -> Iterator[WorkerChild]:
     """A ready :class:`WorkerChild` on ``server``, reaped when the block ends."""
-    child = WorkerChild(server.client.service_client.config.target_host, queue, stall=stall)
+    child = WorkerChild(server.client.service_client.config.target_host, queue, stall=stall,
+                        serves=serves)
     try:
         yield child.ready()
     finally:

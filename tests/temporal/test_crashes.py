@@ -17,6 +17,7 @@ from temporalio.client import WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 from temporalio.worker import Worker
 
+from tests.programs import temporal_worker as worker_app
 from tests.programs.temporal_worker import AGENT
 from tests.temporal._harness import (
     Temporal,
@@ -99,6 +100,33 @@ def test_a_workflow_worker_killed_while_its_run_waits_is_replaced_by_another(
     ids = [e.activity_task_scheduled_event_attributes.activity_id for e in history.events
            if e.HasField("activity_task_scheduled_event_attributes")]
     assert len(ids) == len(set(ids)) == 5  # three model calls, two tool calls: each once
+
+
+def _tasks_done(server: Temporal, handle: Any) -> int:
+    history = server.run(handle.fetch_history())
+    return sum(e.HasField("workflow_task_completed_event_attributes") for e in history.events)
+
+
+def test_a_workflow_worker_killed_while_a_call_runs_elsewhere_is_replaced_by_another(
+        dev_server: Temporal, tmp_path: Path) -> None:
+    worker_app.RELEASE.clear()
+    queue = _queue()
+    with child_worker(dev_server, queue, stall=False, serves="workflows") as doomed:
+        handle = dev_server.run(start_run(dev_server.client, AGENT, f"hold {tmp_path}",
+                                          run_id=run_id(), task_queue=queue))
+        eventually(lambda: _tasks_done(dev_server, handle), "the killed worker's first task")
+        with working(dev_server, AGENT, queue=queue, serves="activities"):
+            eventually(lambda: ran(tmp_path), "the call running on the activity worker")
+            doomed.kill()
+            worker_app.RELEASE.set()  # the call ends while no workflow worker is alive
+            with working(dev_server, AGENT, queue=queue, serves="workflows"):
+                done = dev_server.run(outcome(handle))
+    assert isinstance(done, Completed) and done.text == "c1=held"
+    assert ran(tmp_path) == [("hold", "c1", os.getpid())]
+    history = dev_server.run(handle.fetch_history())
+    ids = [e.activity_task_scheduled_event_attributes.activity_id for e in history.events
+           if e.HasField("activity_task_scheduled_event_attributes")]
+    assert len(ids) == len(set(ids)) == 3  # two model calls, one tool call: each once
 
 
 @function_tool
