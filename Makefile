@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 DEMO_VENV := .venv-demo
 DEMO_STAMP := $(DEMO_VENV)/.installed
 
-.PHONY: demo test lint typecheck unit bench soak soak-workers bench-workers clean bubblewrap \
+.PHONY: demo test lint typecheck unit bench soak soak-workers bench-workers bench-temporal clean bubblewrap \
 	nodejs
 
 $(STAMP): pyproject.toml
@@ -84,5 +84,17 @@ soak-workers: $(STAMP)
 bench-workers: $(STAMP)
 	$(BIN)/python -m bench.workers
 
+# toolvisor on Temporal next to pydantic-ai's and the OpenAI Agents SDK's Temporal integrations,
+# on one local dev server; the SDK's plugin pins openai-agents 0.22, so it and the SDK it needs
+# go to a folder of their own, first on the bench's path (the environment keeps its own)
+BENCH_OPENAI_AGENTS := .bench-openai-agents
+$(BENCH_OPENAI_AGENTS)/.installed: $(STAMP)
+	$(BIN)/python -m pip install --quiet --no-deps --target $(BENCH_OPENAI_AGENTS) \
+	  temporalio==1.35.0 openai-agents==0.22.3 temporalio-openai-agents==1.1.0
+	touch $@
+
+bench-temporal: $(BENCH_OPENAI_AGENTS)/.installed
+	PYTHONPATH=$(BENCH_OPENAI_AGENTS) $(BIN)/python -m bench.temporal
+
 clean:
-	rm -rf $(VENV) $(DEMO_VENV) $(MCP_REFERENCE_DIR) build *.egg-info
+	rm -rf $(VENV) $(DEMO_VENV) $(MCP_REFERENCE_DIR) $(BENCH_OPENAI_AGENTS) build *.egg-info

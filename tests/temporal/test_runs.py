@@ -297,6 +297,12 @@ def test_bad_settings_are_refused_naming_what_to_fix(dev_server: Temporal) -> No
         TemporalAgent("beatless", model, heartbeat_timeout=0)
     with pytest.raises(TypeError, match="non-empty list of TemporalAgent"):
         AgentWorker(dev_server.client, [], task_queue="unused")
+    with pytest.raises(ValueError, match=r"AgentWorker\.serves must be one of"):
+        AgentWorker(dev_server.client, [TemporalAgent("one", model)], task_queue="unused",
+                    serves="tools")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"AgentWorker\.sticky_timeout"):
+        AgentWorker(dev_server.client, [TemporalAgent("one", model)], task_queue="unused",
+                    sticky_timeout=0)
     twins = [TemporalAgent("twin", model), TemporalAgent("twin", model)]
     with pytest.raises(ValueError, match="two of the worker's agents have the same name"):
         AgentWorker(dev_server.client, twins, task_queue="unused")

@@ -19,6 +19,7 @@ from toolvisor.temporal import (
     outcome,
     pending_calls,
     questions,
+    start_or_answer,
     start_run,
 )
 from toolvisor.testing import ScriptedModel, call, calls
@@ -113,3 +114,41 @@ def test_a_pending_call_is_completed_with_its_key_alone(dev_server: Temporal) ->
         dev_server.run(complete_key(dev_server.client, key, error="card declined"))
         done = dev_server.run(outcome(handle))
     assert isinstance(done, Completed) and "card declined" in tool_texts(done)["c1"]
+
+
+def test_a_front_end_starts_or_answers_a_run_by_its_id_alone(dev_server: Temporal) -> None:
+    model = ScriptedModel([calls(call("approve", id="c1")), "shipped"])
+    agent = TemporalAgent("front-end", model, [approve])
+    conversation = run_id()
+    with working(dev_server, agent) as queue:
+
+        def say(text: str) -> str:
+            return dev_server.run(start_or_answer(dev_server.client, agent, text,
+                                                  run_id=conversation, task_queue=queue))
+
+        assert say("ship?") == "started"
+        handle = dev_server.client.get_workflow_handle(conversation)
+        eventually(lambda: dev_server.run(questions(handle)), "the question")
+        before = dev_server.run(handle.fetch_history()).events
+        with pytest.raises(UpdateRefusedError, match="not one of its options"):
+            say("maybe")
+        assert dev_server.run(handle.fetch_history()).events == before
+        assert say("yes") == "answered"
+        done = dev_server.run(outcome(handle))
+        assert isinstance(done, Completed) and tool_texts(done) == {"c1": "yes"}
+        with pytest.raises(ValueError, match="prompt as a non-empty str"):
+            say("")
+
+
+def test_a_message_to_a_run_that_asks_nothing_is_refused(dev_server: Temporal) -> None:
+    model = ScriptedModel([calls(call("pay", id="c1")), "paid"])
+    agent = TemporalAgent("busy", model, [pay])
+    with working(dev_server, agent) as queue:
+        handle = dev_server.run(start_run(dev_server.client, agent, "pay", run_id=run_id(),
+                                          task_queue=queue))
+        eventually(lambda: dev_server.run(pending_calls(handle)), "the pending call")
+        with pytest.raises(UpdateRefusedError, match="asks 0 open questions"):
+            dev_server.run(start_or_answer(dev_server.client, agent, "hello",
+                                           run_id=handle.id, task_queue=queue))
+        dev_server.run(complete(handle, "c1", "receipt"))
+        assert isinstance(dev_server.run(outcome(handle)), Completed)

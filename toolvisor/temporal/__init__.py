@@ -24,6 +24,7 @@ from toolvisor.temporal._client import (
     outcome,
     pending_calls,
     questions,
+    start_or_answer,
     start_run,
 )
 from toolvisor.temporal._codec import FinalOutcome
@@ -49,6 +50,7 @@ __all__ = [
     "pending_calls",
     "questions",
     "replay",
+    "start_or_answer",
     "start_run",
     "test_server_path",
 ]

@@ -3,10 +3,17 @@ the client's side of ``toolvisor.temporal``."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Mapping
-from typing import Any, TypeAlias
+from typing import Any, Literal, TypeAlias
 
-from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
+from temporalio.client import (
+    Client,
+    WithStartWorkflowOperation,
+    WorkflowHandle,
+    WorkflowUpdateFailedError,
+)
+from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
@@ -39,13 +46,51 @@ async def start_run(client: Client, agent: TemporalAgent, prompt: str, *, run_id
         task_queue: The task queue the agent's workers poll.
         state: The run's initial state (JSON data), read by tools as ``ctx.state``.
     """
-    if not isinstance(agent, TemporalAgent):
-        raise TypeError(f"start_run needs a TemporalAgent, got {type(agent).__name__}")
-    if not isinstance(prompt, str) or not prompt:
-        raise ValueError(f"start_run needs the user's prompt as a non-empty str, got {prompt!r}")
-    start = {"agent": agent.name, "fingerprint": agent.fingerprint, "prompt": prompt,
-             "state": dict(state or {})}
+    start = _start("start_run", agent, prompt, state)
     return await client.start_workflow(WORKFLOW, start, id=run_id, task_queue=task_queue)
+
+
+def _start(who: str, agent: TemporalAgent, prompt: str,
+           state: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The workflow's start argument, once ``agent`` and ``prompt`` were checked."""
+    if not isinstance(agent, TemporalAgent):
+        raise TypeError(f"{who} needs a TemporalAgent, got {type(agent).__name__}")
+    if not isinstance(prompt, str) or not prompt:
+        raise ValueError(f"{who} needs the user's prompt as a non-empty str, got {prompt!r}")
+    return {"agent": agent.name, "fingerprint": agent.fingerprint, "prompt": prompt,
+            "state": dict(state or {})}
+
+
+async def start_or_answer(client: Client, agent: TemporalAgent, text: str, *, run_id: str,
+                          task_queue: str, state: Mapping[str, Any] | None = None,
+                          ) -> Literal["started", "answered"]:
+    """A user's message to run ``run_id``, in one update-with-start, for a front end that
+    keeps no state of its own: when no run ``run_id`` is running, one starts with ``text`` as
+    its prompt (``"started"``); when it runs and asks one open question, ``text`` answers it
+    (``"answered"``, once the run has taken it). ``UpdateRefusedError`` (and nothing in the
+    run's history) when the run asks no question or several (answer those with
+    :func:`answer`), or ``text`` is not one of the question's options.
+
+    Args:
+        client: The connected Temporal client.
+        agent: The agent (as in :func:`start_run`).
+        text: The user's message: a new run's prompt, or the open question's answer.
+        run_id: The workflow id, the conversation's name.
+        task_queue: The task queue the agent's workers poll.
+        state: A new run's initial state (JSON data).
+    """
+    token = uuid.uuid4().hex  # tells the run whether this very call started it
+    start = _start("start_or_answer", agent, text, state) | {"token": token}
+    operation: WithStartWorkflowOperation[Any, Any] = WithStartWorkflowOperation(
+        WORKFLOW, start, id=run_id, task_queue=task_queue,
+        id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING)
+    try:
+        said = await client.execute_update_with_start_workflow(
+            "message", args=[token, text], start_workflow_operation=operation)
+    except WorkflowUpdateFailedError as exc:
+        raise UpdateRefusedError(f"run {run_id!r} refused the message: "
+                                 f"{_reason(exc)}") from exc
+    return "started" if said == "started" else "answered"
 
 
 async def outcome(handle: RunHandle) -> FinalOutcome:
@@ -61,14 +106,18 @@ async def _update(handle: RunHandle, name: str, *args: Any) -> None:
     try:
         await handle.execute_update(name, args=list(args))
     except WorkflowUpdateFailedError as exc:
-        cause = exc.cause
-        text = cause.message if isinstance(cause, ApplicationError) else str(cause or exc)
-        raise UpdateRefusedError(f"run {handle.id!r} refused the {name}: {text}") from exc
+        raise UpdateRefusedError(f"run {handle.id!r} refused the {name}: "
+                                 f"{_reason(exc)}") from exc
     except RPCError as exc:
         if exc.status != RPCStatusCode.NOT_FOUND:  # a server that cannot be reached: as it is
             raise
         raise UpdateRefusedError(f"run {handle.id!r} takes no {name}: {exc.message} (it "
                                  "has ended, or there is no such run)") from exc
+
+
+def _reason(exc: WorkflowUpdateFailedError) -> str:
+    cause = exc.cause
+    return cause.message if isinstance(cause, ApplicationError) else str(cause or exc)
 
 
 async def answer(handle: RunHandle, call_id: str, value: Any) -> None:

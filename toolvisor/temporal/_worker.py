@@ -8,19 +8,23 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
 from types import TracebackType
+from typing import Any, Literal, TypeAlias
 
 from temporalio.client import Client, WorkflowHistory
 from temporalio.worker import Replayer, Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
-from toolvisor.contract import ToolvisorError
+from toolvisor.contract import ToolvisorError, check_seconds
 from toolvisor.executor import ToolRunner
 from toolvisor.temporal import _registry
 from toolvisor.temporal._activities import Activities
 from toolvisor.temporal._agent import TemporalAgent
 from toolvisor.temporal._workflow import AgentRun
 
+Serves: TypeAlias = Literal["all", "workflows", "activities"]
+_SERVES = ("all", "workflows", "activities")
 _FAILURES: list[type[BaseException]] = [ToolvisorError]  # a toolvisor error in workflow
 # code (an unreadable checkpoint, a broken driver) fails the run once, never a task retried
 
@@ -57,20 +61,36 @@ class AgentWorker:
         task_queue: The task queue its runs are started on.
         runner: Runs the model and tool calls; by default one of its own, closed with it.
         process_workers: The worker processes of its own runner's ``process`` isolation.
+        serves: ``"all"``; ``"workflows"`` to drive runs only (their calls run on the queue's
+            other workers), or ``"activities"`` to run calls only.
+        sticky_timeout: Seconds a run's next task waits for the worker that has the run
+            cached before any worker of the queue takes it: when a worker dies, its runs go
+            on elsewhere after this (Temporal's ``sticky_queue_schedule_to_start_timeout``).
     """
 
     def __init__(self, client: Client, agents: Sequence[TemporalAgent], *, task_queue: str,
-                 runner: ToolRunner | None = None, process_workers: int = 2) -> None:
+                 runner: ToolRunner | None = None, process_workers: int = 2,
+                 serves: Serves = "all", sticky_timeout: float = 10.0) -> None:
         self._agents = _checked(agents)
+        if serves not in _SERVES:
+            raise ValueError(f"AgentWorker.serves must be one of {_SERVES}, got {serves!r}")
+        check_seconds("AgentWorker.sticky_timeout", sticky_timeout, positive=True)
         self._owned = runner is None
         self._runner = ToolRunner(process_workers=process_workers) if runner is None \
             else runner
         try:
             self._activities = Activities(self._agents, self._runner)
+            roles: dict[str, Any] = {}
+            if serves != "activities":
+                roles.update(workflows=[AgentRun], workflow_runner=_sandbox(),
+                             workflow_failure_exception_types=_FAILURES)
+            if serves != "workflows":
+                roles.update(activities=[self._activities.model_call,
+                                         self._activities.tool_call])
             self._worker = Worker(
-                client, task_queue=task_queue, workflows=[AgentRun],
-                activities=[self._activities.model_call, self._activities.tool_call],
-                workflow_runner=_sandbox(), workflow_failure_exception_types=_FAILURES)
+                client, task_queue=task_queue,
+                sticky_queue_schedule_to_start_timeout=timedelta(seconds=sticky_timeout),
+                **roles)
         except BaseException:
             if self._owned:  # its threads would outlive a worker that never was
                 self._runner.close()

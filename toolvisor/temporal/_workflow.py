@@ -70,7 +70,9 @@ class AgentRun:
     """One agent run: ``run`` drives its machine to a ``Completed``, ``Halted`` or ``Failed``
     (returned as JSON data, never raised); the updates answer and complete its waiting calls."""
 
-    def __init__(self) -> None:
+    @workflow.init
+    def __init__(self, start: dict[str, Any]) -> None:
+        self._token = start.get("token")  # the start_or_answer call that started the run
         self._machine: TurnMachine | None = None
         self._inbox: dict[str, Any] = {}  # answers and completions the updates brought
         self._emitted_at: dict[int, float] = {}  # ToolCalls effect id -> workflow time
@@ -230,6 +232,30 @@ class AgentRun:
             raise ValueError(f"call {call_id!r} asks no open question; open questions: "
                              f"{[q.call_id for q in _questions(self._machine)]}")
         why = question.refusal(answer)
+        if why is not None:
+            raise ValueError(why)
+
+    @workflow.update(name="message")
+    async def message(self, token: str, text: str) -> str:
+        """A front end's message (``start_or_answer``): ``"started"`` when its own
+        update-with-start started the run (``text`` was the prompt), else ``"answered"`` once
+        the run has taken ``text`` as the answer to its one open question."""
+        if token == self._token:
+            return "started"
+        (question,) = _questions(self._machine)
+        await self._deliver(question.call_id, text)
+        return "answered"
+
+    @message.validator
+    def _check_message(self, token: str, text: str) -> None:
+        if token == self._token:
+            return
+        open_ = _questions(self._machine)
+        if len(open_) != 1 or open_[0].call_id in self._inbox:
+            raise ValueError(f"the run is running and asks {len(open_)} open questions "
+                             f"({[q.call_id for q in open_]}), not one a message can answer; "
+                             "answer each by its call id (answer)")
+        why = open_[0].refusal(text)
         if why is not None:
             raise ValueError(why)
 
