@@ -66,7 +66,7 @@ SCRIPTS = {
 
 def _agent(*extra: object) -> TemporalAgent:
     return TemporalAgent("replayed", ScriptedModel(SCRIPTS), [wobbly, ask, order, *extra],
-                         tool_policies={"wobbly": RetryPolicy(base_delay=0.05)})
+                         on_tool_error={"wobbly": RetryPolicy(base_delay=0.05)})
 
 
 def test_histories_of_every_effect_kind_replay_without_a_failure(dev_server: Temporal) -> None:

@@ -15,14 +15,21 @@ from temporalio.exceptions import ApplicationError
 from tests.temporal import _tools
 from tests.temporal._harness import Temporal, eventually, run_id, tool_texts, working
 from toolvisor import (
+    Bulkhead,
     CallAttempt,
     CallContext,
+    CapabilityError,
     Completed,
     ContinueRun,
     Decision,
     Err,
     Halted,
+    Limits,
+    OutputProjection,
+    Resilience,
     RetryAfter,
+    RetryPolicy,
+    Timeouts,
     ToolError,
     function_tool,
 )
@@ -38,7 +45,7 @@ def add(a: int, b: int) -> int:
 
 def test_a_two_turn_run_with_a_tool_completes(dev_server: Temporal) -> None:
     model = ScriptedModel([calls(call("add", {"a": 2, "b": 3}, id="c1")), "five"])
-    agent = TemporalAgent("two-turns", model, [add])
+    agent = TemporalAgent("two-turns", model, [add], timeouts=Timeouts(model=45))
     with working(dev_server, agent) as queue:
         handle = dev_server.run(start_run(dev_server.client, agent, "2 + 3?", run_id=run_id(),
                                           task_queue=queue))
@@ -53,7 +60,7 @@ def test_a_two_turn_run_with_a_tool_completes(dev_server: Temporal) -> None:
     # each stopped by the runner at its timeout; Temporal's only for a lost worker
     assert [(a.start_to_close_timeout.ToTimedelta().total_seconds(),
              a.heartbeat_timeout.ToTimedelta().total_seconds()) for a in scheduled] == [
-        (60 + 5, 10), (5 + 5, 10), (60 + 5, 10)]
+        (45 + 5, 10), (5 + 5, 10), (45 + 5, 10)]
 
 
 def test_a_hung_sync_tool_is_killed_at_its_deadline_and_its_effect_never_lands(
@@ -141,6 +148,71 @@ def test_a_crash_and_an_err_each_reach_on_tool_error_and_only_it_retries(
     texts = tool_texts(done)
     assert texts["c1"] == "flaky ok" and "fragile broke" in texts["c2"]
     assert "no such city" in texts["c3"]
+
+
+def test_on_tool_error_by_tool_name_with_a_default_for_every_other_tool(
+        dev_server: Temporal) -> None:
+    RUNS.clear()
+    model = ScriptedModel([calls(call("flaky", id="c1")), calls(call("fragile", id="c2")),
+                           "unused"])
+    retry = RetryPolicy(base_delay=0, jitter=0)  # its otherwise: "continue"
+    agent = TemporalAgent("by-name", model, [flaky, fragile],
+                          on_tool_error={"fragile": "halt", "*": retry})
+    with working(dev_server, agent) as queue:
+        handle = dev_server.run(start_run(dev_server.client, agent, "go", run_id=run_id(),
+                                          task_queue=queue))
+        done = dev_server.run(outcome(handle))
+    assert RUNS == {"flaky": 2, "fragile": 1}  # "*" retried flaky's crash at turn 1
+    assert isinstance(done, Halted) and done.reason == "tool_error"  # fragile's own policy
+    assert (done.turns, tool_texts(done)["c1"]) == (2, "flaky ok")
+    with pytest.raises(ValueError, match=r"on_tool_error names unknown tool 'fragil'; known "
+                                         r"tools: \['flaky', 'fragile'\] \(use '\*' for every "):
+        TemporalAgent("typo", model, [flaky, fragile], on_tool_error={"fragil": "halt"})
+
+
+def test_limits_turns_halts_a_run_whose_model_still_asks_for_tools(
+        dev_server: Temporal) -> None:
+    model = ScriptedModel([calls(call("add", {"a": 1, "b": 1}, id="c1")),
+                           calls(call("add", {"a": 2, "b": 2}, id="c2")), "unused"])
+    agent = TemporalAgent("one-turn", model, [add], limits=Limits(turns=1))
+    with working(dev_server, agent) as queue:
+        handle = dev_server.run(start_run(dev_server.client, agent, "add", run_id=run_id(),
+                                          task_queue=queue))
+        done = dev_server.run(outcome(handle))
+    assert isinstance(done, Halted) and done.reason == "max_turns" and done.turns == 1
+
+
+GATED = Resilience(bulkhead=Bulkhead(max_concurrent=1))
+
+
+@pytest.mark.parametrize(("setting", "named"), [
+    ({"limits": Limits(per_tool=GATED)}, "Limits.per_tool"),
+    ({"limits": Limits(tool_output=OutputProjection())}, "Limits.tool_output"),
+    ({"limits": Limits(concurrent_calls=4)}, "Limits.concurrent_calls"),
+    ({"limits": Limits(process_workers=4)}, "Limits.process_workers"),
+    ({"limits": Limits(session_depth=1)}, "Limits.session_depth"),
+    ({"limits": Limits(child_sessions=1)}, "Limits.child_sessions"),
+    ({"timeouts": Timeouts(model_warn_after=None)}, "Timeouts.model_warn_after"),
+])
+def test_a_setting_temporal_does_not_honour_is_refused_naming_it(
+        setting: dict[str, Any], named: str) -> None:
+    with pytest.raises(CapabilityError, match=f"TemporalAgent does not take {named} ") as refused:
+        TemporalAgent("unhonoured", ScriptedModel(["hi"]), [add], **setting)
+    assert refused.value.code == "setting_unavailable"
+
+
+def test_the_fingerprint_covers_turns_and_which_tools_have_their_own_policy() -> None:
+    model = ScriptedModel(["hi"])
+
+    def fingerprint(**settings: Any) -> str:
+        return TemporalAgent("printed", model, [add, refuse], **settings).fingerprint
+
+    plain = fingerprint()
+    assert plain == fingerprint(limits=Limits(turns=8), on_tool_error="halt")
+    assert plain != fingerprint(limits=Limits(turns=3))
+    assert plain != fingerprint(on_tool_error={"add": "halt"})
+    with pytest.raises(TypeError, match=r"limits must be a toolvisor\.Limits"):
+        TemporalAgent("bare", model, limits=3)  # type: ignore[arg-type]
 
 
 @function_tool

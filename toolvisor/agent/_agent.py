@@ -18,7 +18,7 @@ from concurrent.futures import Future
 from types import TracebackType
 from typing import Any, TypeVar
 
-from toolvisor.agent._catalog import ToolsArgument, catalog, tool_policies
+from toolvisor.agent._catalog import ToolsArgument, catalog
 from toolvisor.agent._catalog import model as given_model
 from toolvisor.agent._durable_runs import DurableRuns, RunOutcome
 from toolvisor.agent._settings import Clocks, Limits, Timeouts, Tracing, settings
@@ -57,6 +57,7 @@ from toolvisor.machine import (
     Suspended,
     TurnMachine,
     answers_for,
+    policies_by_tool,
 )
 from toolvisor.registry import ToolRegistry, UnknownSourceError
 from toolvisor.resilience import ResilienceState
@@ -151,7 +152,7 @@ class Agent(DurableRuns):
         self._registry = registry = found.registry
         check_main_guard(registry.process_tools)
         check_hosts(t for n in registry.members() if isinstance(t := registry.resolve(n), Tool))
-        default_policy, policies = tool_policies(on_tool_error, registry)
+        default_policy, policies = policies_by_tool(on_tool_error, registry.members())
         self._gates = ToolGates(limits.per_tool, clock=clocks.monotonic)
         self._config = MachineConfig(
             tools=found.tools, system_prompt=system_prompt, on_tool_error=default_policy,

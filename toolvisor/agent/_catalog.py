@@ -1,25 +1,23 @@
-"""What an ``Agent`` makes of its ``tools``, ``on_tool_error`` and model arguments.
+"""What an ``Agent`` makes of its ``tools`` and model arguments.
 
 ``tools`` is one argument for the whole catalog: ``Tool`` objects, MCP servers
 (``McpToolProvider``) and at most one ``ToolRegistry``, in a sequence, or a registry alone.
-``on_tool_error`` is one policy, or a policy by tool name with ``"*"`` for the others.
+(``on_tool_error`` is read by ``toolvisor.machine.policies_by_tool``, which
+``TemporalAgent`` shares.)
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from toolvisor.contract import AsyncModel, Model, Tool
-from toolvisor.machine import Policy
 from toolvisor.mcp import McpToolProvider
 from toolvisor.models import from_string
 from toolvisor.registry import StaticToolProvider, ToolRegistry
 
 ToolsArgument = ToolRegistry | Sequence[Tool | McpToolProvider | ToolRegistry]
 """What ``Agent(tools=...)`` takes."""
-EVERY_OTHER_TOOL = "*"
-"""The key of ``on_tool_error``'s mapping that names the policy of every tool it does not name."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,25 +62,6 @@ def catalog(tools: ToolsArgument) -> Catalog:
     for server in servers:
         registry.add_source(server.source, server)
     return Catalog(registry, own, servers)
-
-
-def tool_policies(on_tool_error: Policy | Mapping[str, Policy],
-                  registry: ToolRegistry) -> tuple[Policy, dict[str, Policy]]:
-    """``on_tool_error`` as the default policy and the overrides by tool name.
-
-    Raises:
-        ValueError: The mapping names a tool that is not in the catalog.
-    """
-    if not isinstance(on_tool_error, Mapping):
-        return on_tool_error, {}
-    policies = dict(on_tool_error)
-    default = policies.pop(EVERY_OTHER_TOOL, "continue")
-    for name in policies:
-        if not isinstance(registry.resolve(name), Tool):
-            raise ValueError(f"on_tool_error names unknown tool {name!r}; known tools: "
-                             f"{sorted(registry.members())} (use {EVERY_OTHER_TOOL!r} for every "
-                             "other tool)")
-    return default, policies
 
 
 def model(given: Model | AsyncModel | str, setting: str) -> Model | AsyncModel:

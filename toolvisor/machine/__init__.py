@@ -43,6 +43,7 @@ from toolvisor.machine._outcomes import (
     StateConflict,
 )
 from toolvisor.machine._policy import (
+    EVERY_OTHER_TOOL,
     BrokenPolicy,
     CallAttempt,
     ContinueRun,
@@ -53,6 +54,7 @@ from toolvisor.machine._policy import (
     RetryPolicy,
     apply_policy,
     check_policy,
+    policies_by_tool,
 )
 from toolvisor.machine._response_checks import Relayed, answers_for
 from toolvisor.machine._responses import (
@@ -71,6 +73,7 @@ from toolvisor.machine._unions import Done, Effect, Outcome
 __all__ = [
     "CHECKPOINT_VERSION",
     "DEFAULT_MODEL_POLICY",
+    "EVERY_OTHER_TOOL",
     "MODES",
     "QUESTION_EXPIRED_CODE",
     "RESERVED_HALT_REASONS",
@@ -128,4 +131,5 @@ __all__ = [
     "apply_policy",
     "check_model_policy",
     "check_policy",
+    "policies_by_tool",
 ]

@@ -11,7 +11,7 @@ itself.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, TypeAlias, get_args
 
@@ -197,6 +197,40 @@ def check_policy(policy: object, where: str) -> None:
         return
     raise TypeError(f"{where}: a policy is 'continue', 'halt', a RetryPolicy or a function "
                     f"(call, error) -> decision, got {type(policy).__name__}")
+
+
+EVERY_OTHER_TOOL = "*"
+"""The key of an ``on_tool_error`` mapping that names the policy of every tool it does not name."""
+
+
+def policies_by_tool(on_tool_error: Policy | Mapping[str, Policy],
+                     known: Collection[str]) -> tuple[Policy, dict[str, Policy]]:
+    """An agent's ``on_tool_error`` (one policy, or a policy by tool name with ``"*"`` for
+    every other tool) as the machine's default policy and its overrides by tool name: the one
+    reading of the setting, shared by ``Agent`` and ``TemporalAgent``.
+
+    Args:
+        on_tool_error: The agent's setting; a mapping without ``"*"`` leaves every other
+            tool ``"continue"``.
+        known: The names of the agent's tools, which the mapping may name.
+
+    Returns:
+        The default policy and the per-tool policies (``MachineConfig.on_tool_error`` and
+        ``MachineConfig.tool_policies``), each checked there.
+
+    Raises:
+        ValueError: The mapping names a tool not in ``known``, naming the known ones.
+    """
+    if not isinstance(on_tool_error, Mapping):
+        return on_tool_error, {}
+    policies = dict(on_tool_error)
+    default = policies.pop(EVERY_OTHER_TOOL, "continue")
+    for name in policies:
+        if name not in known:
+            raise ValueError(f"on_tool_error names unknown tool {name!r}; known tools: "
+                             f"{sorted(known)} (use {EVERY_OTHER_TOOL!r} for every other "
+                             "tool)")
+    return default, policies
 
 
 def apply_policy(policy: Policy, failed: CallAttempt, error: Any, *, seed: int = 0) -> Decision:

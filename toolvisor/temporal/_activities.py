@@ -108,7 +108,7 @@ class Activities:
 
     def __init__(self, agents: list[TemporalAgent], runner: ToolRunner) -> None:
         self._runner = runner
-        self._models = {a.name: ModelCalls(a.model, runner, a.model_timeout) for a in agents}
+        self._models = {a.name: ModelCalls(a.model, runner, a.timeouts.model) for a in agents}
 
     def close(self) -> None:
         """Close the agents' models' connections (before the runner closes)."""

@@ -338,7 +338,7 @@ async def _ask_model(agent: TemporalAgent, effect: LlmCall) -> Response:
             MODEL_ACTIVITY,
             {"agent": agent.name, "request": effect.request.model_dump(mode="json")},
             activity_id=f"model-{effect.id}",
-            start_to_close_timeout=timedelta(seconds=agent.model_timeout + agent.timeout_grace),
+            start_to_close_timeout=timedelta(seconds=agent.timeouts.model + agent.timeout_grace),
             heartbeat_timeout=timedelta(seconds=agent.heartbeat_timeout),
             retry_policy=ONE_ATTEMPT)
     except ActivityError as exc:
