@@ -25,7 +25,11 @@ $(DEMO_STAMP): pyproject.toml
 demo: $(DEMO_STAMP)
 	$(DEMO_VENV)/bin/python -m examples.demo
 
-test: lint typecheck unit
+# ruff, mypy and the suite at once, once what they need is installed: mypy (about a minute on
+# one core) overlaps the suite's waits on processes and servers (measured on 2 cores: 465 s
+# one after the other, 381 s together).
+test: $(STAMP) bubblewrap $(MCP_REFERENCE_STAMP)
+	$(MAKE) --no-print-directory -j3 lint typecheck unit
 
 lint: $(STAMP)
 	$(BIN)/ruff check toolvisor tests examples bench
