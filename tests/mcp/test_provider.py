@@ -26,7 +26,7 @@ import pytest
 from tests.support import reference_mcp as reference
 from tests.support.events import Events
 from tests.support.local_mcp import SERVER, stdio
-from toolvisor import Agent, Completed, ToolError, function_tool
+from toolvisor import Agent, Completed, Limits, ToolError, function_tool
 from toolvisor.contract import ModelRequest, ModelResponse, ToolResultMessage
 from toolvisor.machine import CallAttempt, ContinueRun, Decision
 from toolvisor.mcp import McpToolProvider
@@ -123,22 +123,27 @@ def test_calls_reports_and_crashes_are_told_apart(http_url: str) -> None:
     assert crash_of(policy.errors["unknown"]).reason == "not_found"
 
 
-def test_a_tool_added_at_run_time_reaches_the_next_model_request(http_url: str) -> None:
+def test_a_tool_added_at_run_time_reaches_a_later_model_request(http_url: str) -> None:
+    # Over HTTP the server says its list changed on a stream of its own, apart from the call's
+    # result: the change reaches the catalog when it arrives, the next request or the one
+    # after (the model waits a turn meanwhile, as a model that does not see a tool would).
     offered: list[set[str]] = []
 
     def respond(request: ModelRequest) -> ModelResponse:
         offered.append({t.name for t in request.tools})
         if len(offered) == 1:
             return calls(call("grow", {}, id="g"))
-        if len(offered) == 2:
+        if "late" not in offered[-1]:
+            return calls(call("echo", {"text": "wait"}, id=f"w{len(offered)}"))
+        if sum("late" in tools for tools in offered) == 1:
             return calls(call("late", {"word": "hi"}, id="l"))
         return ModelResponse(text="done")
 
-    with Agent(FunctionModel(respond), [http(http_url)]) as agent:
+    with Agent(FunctionModel(respond), [http(http_url)], limits=Limits(turns=8)) as agent:
         generation = agent.registry.generation
         outcome = agent.run("go")
         assert agent.registry.generation > generation
-    assert "late" in offered[1]
+    assert "late" not in offered[0] and "late" in offered[-1]
     assert results(outcome)["l"].content == '{"result":"HI"}'
 
 
