@@ -7,7 +7,7 @@ busy tool never looks lost and a lost worker is noticed within the heartbeat tim
 Cancelling the activity cancels the call as at its deadline.
 
 Threads: the activities run on the worker's event loop; a call's result comes back on a
-runner thread and is handed to that loop (``call_soon_threadsafe``); a ``_Progress`` is
+runner thread and is handed to that loop (a ``LoopReply``); a ``_Progress`` is
 written by the handler's thread and read by the heartbeat task under its lock.
 """
 
@@ -32,7 +32,7 @@ from toolvisor.contract import (
     ToolError,
 )
 from toolvisor.executor import CallHandle, ToolRunner
-from toolvisor.host import ModelAnswer, ModelCalls
+from toolvisor.host import LoopReply, ModelAnswer, ModelCalls
 from toolvisor.machine import CallToRun, StateView
 from toolvisor.temporal import _refused
 from toolvisor.temporal._agent import TemporalAgent
@@ -80,19 +80,10 @@ class _Keys:
 async def _outcome(start: Callable[[Callable[[Any], None]], CallHandle]) -> Any:
     """Start a runner call with ``start(on_done)`` and wait for what it delivers; cancelling
     the wait (the activity was cancelled) cancels the call."""
-    loop = asyncio.get_running_loop()
-    done: asyncio.Future[Any] = loop.create_future()
-
-    def deliver(value: Any) -> None:
-        if not done.done():
-            done.set_result(value)
-
-    def on_done(value: Any) -> None:  # on a runner thread
-        loop.call_soon_threadsafe(deliver, value)
-
-    handle = start(on_done)
+    reply = LoopReply(asyncio.get_running_loop())  # set from a runner thread, once
+    handle = start(reply.set_result)
     try:
-        return await done
+        return await reply
     except asyncio.CancelledError:
         handle.cancel()
         raise
